@@ -1,0 +1,21 @@
+"""gputop-tracker: what a job's whole process tree really used — RAM, CPU, threads, GPU memory and utilization."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.tracker import Tracker
+
+__all__ = ["Tracker", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `gputop-track --headless` does not pay for the API's imports at start-up.
+    if name == "Tracker":
+        from gputop_tracker.core.tracker import Tracker
+
+        return Tracker
+    raise AttributeError(name)

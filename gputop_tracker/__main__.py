@@ -1,0 +1,3 @@
+from gputop_tracker.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,269 @@
+"""`gputop-track`: launch or attach, live TUI on a terminal, headless report otherwise; `sessions` commands.
+
+Start-up stays light: the TUI (textual) is imported only when a screen will be drawn, and pydantic
+only after the sampler has been forked, so it loads while the command already runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import NoReturn
+
+from gputop_tracker import __version__
+from gputop_tracker.core import paths
+from gputop_tracker.core.sampler import MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.units import UnitError, Units
+
+PROG = "gputop-track"
+DEFAULT_INTERVAL = 0.5
+SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class UsageError(Exception):
+    """Bad input: one line on stderr, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> Parser:
+    p = Parser(
+        prog=PROG,
+        usage=f"{PROG} [OPTIONS] -- CMD [ARGS...] | {PROG} [OPTIONS] --attach PID | {PROG} --history | "
+        f"{PROG} sessions {{list,show,export,delete}} ...",
+        description="Track what a command's whole process tree uses: RAM, CPU, threads, GPU memory and utilization.",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
+    p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
+    p.add_argument("--history", action="store_true", help="open the TUI on the saved sessions")
+    p.add_argument("--headless", action="store_true", help="no TUI: print or write a report at the end")
+    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="report format (headless)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of the terminal")
+    p.add_argument(
+        "--interval",
+        "--st",
+        dest="interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
+    )
+    p.add_argument("--ru", "--ram-unit", dest="ram_unit", help="bytes, kilobytes, megabytes, gigabytes, terabytes")
+    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", help="unit of GPU memory figures")
+    p.add_argument("--tu", "--time-unit", dest="time_unit", help="seconds, minutes, hours, days")
+    p.add_argument(
+        "--nec",
+        "--n-expected-cores",
+        dest="n_expected_cores",
+        type=int,
+        metavar="N",
+        help="cores the job may use (default: the CPUs this process may run on)",
+    )
+    p.add_argument(
+        "--gpus",
+        "--guuids",
+        dest="gpus",
+        metavar="LIST",
+        help="GPUs counted for utilization: indices, full or short UUIDs, MIG UUIDs (as CUDA_VISIBLE_DEVICES)",
+    )
+    p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
+    p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
+    p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return p
+
+
+def build_sessions_parser() -> Parser:
+    p = Parser(prog=f"{PROG} sessions", description="Saved sessions.")
+    p.add_argument("--store", metavar="DIR", help="session store")
+    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    sub.add_parser("list", help="every saved session, newest first")
+    show = sub.add_parser("show", help="the report of one session")
+    show.add_argument("id")
+    show.add_argument("-f", "--format", choices=("text", "json"), default="text")
+    show.add_argument("--ru", "--ram-unit", dest="ram_unit")
+    show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit")
+    show.add_argument("--tu", "--time-unit", dest="time_unit")
+    export = sub.add_parser("export", help="a session as JSON (everything) or CSV (the timeline)")
+    export.add_argument("id")
+    export.add_argument("-f", "--format", choices=("json", "csv"), default="json")
+    export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    delete = sub.add_parser("delete", help="delete a session")
+    delete.add_argument("id")
+    return p
+
+
+def die(message: str, code: int = 2) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "sessions":
+            from gputop_tracker import sessions_cli
+
+            return sessions_cli.run(build_sessions_parser().parse_args(argv[1:]))
+        return track(build_parser().parse_args(argv))
+    except UsageError as e:
+        return die(str(e))
+    except UnitError as e:
+        return die(str(e))
+    except KeyboardInterrupt:
+        return 130
+
+
+def _units(args: argparse.Namespace) -> Units:
+    return Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
+
+
+def _check_attach(pid: int) -> None:
+    if pid <= 0:
+        raise UsageError(f"--attach needs a positive PID, not {pid}")
+    if pid == os.getpid():
+        raise UsageError("cannot attach to gputop-track itself")
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except FileNotFoundError:
+        raise UsageError(f"no process with PID {pid}") from None
+    except OSError as e:
+        raise UsageError(f"cannot read process {pid}: {e.strerror}") from None
+    if state == b"Z":
+        raise UsageError(f"process {pid} has already exited (zombie)")
+
+
+def track(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    units = _units(args)
+    if args.history:
+        if command or args.attach:
+            raise UsageError("--history takes no command and no --attach")
+        from gputop_tracker.tui.app import run_history
+
+        return run_history(paths.store_dir(args.store))
+    if args.attach is not None and command:
+        raise UsageError("give either --attach PID or a command after --, not both")
+    if args.attach is None and not command:
+        raise UsageError("nothing to track: give a command after -- or --attach PID (see --help)")
+    if args.interval < MIN_INTERVAL:
+        raise UsageError(f"--interval must be at least {MIN_INTERVAL} s, not {args.interval:g}")
+    if args.n_expected_cores is not None and args.n_expected_cores < 1:
+        raise UsageError("--n-expected-cores must be at least 1")
+    if args.simulate_gpus < 0:
+        raise UsageError("--simulate-gpus must be 0 or more")
+    if args.attach is not None:
+        _check_attach(args.attach)
+    if args.output:
+        out = Path(args.output)
+        if out.is_dir():
+            raise UsageError(f"--output {args.output} is a directory")
+        if not out.parent.exists():
+            raise UsageError(f"--output: directory {out.parent} does not exist")
+        if not os.access(out.parent, os.W_OK):
+            raise UsageError(f"--output: directory {out.parent} is not writable")
+    cfg = EngineConfig(
+        mode="attach" if args.attach is not None else "launch",
+        argv=command,
+        pid=args.attach or 0,
+        interval=args.interval,
+        n_expected_cores=args.n_expected_cores,
+        gpus=args.gpus,
+        simulate_gpus=args.simulate_gpus,
+        store=str(paths.store_dir(args.store)),
+        save=not args.no_save,
+    )
+    interactive = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive:
+        try:
+            from gputop_tracker.tui.live import run_live
+        except ImportError as e:  # the TUI is optional at run time: never lose the run over it
+            print(f"{PROG}: live view unavailable ({e}); running headless", file=sys.stderr)
+        else:
+            return run_live(cfg, args, units)
+    return run_headless(cfg, args, units)
+
+
+def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
+    from gputop_tracker.core.channel import Failed, Started, Summary, start_forked
+
+    if cfg.mode == "launch":
+        cfg.process_group = os.getpgrp()  # the command stays in the terminal's job: it may read the tty
+        if args.format == "json" and not args.output:
+            cfg.stdout = 2  # stdout carries only the JSON report; the command's stdout goes to stderr
+    # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
+    # which the command receives itself, from a kill aimed at us, which we must pass on.
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    handle = start_forked(cfg)
+    interrupted: list[int] = []
+
+    def relay() -> None:
+        while True:
+            info = signal.sigwaitinfo(FORWARDED)
+            sig = info.si_signo
+            interrupted.append(sig)
+            from_terminal = info.si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
+            if cfg.mode == "attach" or not from_terminal:
+                handle.signal(sig)
+
+    threading.Thread(target=relay, name="signal-relay", daemon=True).start()
+    usage = None
+    failure = None
+    started = None
+    try:
+        for msg in handle.messages():
+            if isinstance(msg, Summary):
+                usage = msg.usage
+            elif isinstance(msg, Failed):
+                failure = msg
+            elif isinstance(msg, Started):
+                started = msg
+    finally:
+        handle.close()
+        handle.wait()
+    if failure is not None:
+        print(f"{PROG}: {failure.message}", file=sys.stderr)
+        return failure.exit_code
+    if usage is None:
+        where = f"; partial session {started.session_id} in {started.store}" if started else ""
+        return die(f"the sampler stopped unexpectedly (status {handle.exit_status}){where}", 1)
+    write_report(usage, args, units)
+    if cfg.mode == "attach":
+        return 128 + interrupted[0] if interrupted else 0
+    if usage.exit_code is None:  # detached
+        return 0
+    return usage.exit_code
+
+
+def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
+    """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost."""
+    from gputop_tracker.core import report
+    from gputop_tracker.core.models import ResourceUsage
+    from gputop_tracker.core.store import write_atomic
+
+    assert isinstance(usage, ResourceUsage)
+    text = report.to_json(usage, units) + "\n" if args.format == "json" else report.to_text(usage, units)
+    if args.output:
+        try:
+            write_atomic(Path(args.output), text.encode())
+        except OSError as e:
+            print(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows", file=sys.stderr)
+            sys.stderr.write(text)
+        else:
+            if usage.session_path:
+                print(f"{PROG}: report written to {args.output}; session {usage.session_id}", file=sys.stderr)
+        return
+    stream = sys.stdout if args.format == "json" else sys.stderr
+    stream.write(text)
+    stream.flush()

@@ -1,0 +1,142 @@
+"""The front end's side of the pipe: start the sampler process and read its validated messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gputop_tracker.core.sampler import EngineConfig, config_json, run_forked_child
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.models import ResourceUsage, Sample
+
+
+@dataclass
+class Started:
+    pid: int
+    session_id: str
+    store: str
+
+
+@dataclass
+class SampleMessage:
+    sample: Sample
+
+
+@dataclass
+class Summary:
+    usage: ResourceUsage
+
+
+@dataclass
+class Failed:
+    exit_code: int
+    message: str
+
+
+Message = Started | SampleMessage | Summary | Failed
+
+
+def decode(line: bytes) -> Message:
+    """One line from the sampler, validated (pydantic) where it carries figures."""
+    from gputop_tracker.core.models import ResourceUsage, Sample
+
+    data: dict[str, Any] = json.loads(line)
+    kind = data.pop("kind")
+    if kind == "sample":
+        return SampleMessage(Sample.model_validate(data["sample"]))
+    if kind == "summary":
+        return Summary(ResourceUsage.model_validate(data["summary"]))
+    if kind == "started":
+        return Started(int(data["pid"]), str(data["session_id"]), str(data["store"]))
+    if kind == "error":
+        return Failed(int(data["exit_code"]), str(data["message"]))
+    raise ValueError(f"unknown message kind {kind!r}")
+
+
+class SamplerHandle:
+    """A running sampler process and its message stream."""
+
+    def __init__(self, pid: int, read_fd: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self.read_fd = read_fd
+        self._popen = popen
+        self._buf = b""
+        self.exit_status: int | None = None
+
+    def lines(self) -> Iterator[bytes]:
+        """Raw lines until the sampler closes the pipe."""
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
+                yield line
+                continue
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except InterruptedError:
+                continue
+            if not chunk:
+                return
+            self._buf += chunk
+
+    def messages(self) -> Iterator[Message]:
+        for line in self.lines():
+            if line.strip():
+                yield decode(line)
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        if self.exit_status is None:
+            if self._popen is not None:
+                self.exit_status = self._popen.wait()
+            else:
+                try:
+                    _, status = os.waitpid(self.pid, 0)
+                    self.exit_status = os.waitstatus_to_exitcode(status)
+                except ChildProcessError:
+                    self.exit_status = 0
+        return self.exit_status
+
+    def close(self) -> None:
+        try:
+            os.close(self.read_fd)
+        except OSError:
+            pass
+
+
+def start_forked(cfg: EngineConfig) -> SamplerHandle:
+    """Fork the sampler from this process (fast: nothing is imported again). Call before any thread starts."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        run_forked_child(cfg, w)
+    os.close(w)
+    return SamplerHandle(pid, r)
+
+
+def start_spawned(cfg: EngineConfig) -> SamplerHandle:
+    """A fresh interpreter for the sampler: safe from a process that already runs threads (the API)."""
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "gputop_tracker.core.sampler", config_json(cfg)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert popen.stdout is not None
+    return SamplerHandle(popen.pid, popen.stdout.fileno(), popen)
+
+
+STOP_SIGNAL = signal.SIGUSR1  # "stop tracking now" (attach, detach, API stop)

@@ -1,0 +1,293 @@
+"""Every data shape the tool exchanges or keeps: samples, the summary (report) and saved sessions.
+
+The sampler builds plain dicts of these shapes on its hot path (no validation cost per sample); every
+reader — the front end, the store, the API — validates them here. Sizes are bytes and times seconds
+inside the tool; `ResourceUsage.in_units` converts for the report. Readers ignore unknown keys so that a
+newer tool's sessions still load.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gputop_tracker import __version__
+from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS
+
+SCHEMA_VERSION = 1
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# --------------------------------------------------------------------------- samples (sampler -> front end)
+
+
+class ProcessSample(Model):
+    """One process of the tracked tree at one instant."""
+
+    pid: int
+    ppid: int
+    name: str
+    cmdline: list[str] = Field(default_factory=list)
+    role: Literal["main", "descendant"]
+    rss: int = Field(description="resident set size (statm, read every sample)")
+    private: int = Field(description="USS: pages only this process holds (smaps_rollup, carried forward)")
+    shared: int = Field(description="rss - private: resident pages shared with another process")
+    pss: int = Field(description="proportional set size: shared pages divided among their sharers")
+    peak_rss: int = Field(description="VmHWM: the kernel's exact peak RSS of this process so far")
+    cpu_seconds: float = Field(description="utime + stime of this process")
+    cpu_percent: float = Field(description="CPU % since the previous sample (100 = one core)")
+    threads: int
+    gpu_memory: dict[str, int] = Field(default_factory=dict, description="GPU uuid -> bytes")
+
+
+class GpuSample(Model):
+    index: int
+    uuid: str
+    name: str
+    memory_total: int | None = None
+    memory_used: int | None = None
+    utilization_gpu: float | None = None
+    utilization_memory: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    tree_memory: int = Field(0, description="bytes held by the tracked tree on this GPU")
+    counted: bool = True
+    simulated: bool = False
+    lost: bool = False
+
+
+class HostSample(Model):
+    memory_total: int
+    memory_used: int
+    cpu_percent: float = Field(description="whole machine, 100 = every core busy")
+    cpu_count: int
+
+
+class TreeSample(Model):
+    """The tree's totals at this instant, counted as the summary counts them."""
+
+    main_rss: int
+    main_private: int
+    main_shared: int
+    descendants_total: int
+    descendants_private: int
+    combined_total: int = Field(description="Σ PSS: shared pages counted once within the tree")
+    combined_private: int = Field(description="Σ USS")
+    combined_shared: int
+    cpu_percent: float
+    main_cpu_percent: float
+    cpu_seconds: float = Field(description="exact CPU-seconds of the tree so far (live + reaped)")
+    threads: int
+    gpu_memory: int
+    n_processes: int
+
+
+class Sample(Model):
+    time: float
+    elapsed: float
+    processes: list[ProcessSample]
+    gpus: list[GpuSample] = Field(default_factory=list)
+    host: HostSample
+    tree: TreeSample
+
+
+# --------------------------------------------------------------------------- summary (gpu-tracker's shape + more)
+
+
+class RSSValues(Model):
+    total_rss: float = 0.0
+    private_rss: float = 0.0
+    shared_rss: float = 0.0
+
+
+class MaxRAM(Model):
+    unit: str = "bytes"
+    system_capacity: float = 0.0
+    system: float = 0.0
+    main: RSSValues = Field(default_factory=RSSValues)
+    descendants: RSSValues = Field(default_factory=RSSValues)
+    combined: RSSValues = Field(default_factory=RSSValues)
+    peak_source: str = Field("sampled", description="where max_ram.combined.total_rss comes from")
+    combined_sampled: float = Field(0.0, description="largest Σ PSS seen in one sample (a lower bound)")
+    combined_upper_bound: float | None = Field(None, description="Σ of per-process exact peaks")
+
+
+class MaxGPURAM(Model):
+    unit: str = "bytes"
+    system_capacity: float = 0.0
+    system: float = 0.0
+    main: float = 0.0
+    descendants: float = 0.0
+    combined: float = 0.0
+
+
+class Percentages(Model):
+    max_sum_percent: float = 0.0
+    max_hardware_percent: float = 0.0
+    mean_sum_percent: float = 0.0
+    mean_hardware_percent: float = 0.0
+
+
+class CPUUtilization(Model):
+    system_core_count: int = 0
+    n_expected_cores: int = 0
+    system: Percentages = Field(default_factory=Percentages)
+    main: Percentages = Field(default_factory=Percentages)
+    descendants: Percentages = Field(default_factory=Percentages)
+    combined: Percentages = Field(default_factory=Percentages)
+    main_n_threads: int = 0
+    descendants_n_threads: int = 0
+    combined_n_threads: int = 0
+
+
+class GPUUtilization(Model):
+    system_gpu_count: int = 0
+    n_expected_gpus: int = 0
+    gpu_percentages: Percentages = Field(default_factory=Percentages)
+
+
+class ComputeTime(Model):
+    unit: str = "seconds"
+    time: float = 0.0
+
+
+class CPUTime(Model):
+    """Exact CPU-seconds of the whole tree (kernel counters, not samples)."""
+
+    unit: str = "seconds"
+    user: float = 0.0
+    system: float = 0.0
+    total: float = 0.0
+    mean_percent: float = Field(0.0, description="total / wall time × 100 (100 = one core)")
+    source: str = "sampled"
+
+
+class GpuSummary(Model):
+    index: int
+    uuid: str
+    name: str
+    memory_total: int | None = None
+    peak_memory_used: int | None = Field(None, description="whole device, every process")
+    tree_peak_memory: int = Field(0, description="the tracked tree's peak on this GPU (bytes)")
+    mean_utilization: float | None = None
+    max_utilization: float | None = None
+    counted: bool = True
+    simulated: bool = False
+    lost: bool = False
+
+
+class ProcessSummary(Model):
+    pid: int
+    ppid: int
+    name: str
+    cmdline: list[str] = Field(default_factory=list)
+    role: Literal["main", "descendant"]
+    first_seen: float
+    last_seen: float
+    peak_rss: int
+    peak_rss_source: str = Field(description="VmHWM or ru_maxrss (exact) or sampled")
+    peak_private: int = 0
+    peak_pss: int = 0
+    peak_threads: int = 0
+    cpu_seconds: float = 0.0
+    max_cpu_percent: float = 0.0
+    peak_gpu_memory: int = 0
+    exit_code: int | None = None
+
+
+class ResourceUsage(Model):
+    """The report. The first five fields are gpu-tracker's, with its names and meaning."""
+
+    max_ram: MaxRAM = Field(default_factory=MaxRAM)
+    max_gpu_ram: MaxGPURAM = Field(default_factory=MaxGPURAM)
+    cpu_utilization: CPUUtilization = Field(default_factory=CPUUtilization)
+    gpu_utilization: GPUUtilization = Field(default_factory=GPUUtilization)
+    compute_time: ComputeTime = Field(default_factory=ComputeTime)
+    cpu_time: CPUTime = Field(default_factory=CPUTime)
+    peak_threads: int = 0
+    gpus: list[GpuSummary] = Field(default_factory=list)
+    gpu_note: str | None = None
+    processes: list[ProcessSummary] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact (counter) or sampled")
+    notes: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+    session_path: str | None = None
+    command: list[str] = Field(default_factory=list)
+    mode: Literal["launch", "attach"] = "launch"
+    pid: int | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    status: str = "finished"
+    start_time: float = 0.0
+    end_time: float = 0.0
+    host: str = ""
+    interval: float = 0.0
+    n_samples: int = 0
+    n_processes: int = 0
+    smaps_max_age: float | None = Field(None, description="oldest private/shared reading used, seconds")
+    tool_version: str = __version__
+    schema_version: int = SCHEMA_VERSION
+
+    def in_units(self, ram_unit: str, gpu_ram_unit: str, time_unit: str) -> ResourceUsage:
+        """A copy whose gpu-tracker fields are in the given units (others stay bytes/seconds)."""
+        out = self.model_copy(deep=True)
+        r = RAM_UNITS[self.max_ram.unit] / RAM_UNITS[ram_unit]
+        ram = out.max_ram
+        ram.unit = ram_unit
+        ram.system_capacity *= r
+        ram.system *= r
+        ram.combined_sampled *= r
+        if ram.combined_upper_bound is not None:
+            ram.combined_upper_bound *= r
+        for v in (ram.main, ram.descendants, ram.combined):
+            v.total_rss *= r
+            v.private_rss *= r
+            v.shared_rss *= r
+        g = RAM_UNITS[self.max_gpu_ram.unit] / RAM_UNITS[gpu_ram_unit]
+        gram = out.max_gpu_ram
+        gram.unit = gpu_ram_unit
+        gram.system_capacity *= g
+        gram.system *= g
+        gram.main *= g
+        gram.descendants *= g
+        gram.combined *= g
+        out.compute_time.time *= TIME_UNITS[self.compute_time.unit] / TIME_UNITS[time_unit]
+        out.compute_time.unit = time_unit
+        return out
+
+
+# --------------------------------------------------------------------------- sessions (the store)
+
+
+class Timeline(Model):
+    """Columnar and bounded: when it grows past its cap, neighbouring rows merge (peaks kept, means averaged)."""
+
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[float | None]] = Field(default_factory=list)
+    stride: int = Field(1, description="samples merged into one row")
+
+
+class SessionMeta(Model):
+    id: str
+    status: Literal["running", "finished"] = "finished"
+    command: list[str] = Field(default_factory=list)
+    mode: Literal["launch", "attach"] = "launch"
+    pid: int | None = None
+    engine_pid: int | None = None
+    host: str = ""
+    start_time: float = 0.0
+    end_time: float | None = None
+    exit_code: int | None = None
+    interval: float = 0.0
+
+
+class Session(Model):
+    schema_version: int = SCHEMA_VERSION
+    meta: SessionMeta
+    summary: ResourceUsage | None = None
+    timeline: Timeline = Field(default_factory=Timeline)

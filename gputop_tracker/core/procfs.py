@@ -1,0 +1,358 @@
+"""Where per-process figures are measured: cheap reads of /proc on the sampler's hot path.
+
+Costs come from shared/MEASURING.md and bench/: psutil's objects cost ~10x more per sample than a
+pread on a kept-open fd, so each tracked process keeps its stat, statm and status files open and the
+tree is found by listing /proc and reading the stat of each *new* pid once. smaps_rollup (USS/PSS)
+grows with RSS (~8.7 ms per GiB), so it is read under a CPU budget and carried forward between reads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+# smaps_rollup is read at most this often per process, and all reads share a token bucket that
+# refills at SMAPS_BUDGET seconds of CPU per second of wall time (0.3% of a core).
+SMAPS_MIN_PERIOD = 1.0
+SMAPS_BUDGET = 0.003
+SMAPS_BURST = 0.05
+
+
+def _pread(fd: int, size: int = 4096) -> bytes:
+    data = os.pread(fd, size, 0)
+    if len(data) == size:  # rare: status of a process with a huge groups list
+        chunks = [data]
+        while len(data) == size:
+            data = os.pread(fd, size, size * len(chunks))
+            chunks.append(data)
+        return b"".join(chunks)
+    return data
+
+
+def parse_stat(data: bytes) -> tuple[str, list[bytes]]:
+    """(comm, fields after the comm). The comm may hold spaces and parentheses, so split at the last ')'."""
+    lp = data.index(b"(")
+    rp = data.rindex(b")")
+    return data[lp + 1 : rp].decode(errors="replace"), data[rp + 2 :].split()
+
+
+def read_cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]] if raw else []
+
+
+def read_smaps_rollup(pid: int) -> tuple[int, int] | None:
+    """(USS, PSS) in bytes, or None when the process is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    uss = pss = 0
+    for line in data.split(b"\n"):
+        if line.startswith(b"Pss:"):
+            pss = int(line.split()[1]) * 1024
+        elif line.startswith((b"Private_Clean:", b"Private_Dirty:", b"Private_Hugetlb:")):
+            uss += int(line.split()[1]) * 1024
+    if not data:
+        return None
+    return uss, pss
+
+
+class ProcHandle:
+    """A tracked process with its /proc files kept open. Reads fail with OSError once it is gone."""
+
+    __slots__ = (
+        "cmdline",
+        "cpu_ticks",
+        "first_seen",
+        "hwm",
+        "last_time",
+        "name",
+        "pid",
+        "ppid",
+        "pss",
+        "rss",
+        "smaps_cost",
+        "smaps_due",
+        "smaps_rss",
+        "smaps_time",
+        "starttime",
+        "stat_fd",
+        "statm_fd",
+        "status_fd",
+        "threads",
+        "uss",
+        "zombie",
+    )
+
+    def __init__(self, pid: int, stat_fd: int, ppid: int, name: str, starttime: int) -> None:
+        self.pid = pid
+        self.stat_fd = stat_fd
+        self.statm_fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+        self.status_fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+        self.ppid = ppid
+        self.name = name
+        self.starttime = starttime
+        self.cmdline: list[str] = read_cmdline(pid)
+        self.cpu_ticks = -1
+        self.last_time = 0.0
+        self.first_seen = time.time()
+        self.hwm = 0
+        self.rss = 0
+        self.threads = 0
+        self.zombie = False
+        self.uss = -1  # -1 = smaps_rollup never read
+        self.pss = 0
+        self.smaps_rss = 0
+        self.smaps_time = 0.0
+        self.smaps_cost = 0.0
+        self.smaps_due = 0.0
+
+    def close(self) -> None:
+        for fd in (self.stat_fd, self.statm_fd, self.status_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Reading:
+    """What one sample read of one process (plain slots: this runs for every process every sample)."""
+
+    __slots__ = (
+        "cpu_percent",
+        "handle",
+        "hwm",
+        "private",
+        "pss",
+        "rss",
+        "system_total",
+        "threads",
+        "user_total",
+        "utime_stime",
+    )
+
+    def __init__(self) -> None:
+        self.handle: ProcHandle
+        self.rss = 0
+        self.private = 0
+        self.pss = 0
+        self.hwm = 0
+        self.threads = 0
+        self.utime_stime = 0.0
+        self.user_total = 0.0  # utime + cutime, seconds (reaped children's time is in cutime)
+        self.system_total = 0.0  # stime + cstime
+        self.cpu_percent = 0.0
+
+
+def _open_stat(pid: int) -> tuple[int, bytes] | None:
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return fd, os.pread(fd, 1024, 0)
+    except OSError:
+        os.close(fd)
+        return None
+
+
+class ProcessTree:
+    """The tracked tree: a root pid and every process descended from it since tracking began.
+
+    A process stays in the tree once seen, even when reparented (to us as subreaper, or to init).
+    """
+
+    def __init__(self, root: int, exclude: set[int] | None = None) -> None:
+        self.root = root
+        self.exclude = set(exclude or ())
+        self.handles: dict[int, ProcHandle] = {}
+        self._others: set[int] = set()  # pids seen and known not to be ours
+        self._smaps_tokens = SMAPS_BURST
+        self._smaps_refill = time.monotonic()
+        self.smaps_reads = 0
+        self.root_gone = False
+
+    def _adopt(self, pid: int, fd: int, data: bytes) -> ProcHandle | None:
+        try:
+            name, f = parse_stat(data)
+            return ProcHandle(pid, fd, int(f[1]), name, int(f[19]))
+        except (OSError, ValueError, IndexError):
+            os.close(fd)
+            return None
+
+    def discover(self) -> tuple[list[ProcHandle], list[ProcHandle]]:
+        """Update membership. Returns (new handles, handles of processes that are gone)."""
+        present = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+        gone = [h for pid, h in self.handles.items() if pid not in present]
+        for h in gone:
+            del self.handles[h.pid]
+            h.close()
+        self._others &= present
+        new: list[ProcHandle] = []
+        if not self.handles and not self.root_gone:
+            opened = _open_stat(self.root)
+            if opened is None:
+                self.root_gone = True
+            else:
+                root = self._adopt(self.root, *opened)
+                if root is None:
+                    self.root_gone = True
+                else:
+                    self.handles[self.root] = root
+                    new.append(root)
+        candidates: dict[int, tuple[int, int, bytes]] = {}
+        for pid in present - self.handles.keys() - self._others - self.exclude:
+            opened = _open_stat(pid)
+            if opened is None:
+                continue
+            fd, data = opened
+            try:
+                ppid = int(parse_stat(data)[1][1])
+            except (ValueError, IndexError):
+                os.close(fd)
+                continue
+            candidates[pid] = (ppid, fd, data)
+        changed = True
+        while changed and candidates:
+            changed = False
+            for pid in list(candidates):
+                ppid, fd, data = candidates[pid]
+                if ppid in self.handles:
+                    del candidates[pid]
+                    adopted = self._adopt(pid, fd, data)
+                    if adopted is not None:
+                        self.handles[pid] = adopted
+                        new.append(adopted)
+                    changed = True
+        for pid, (_, fd, _) in candidates.items():
+            os.close(fd)
+            self._others.add(pid)
+        return new, gone
+
+    def read(self, now_mono: float) -> list[Reading]:
+        """Read every tracked process once. Vanished processes are skipped silently."""
+        out: list[Reading] = []
+        boot_now = time.clock_gettime(time.CLOCK_BOOTTIME)
+        self._refill_smaps(now_mono)
+        for h in list(self.handles.values()):
+            r = Reading()
+            r.handle = h
+            try:
+                name, f = parse_stat(os.pread(h.stat_fd, 1024, 0))
+                statm = os.pread(h.statm_fd, 256, 0).split()
+                status = _pread(h.status_fd)
+            except (OSError, ValueError):
+                continue
+            ticks = int(f[11]) + int(f[12])
+            r.user_total = (int(f[11]) + int(f[13])) / CLOCK_TICKS
+            r.system_total = (int(f[12]) + int(f[14])) / CLOCK_TICKS
+            r.utime_stime = ticks / CLOCK_TICKS
+            r.threads = int(f[17])
+            h.ppid = int(f[1])
+            h.zombie = f[0] == b"Z"
+            if name != h.name:  # exec'd (a shell or a pyenv shim becoming python): name and argv changed
+                h.name = name
+                h.cmdline = read_cmdline(h.pid) or h.cmdline
+            if h.cpu_ticks < 0:
+                lived = boot_now - h.starttime / CLOCK_TICKS
+                r.cpu_percent = 100.0 * r.utime_stime / lived if lived > 0.01 else 0.0
+            else:
+                dt = now_mono - h.last_time
+                r.cpu_percent = 100.0 * (ticks - h.cpu_ticks) / CLOCK_TICKS / dt if dt > 0 else 0.0
+            h.cpu_ticks = ticks
+            h.last_time = now_mono
+            rss = int(statm[1]) * PAGE_SIZE
+            shared_resident = int(statm[2]) * PAGE_SIZE
+            i = status.find(b"VmHWM:")
+            if i >= 0:
+                hwm = int(status[i + 6 : status.index(b"kB", i)]) * 1024
+                if hwm > h.hwm:
+                    h.hwm = hwm
+            r.hwm = max(h.hwm, rss)
+            h.rss = rss
+            h.threads = r.threads
+            if not h.zombie and now_mono >= h.smaps_due and self._smaps_tokens > 0:
+                self._read_smaps(h, now_mono, rss)
+            if h.uss >= 0:
+                # Between smaps reads, growth of RSS is taken as private (heap growth is): the spike
+                # shows at once and PSS stays consistent with it.
+                delta = rss - h.smaps_rss
+                r.private = max(0, min(rss, h.uss + delta))
+                r.pss = max(0, min(rss, h.pss + delta))
+            else:
+                r.private = max(0, rss - shared_resident)
+                r.pss = rss
+            r.rss = rss
+            out.append(r)
+        return out
+
+    def _refill_smaps(self, now: float) -> None:
+        self._smaps_tokens = min(SMAPS_BURST, self._smaps_tokens + (now - self._smaps_refill) * SMAPS_BUDGET)
+        self._smaps_refill = now
+
+    def _read_smaps(self, h: ProcHandle, now: float, rss: int) -> None:
+        t0 = time.perf_counter()
+        got = read_smaps_rollup(h.pid)
+        cost = time.perf_counter() - t0
+        self._smaps_tokens -= cost
+        self.smaps_reads += 1
+        h.smaps_cost = cost
+        h.smaps_due = now + max(SMAPS_MIN_PERIOD, cost / SMAPS_BUDGET / 4)
+        if got is None:
+            return
+        h.uss, h.pss = got
+        h.smaps_rss = rss
+        h.smaps_time = now
+
+    def oldest_smaps_age(self, now: float) -> float | None:
+        ages = [now - h.smaps_time for h in self.handles.values() if h.uss >= 0]
+        return max(ages) if ages else None
+
+    def close(self) -> None:
+        for h in self.handles.values():
+            h.close()
+        self.handles.clear()
+
+
+class HostReader:
+    """Whole-machine RAM (MemTotal - MemAvailable) and CPU busy %, from kept-open /proc files."""
+
+    def __init__(self) -> None:
+        self._meminfo = os.open("/proc/meminfo", os.O_RDONLY)
+        self._stat = os.open("/proc/stat", os.O_RDONLY)
+        self.cpu_count = os.cpu_count() or 1
+        self._last: tuple[int, int] | None = None
+
+    def read(self) -> tuple[int, int, float]:
+        """(memory_total, memory_used, cpu_percent with 100 = every core busy)."""
+        mem = os.pread(self._meminfo, 4096, 0)
+        total = avail = 0
+        for line in mem.split(b"\n", 8):
+            if line.startswith(b"MemTotal:"):
+                total = int(line.split()[1]) * 1024
+            elif line.startswith(b"MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+        first = os.pread(self._stat, 256, 0).split(b"\n", 1)[0].split()[1:]
+        ticks = [int(x) for x in first]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+        busy = sum(ticks[:8]) - idle
+        pct = 0.0
+        if self._last is not None:
+            d_busy, d_idle = busy - self._last[0], idle - self._last[1]
+            if d_busy + d_idle > 0:
+                pct = 100.0 * d_busy / (d_busy + d_idle)
+        self._last = (busy, idle)
+        return total, total - avail, pct
+
+    def close(self) -> None:
+        os.close(self._meminfo)
+        os.close(self._stat)

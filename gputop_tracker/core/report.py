@@ -1,0 +1,181 @@
+"""Where the summary is shown as text or JSON (headless mode, `sessions show`, `str(Tracker)`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from gputop_tracker.core.models import ResourceUsage
+from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
+
+# gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
+DEFAULT_RAM_UNIT = "gigabytes"
+DEFAULT_TIME_UNIT = "hours"
+DEFAULT_UNITS = Units()
+
+
+def to_json_dict(usage: ResourceUsage, units: Units = DEFAULT_UNITS) -> dict[str, Any]:
+    converted = usage.in_units(
+        units.ram or DEFAULT_RAM_UNIT, units.gpu_ram or DEFAULT_RAM_UNIT, units.time or DEFAULT_TIME_UNIT
+    )
+    return converted.model_dump(mode="json")
+
+
+def to_json(usage: ResourceUsage, units: Units = DEFAULT_UNITS) -> str:
+    return json.dumps(to_json_dict(usage, units), indent=2)
+
+
+class _Fmt:
+    def __init__(self, ram_unit: str | None, gpu_ram_unit: str | None, time_unit: str | None) -> None:
+        self.ram_unit = ram_unit
+        self.gpu_ram_unit = gpu_ram_unit
+        self.time_unit = time_unit
+
+    @staticmethod
+    def _in(value: float | None, unit: str | None, human: str) -> str:
+        if value is None:
+            return "-"
+        if unit is None:
+            return human
+        return f"{value / RAM_UNITS[unit]:.3f} {unit}"
+
+    def ram(self, v: float | None) -> str:
+        return self._in(v, self.ram_unit, human_bytes(v))
+
+    def gpu(self, v: float | None) -> str:
+        return self._in(v, self.gpu_ram_unit, human_bytes(v))
+
+    def time(self, s: float) -> str:
+        if self.time_unit is None:
+            return human_seconds(s)
+        return f"{s / TIME_UNITS[self.time_unit]:.4f} {self.time_unit}"
+
+
+def _pct(p: float | None) -> str:
+    return "-" if p is None else f"{p:.1f}%"
+
+
+def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes: int = 10) -> str:
+    """An aligned, human report with the same figures as the JSON (human units unless a unit is given)."""
+    f = _Fmt(units.ram, units.gpu_ram, units.time)
+    u = usage
+    lines: list[str] = []
+    add = lines.append
+    title = "gputop-track report"
+    if u.session_id:
+        title += f" — session {u.session_id}"
+    add(title)
+    add("=" * len(title))
+    cmd = " ".join(_quote(a) for a in u.command) or "-"
+    add(f"{'command':<14}{cmd}")
+    if u.mode == "attach":
+        status = {"exited": "target exited", "stopped": "tracking stopped; target still running"}.get(
+            u.status, u.status
+        )
+    elif u.exit_signal:
+        status = f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
+    elif u.exit_code is not None:
+        status = f"exited with code {u.exit_code}"
+    else:
+        status = u.status
+    add(f"{'status':<14}{status}   (pid {u.pid}, {u.mode}, host {u.host})")
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(u.start_time)) if u.start_time else "-"
+    add(
+        f"{'wall time':<14}{f.time(u.compute_time.time)}   started {started}, "
+        f"{u.n_samples} samples every {u.interval:g} s, {u.n_processes} processes seen"
+    )
+    add("")
+    ram = u.max_ram
+    src = u.sources
+    add("RAM (peaks)         total        private      shared       how measured")
+    rows = [
+        ("main", ram.main, src.get("max_ram.main.total_rss", "")),
+        ("descendants", ram.descendants, src.get("max_ram.descendants.total_rss", "")),
+        ("combined", ram.combined, src.get("max_ram.combined.total_rss", "")),
+    ]
+    for name, v, how in rows:
+        add(f"  {name:<16}{f.ram(v.total_rss):>12} {f.ram(v.private_rss):>12} {f.ram(v.shared_rss):>12}   {how}")
+    if ram.peak_source != "cgroup" and ram.combined_upper_bound is not None:
+        add(f"  {'combined ≤':<16}{f.ram(ram.combined_upper_bound):>12}   upper bound: Σ of per-process exact peaks")
+    elif ram.peak_source == "cgroup":
+        add(f"  {'combined (Σ)':<16}{f.ram(ram.combined_sampled):>12}   largest Σ PSS seen in one sample")
+    add(f"  {'system':<16}{f.ram(ram.system):>12}   of {f.ram(ram.system_capacity)} (whole machine, sampled)")
+    if u.smaps_max_age is not None:
+        add(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")
+    add("")
+    cpu = u.cpu_utilization
+    ct = u.cpu_time
+    add("CPU")
+    add(
+        f"  {'CPU time':<16}user {ct.user:.2f} s + system {ct.system:.2f} s = {ct.total:.2f} s "
+        f"({ct.mean_percent:.0f}% of one core on average; {ct.source})"
+    )
+    add(f"  {'utilization':<16}{'max':>10} {'mean':>10}   (100% = one core; {cpu.n_expected_cores} cores expected)")
+    for name, p in (
+        ("main", cpu.main),
+        ("descendants", cpu.descendants),
+        ("combined", cpu.combined),
+        ("system", cpu.system),
+    ):
+        add(f"    {name:<14}{_pct(p.max_sum_percent):>10} {_pct(p.mean_sum_percent):>10}")
+    add(
+        f"  {'threads (peak)':<16}main {cpu.main_n_threads}, descendants {cpu.descendants_n_threads}, "
+        f"combined {cpu.combined_n_threads}"
+    )
+    add("")
+    add("GPU")
+    if u.gpu_note:
+        add(f"  {u.gpu_note}")
+    if u.gpus:
+        g = u.max_gpu_ram
+        add(
+            f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
+            f"combined {f.gpu(g.combined)} (peaks, sampled)"
+        )
+        gu = u.gpu_utilization.gpu_percentages
+        add(
+            f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
+            f"(sum over {u.gpu_utilization.n_expected_gpus} counted of {u.gpu_utilization.system_gpu_count} GPUs)"
+        )
+        for gs in u.gpus:
+            flags = [
+                x for x, on in (("simulated", gs.simulated), ("LOST", gs.lost), ("not counted", not gs.counted)) if on
+            ]
+            add(
+                f"    [{gs.index}] {gs.name:<20} tree peak {f.gpu(gs.tree_peak_memory):>11}  "
+                f"device peak {f.gpu(gs.peak_memory_used):>11} of {f.gpu(gs.memory_total)}  "
+                f"util mean {_pct(gs.mean_utilization)} max {_pct(gs.max_utilization)}"
+                + (f"  ({', '.join(flags)})" if flags else "")
+            )
+    elif not u.gpu_note:
+        add("  no GPU found")
+    if u.processes:
+        add("")
+        shown = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:max_processes]
+        more = len(u.processes) - len(shown)
+        add(f"Processes (largest {len(shown)} of {len(u.processes)} by peak RSS)")
+        add(f"  {'pid':>7}  {'name':<16}{'peak RSS':>12}  {'source':<10}{'CPU s':>8}{'threads':>8}{'GPU':>11}  exit")
+        for proc in shown:
+            add(
+                f"  {proc.pid:>7}  {proc.name[:15]:<16}{f.ram(proc.peak_rss):>12}  {proc.peak_rss_source:<10}"
+                f"{proc.cpu_seconds:>8.2f}{proc.peak_threads:>8}{f.gpu(proc.peak_gpu_memory):>11}  "
+                f"{'' if proc.exit_code is None else proc.exit_code}"
+            )
+        if more > 0:
+            add(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
+    if u.notes:
+        add("")
+        add("Notes")
+        for n in u.notes:
+            add(f"  - {n}")
+    if u.session_path:
+        add("")
+        add(f"Session saved: {u.session_path}")
+    return "\n".join(lines) + "\n"
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)

@@ -1,0 +1,414 @@
+"""The sampler process: launches or attaches, samples the tree each interval, and saves the session.
+
+It runs apart from the front end (forked by the CLI, spawned by the API) and owns everything a report
+needs, so a busy or crashed front end never costs a sample or the session. It talks over one pipe:
+one JSON message per line — `started`, `sample` (only when the front end asked for them), `error`,
+`summary`. It stays light: no pydantic, no textual, no psutil on this path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputop_tracker.core import cgroup as cgroups
+from gputop_tracker.core import paths, store
+from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
+from gputop_tracker.core.procfs import HostReader, ProcessTree
+from gputop_tracker.core.summary import SCHEMA_VERSION, SummaryBuilder
+
+PR_SET_CHILD_SUBREAPER = 36
+CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
+MIN_INTERVAL = 0.05
+
+
+@dataclass
+class EngineConfig:
+    mode: str  # "launch" | "attach"
+    argv: list[str] = field(default_factory=list)
+    pid: int = 0
+    interval: float = 0.5
+    n_expected_cores: int | None = None
+    gpus: str | None = None  # --gpus list; None = CUDA_VISIBLE_DEVICES of the command, else all
+    simulate_gpus: int = 0
+    store: str | None = None
+    save: bool = True
+    stream_samples: bool = False
+    stdin: int | None = None  # fds for the command; None = inherit
+    stdout: int | None = None
+    stderr: int | None = None
+    process_group: int | None = None  # join this process group (the terminal's job) ...
+    new_session: bool = False  # ... or start a new session (live TUI: keys must not signal it)
+    exclude: list[int] = field(default_factory=list)
+    use_cgroup: bool = True
+    session_id: str | None = None
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig, out_fd: int) -> None:
+        self.cfg = cfg
+        self.out_fd = out_fd
+        self.interval = max(cfg.interval, MIN_INTERVAL)
+        self.stop_requested = False
+        self.forward: list[int] = []
+        self.main_pid = 0
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.cgroup: cgroups.JobCgroup | None = None
+        self.session_id = cfg.session_id or store.new_session_id()
+        self.store_dir = paths.store_dir(cfg.store)
+        self.session_path: Path | None = None
+        self.main_exit: tuple[int | None, int | None] | None = None  # (exit code, signal)
+
+    # ------------------------------------------------------------------ messages
+
+    def send(self, kind: str, payload: dict[str, Any]) -> None:
+        if self.out_fd < 0:
+            return
+        data = json.dumps({"kind": kind, **payload}, separators=(",", ":")).encode() + b"\n"
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self.out_fd, view)
+                view = view[n:]
+        except OSError:  # the front end is gone: keep tracking, still save the session
+            self.out_fd = -1
+
+    # ------------------------------------------------------------------ signals
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGUSR1 or self.cfg.mode == "attach":
+            self.stop_requested = True
+        else:
+            self.forward.append(signum)
+
+    def _install_signals(self) -> int:
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        signal.set_wakeup_fd(w)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+            signal.signal(s, self._on_signal)
+        return r
+
+    # ------------------------------------------------------------------ launch
+
+    def launch(self) -> bool:
+        cfg = self.cfg
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        if cfg.use_cgroup:
+            self.cgroup = cgroups.create_job_cgroup(self.session_id)
+        join_fd = self.cgroup.join_fd() if self.cgroup else -1
+
+        def join_cgroup() -> None:
+            if join_fd >= 0:
+                try:
+                    os.write(join_fd, str(os.getpid()).encode())
+                except OSError:
+                    pass
+
+        try:
+            self.popen = subprocess.Popen(
+                cfg.argv,
+                stdin=cfg.stdin,
+                stdout=cfg.stdout,
+                stderr=cfg.stderr,
+                process_group=cfg.process_group,
+                start_new_session=cfg.new_session,
+                preexec_fn=join_cgroup if join_fd >= 0 else None,
+            )
+        except FileNotFoundError:
+            self._fail(127, f"{cfg.argv[0]}: command not found")
+            return False
+        except PermissionError:
+            self._fail(126, f"{cfg.argv[0]}: permission denied")
+            return False
+        except OSError as e:
+            self._fail(126, f"{cfg.argv[0]}: cannot run: {e.strerror}")
+            return False
+        finally:
+            if join_fd >= 0:
+                os.close(join_fd)
+        self.main_pid = self.popen.pid
+        return True
+
+    def _fail(self, code: int, message: str) -> None:
+        if self.cgroup:
+            self.cgroup.remove()
+        self.send("error", {"exit_code": code, "message": message})
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> int:
+        cfg = self.cfg
+        wake_r = self._install_signals()
+        try:
+            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+        start = time.time()
+        if cfg.mode == "launch":
+            if not self.launch():
+                return 1
+        else:
+            self.main_pid = cfg.pid
+            self.cgroup = cgroups.existing_job_cgroup(cfg.pid)
+        try:
+            pidfd = os.pidfd_open(self.main_pid)
+        except OSError:
+            pidfd = -1
+        gpu = open_backend(cfg.simulate_gpus)
+        exclude = {os.getpid(), *cfg.exclude}
+        tree = ProcessTree(self.main_pid, exclude=exclude)
+        host = HostReader()
+        builder = SummaryBuilder(
+            main_pid=self.main_pid,
+            command=cfg.argv if cfg.mode == "launch" else [],
+            mode=cfg.mode,
+            interval=self.interval,
+            start_time=start,
+            n_expected_cores=cfg.n_expected_cores,
+            simulated_gpus=gpu.simulated,
+            gpu_note=gpu.note,
+        )
+        if cfg.mode == "attach":
+            builder.command = _cmdline(self.main_pid)
+        if self.cgroup and (limit := self.cgroup.limit()):
+            builder.notes.append(f"memory limit of the job's cgroup: {limit} bytes")
+        self.send(
+            "started",
+            {"pid": self.main_pid, "session_id": self.session_id, "store": str(self.store_dir)},
+        )
+        self._save(builder, running=True)
+        selection_done = False
+        next_tick = time.monotonic()
+        next_checkpoint = next_tick + CHECKPOINT_PERIOD
+        finished = False
+        while True:
+            self._forward_signals()
+            self._reap(builder)
+            if self.main_exit is not None or self.stop_requested:
+                finished = True
+            _new, gone = tree.discover()
+            for h in gone:
+                builder.gone(h.pid, h.ppid in tree.handles)
+            if tree.root_gone and not tree.handles:
+                finished = True
+            now_mono = time.monotonic()
+            readings = tree.read(now_mono)
+            gpus = gpu.read([r.handle.pid for r in readings])
+            if gpus and not selection_done:
+                selection_done = True
+                self._select_gpus(builder, gpus)
+            sample = builder.add(
+                time.time(), readings, gpus, host.read(), want_sample=self.out_fd >= 0 and cfg.stream_samples
+            )
+            if sample is not None:
+                self.send("sample", {"sample": sample})
+            if finished:
+                break
+            if now_mono >= next_checkpoint:
+                next_checkpoint = now_mono + CHECKPOINT_PERIOD
+                builder.smaps_max_age = tree.oldest_smaps_age(now_mono)
+                self._save(builder, running=True)
+            next_tick += self.interval
+            if next_tick < time.monotonic():  # a slow sample: skip ahead, never pile up
+                next_tick = time.monotonic() + self.interval
+            self._wait(next_tick, pidfd, wake_r)
+            if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
+                self.stop_requested = True
+        builder.smaps_max_age = tree.oldest_smaps_age(time.monotonic())
+        self._finish(builder)
+        gpu.close()
+        tree.close()
+        host.close()
+        code = self.main_exit[0] if self.main_exit else None
+        return code if code is not None else 0
+
+    def _wait(self, deadline: float, pidfd: int, wake_r: int) -> None:
+        fds = [wake_r] + ([pidfd] if pidfd >= 0 else [])
+        while True:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                return
+            ready, _, _ = select.select(fds, [], [], timeout)
+            if wake_r in ready:
+                try:
+                    os.read(wake_r, 512)
+                except BlockingIOError:
+                    pass
+                if self.stop_requested or self.forward:
+                    return
+            if pidfd in ready:
+                return
+
+    def _forward_signals(self) -> None:
+        while self.forward:
+            sig = self.forward.pop(0)
+            if self.main_pid and self.main_exit is None:
+                try:
+                    os.kill(self.main_pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def _reap(self, builder: SummaryBuilder) -> None:
+        if self.cfg.mode != "launch":
+            return
+        while True:
+            try:
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code)
+            if pid == self.main_pid:
+                if self.popen is not None:
+                    self.popen.returncode = code
+                if code < 0:
+                    self.main_exit = (128 - code, -code)
+                else:
+                    self.main_exit = (code, None)
+
+    def _select_gpus(self, builder: SummaryBuilder, gpus: list[Any]) -> None:
+        spec = self.cfg.gpus
+        reason = "--gpus"
+        if spec is None:
+            env = _environ(self.main_pid) if self.cfg.mode == "attach" else dict(os.environ)
+            spec = env.get("CUDA_VISIBLE_DEVICES")
+            reason = f"CUDA_VISIBLE_DEVICES={spec}"
+        if spec is None:
+            builder.gpu_selection_reason = "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES"
+            return
+        chosen, problems = resolve_gpu_selection(gpus, spec)
+        builder.gpu_uuids = chosen
+        builder.gpu_selection_reason = reason
+        for p in problems:
+            builder.notes.append(f"GPU selection: {p}")
+
+    def _finish(self, builder: SummaryBuilder) -> None:
+        if self.cgroup is not None:
+            peak = self.cgroup.peak()
+            if peak is not None:
+                builder.cgroup_peak = peak
+                builder.cgroup_source = self.cgroup.source
+            self.cgroup.remove()
+        if self.main_exit is not None:
+            builder.exit_code, builder.exit_signal = self.main_exit
+            builder.status = "killed" if self.main_exit[1] else "exited"
+        elif self.cfg.mode == "attach":
+            builder.status = "stopped" if _alive(self.main_pid) else "exited"
+        else:
+            builder.status = "detached"
+            builder.notes.append("tracking stopped while the command was still running (detached)")
+        summary = self._save(builder, running=False)
+        self.send("summary", {"summary": summary})
+
+    def _save(self, builder: SummaryBuilder, running: bool) -> dict[str, Any]:
+        summary = builder.summary()
+        summary["session_id"] = self.session_id
+        if self.cfg.save:
+            self.session_path = paths.session_file(self.store_dir, self.session_id)
+            summary["session_path"] = str(self.session_path)
+        session = {
+            "schema_version": SCHEMA_VERSION,
+            "meta": {
+                "id": self.session_id,
+                "status": "running" if running else "finished",
+                "command": builder.command,
+                "mode": self.cfg.mode,
+                "pid": self.main_pid,
+                "engine_pid": os.getpid(),
+                "host": builder.host,
+                "start_time": builder.start_time,
+                "end_time": None if running else builder.end_time,
+                "exit_code": builder.exit_code,
+                "interval": self.interval,
+            },
+            "summary": summary,
+            "timeline": builder.timeline(),
+        }
+        if self.cfg.save:
+            try:
+                store.save_session(self.store_dir, session)
+            except OSError as e:
+                if not running:
+                    summary["notes"].append(f"session NOT saved: {e}")
+                    summary["session_path"] = None
+        return summary
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return b") Z" not in f.read()
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> list[str]:
+    from gputop_tracker.core.procfs import read_cmdline
+
+    return read_cmdline(pid)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    env = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            env[k.decode(errors="replace")] = v.decode(errors="replace")
+    return env
+
+
+def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
+    """Entry point in a forked child: never returns."""
+    code = 1
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the front end blocks signals; we must not
+        os.setpgid(0, 0)  # out of the terminal's job: tty signals reach the command, not us
+        code = Engine(cfg, out_fd).run()
+    except BaseException as e:  # a crash here must still tell the front end
+        try:
+            msg = json.dumps({"kind": "error", "exit_code": 1, "message": f"sampler crashed: {e!r}"})
+            os.write(out_fd, msg.encode() + b"\n")
+        except OSError:
+            pass
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def main() -> None:
+    """`python -m gputop_tracker.core.sampler CONFIG_JSON`: messages on stdout (used by the Python API)."""
+    cfg = EngineConfig(**json.loads(sys.argv[1]))
+    out_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # nothing else may write into the message pipe
+    sys.exit(Engine(cfg, out_fd).run())
+
+
+def config_json(cfg: EngineConfig) -> str:
+    return json.dumps(asdict(cfg))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Saved sessions: one JSON file per session, written atomically (temp file + rename), no shared index.
+
+Fifty runs into one store at once never touch the same file, so nothing needs a lock. Readers validate
+with `models.Session` and list unreadable files with the reason instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputop_tracker.core import paths
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.models import Session
+
+SUFFIX = ".json"
+
+
+def new_session_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
+    host = "".join(c for c in socket.gethostname().split(".")[0] if c.isalnum() or c == "-")[:24] or "host"
+    return f"{stamp}-{host}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save_session(store: Path, session: dict[str, Any]) -> Path:
+    path = paths.session_file(store, session["meta"]["id"])
+    write_atomic(path, json.dumps(session, separators=(",", ":")).encode())
+    return path
+
+
+@dataclass
+class Entry:
+    """One file of the store: a readable session, or the reason it is not."""
+
+    id: str
+    path: Path
+    session: Session | None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Still being written by a live gputop-track (its sampler's pid is alive on this host)."""
+        if self.session is None or self.session.meta.status != "running":
+            return False
+        meta = self.session.meta
+        if meta.host != socket.gethostname() or not meta.engine_pid:
+            return True  # cannot check another host: trust the file
+        try:
+            os.kill(meta.engine_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def load(path: Path) -> Entry:
+    from pydantic import ValidationError
+
+    from gputop_tracker.core.models import SCHEMA_VERSION, Session
+
+    sid = path.name.removesuffix(SUFFIX)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        return Entry(sid, path, None, f"cannot read: {e.strerror}")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return Entry(sid, path, None, f"corrupt or truncated JSON ({e.msg} at byte {e.pos})")
+    except ValueError as e:
+        return Entry(sid, path, None, f"corrupt: {e}")
+    if not isinstance(data, dict):
+        return Entry(sid, path, None, "not a session (JSON is not an object)")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        return Entry(sid, path, None, f"written by a newer gputop-tracker (schema {version} > {SCHEMA_VERSION})")
+    try:
+        session = Session.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        return Entry(sid, path, None, f"invalid session: {where}: {first['msg']} ({e.error_count()} errors)")
+    return Entry(sid, path, session)
+
+
+def list_entries(store: Path) -> list[Entry]:
+    """Every session file, newest first (by file name, which starts with the start time)."""
+    try:
+        files = [p for p in store.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
+    except FileNotFoundError:
+        return []
+    files.sort(key=lambda p: p.name, reverse=True)
+    return [load(p) for p in files]
+
+
+def find(store: Path, session_id: str) -> Path:
+    """The file of a session id, or of the only session whose id starts with it."""
+    exact = paths.session_file(store, session_id)
+    if exact.exists():
+        return exact
+    matches = sorted(p for p in store.glob(f"{session_id}*{SUFFIX}") if not p.name.startswith("."))
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise LookupError(f"no session {session_id!r} in {store}")
+    raise LookupError(f"{session_id!r} matches {len(matches)} sessions; give more of the id")
+
+
+def delete(store: Path, session_id: str) -> Path:
+    path = find(store, session_id)
+    path.unlink()
+    sid = path.name.removesuffix(SUFFIX)
+    paths.output_file(store, sid).unlink(missing_ok=True)
+    return path

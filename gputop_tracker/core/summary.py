@@ -1,0 +1,661 @@
+"""Where every figure of the report is summarised — the one place samples become a summary.
+
+The sampler feeds `SummaryBuilder.add` with what it read each interval and `reaped` with what the kernel
+told it when a child was reaped (exact rusage). `summary()` returns a plain dict in the shape of
+`models.ResourceUsage`; readers validate it there. Plain Python on purpose: this runs every sample.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from gputop_tracker import __version__
+from gputop_tracker.core.gpu import GpuReading
+from gputop_tracker.core.procfs import Reading
+
+SCHEMA_VERSION = 1  # models.SCHEMA_VERSION; kept here so the sampler never imports pydantic
+TIMELINE_CAP = 14_400  # rows; past it, neighbouring rows merge (24 h at 1 s stays ~3 MB)
+
+BASE_COLUMNS = [
+    "elapsed",
+    "combined_total",
+    "combined_private",
+    "combined_shared",
+    "main_rss",
+    "descendants_total",
+    "cpu_percent",
+    "main_cpu_percent",
+    "cpu_seconds",
+    "threads",
+    "n_processes",
+    "gpu_memory",
+    "host_memory_used",
+    "host_cpu_percent",
+]
+# columns averaged when rows merge; every other column keeps its maximum (peaks survive downsampling)
+MEAN_COLUMNS_SUFFIX = ("cpu_percent", "_util")
+
+
+class _Proc:
+    __slots__ = (
+        "cmdline",
+        "cpu_seconds",
+        "exit_code",
+        "first_seen",
+        "last_seen",
+        "max_cpu",
+        "name",
+        "peak_gpu",
+        "peak_private",
+        "peak_pss",
+        "peak_rss",
+        "peak_source",
+        "peak_threads",
+        "pid",
+        "ppid",
+        "role",
+    )
+
+    def __init__(self, r: Reading, role: str, now: float) -> None:
+        h = r.handle
+        self.pid = h.pid
+        self.ppid = h.ppid
+        self.name = h.name
+        self.cmdline = h.cmdline
+        self.role = role
+        self.first_seen = now
+        self.last_seen = now
+        self.peak_rss = 0
+        self.peak_source = "VmHWM"
+        self.peak_private = 0
+        self.peak_pss = 0
+        self.peak_threads = 0
+        self.cpu_seconds = 0.0
+        self.max_cpu = 0.0
+        self.peak_gpu = 0
+        self.exit_code: int | None = None
+
+
+class _Pct:
+    """max and mean of a percentage series."""
+
+    __slots__ = ("max", "n", "sum")
+
+    def __init__(self) -> None:
+        self.max = 0.0
+        self.sum = 0.0
+        self.n = 0
+
+    def add(self, v: float) -> None:
+        self.max = max(self.max, v)
+        self.sum += v
+        self.n += 1
+
+    def as_dict(self, cores: int) -> dict[str, float]:
+        mean = self.sum / self.n if self.n else 0.0
+        cores = max(cores, 1)
+        return {
+            "max_sum_percent": self.max,
+            "max_hardware_percent": self.max / cores,
+            "mean_sum_percent": mean,
+            "mean_hardware_percent": mean / cores,
+        }
+
+
+class _Gpu:
+    __slots__ = ("counted", "lost", "max_util", "name", "peak_used", "total", "tree_peak", "util", "uuid")
+
+    def __init__(self, g: GpuReading, counted: bool) -> None:
+        self.uuid = g.uuid
+        self.name = g.name
+        self.total = g.memory_total
+        self.counted = counted
+        self.peak_used: int | None = None
+        self.tree_peak = 0
+        self.util = _Pct()
+        self.lost = False
+
+
+class SummaryBuilder:
+    def __init__(
+        self,
+        *,
+        main_pid: int,
+        command: Sequence[str],
+        mode: str,
+        interval: float,
+        start_time: float,
+        n_expected_cores: int | None = None,
+        gpu_uuids: set[str] | None = None,
+        gpu_selection_reason: str = "",
+        simulated_gpus: bool = False,
+        gpu_note: str | None = None,
+    ) -> None:
+        self.main_pid = main_pid
+        self.command = list(command)
+        self.mode = mode
+        self.interval = interval
+        self.start_time = start_time
+        self.end_time = start_time
+        self.system_core_count = os.cpu_count() or 1
+        self.n_expected_cores = n_expected_cores or len(os.sched_getaffinity(0))
+        self.gpu_uuids = gpu_uuids  # None = every GPU counts
+        self.gpu_selection_reason = gpu_selection_reason
+        self.simulated_gpus = simulated_gpus
+        self.gpu_note = gpu_note
+        self.host = socket.gethostname()
+        self.n_samples = 0
+        self.procs: dict[int, _Proc] = {}
+        self.gpus: dict[int, _Gpu] = {}
+        # sampled maxima (bytes)
+        self.max = dict.fromkeys(
+            (
+                "main_rss",
+                "main_private",
+                "main_shared",
+                "desc_total",
+                "desc_private",
+                "desc_shared",
+                "comb_total",
+                "comb_private",
+                "comb_shared",
+                "system",
+                "gpu_main",
+                "gpu_desc",
+                "gpu_comb",
+                "gpu_system",
+                "main_threads",
+                "desc_threads",
+                "comb_threads",
+            ),
+            0,
+        )
+        self.system_capacity = 0
+        self.gpu_capacity = 0
+        self.cpu = {k: _Pct() for k in ("system", "main", "descendants", "combined")}
+        self.gpu_util = _Pct()
+        # exact CPU-seconds: reaped by us (rusage) + last reading of processes whose time went nowhere
+        self.banked_user = 0.0
+        self.banked_system = 0.0
+        self.live_cpu: dict[int, tuple[float, float]] = {}
+        self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
+        self.cpu_user = 0.0
+        self.cpu_system = 0.0
+        self.cpu_source = "sampled"
+        self.exit_code: int | None = None
+        self.exit_signal: int | None = None
+        self.status = "running"
+        self.notes: list[str] = []
+        self.cgroup_peak: int | None = None
+        self.cgroup_source: str | None = None
+        self.smaps_max_age: float | None = None
+        self.columns = list(BASE_COLUMNS)
+        self.rows: list[list[float | None]] = []
+        self.stride = 1
+        self._pending: list[list[float | None]] = []
+        self._mean_cols: list[int] = []
+
+    # ------------------------------------------------------------------ inputs
+
+    def reaped(self, pid: int, user: float, system: float, maxrss: int, exit_code: int | None) -> None:
+        """A child reaped by us (wait4): its rusage is exact and includes its own reaped children."""
+        self.banked_user += user
+        self.banked_system += system
+        self.live_cpu.pop(pid, None)
+        self.cpu_source = "exact"
+        self.reaped_maxrss[pid] = maxrss
+        p = self.procs.get(pid)
+        if p is not None:
+            p.cpu_seconds = max(p.cpu_seconds, user + system)
+            p.exit_code = exit_code
+            # ru_maxrss of a child covers its reaped descendants too: it is this process's own peak
+            # only when it had none (main's own is settled in summary()).
+            if maxrss > p.peak_rss and (pid != self.main_pid or not self._has_descendants()):
+                p.peak_rss = maxrss
+                p.peak_source = "ru_maxrss"
+
+    def _has_descendants(self) -> bool:
+        return any(p.role == "descendant" for p in self.procs.values())
+
+    def gone(self, pid: int, parent_alive_in_tree: bool) -> None:
+        """A process vanished without us reaping it. If its parent is in the tree, the parent's
+        cutime/cstime takes its time over; otherwise its last reading is all we will ever know."""
+        last = self.live_cpu.pop(pid, None)
+        if last is not None and not parent_alive_in_tree:
+            self.banked_user += last[0]
+            self.banked_system += last[1]
+
+    def add(
+        self,
+        now: float,
+        readings: Sequence[Reading],
+        gpus: Sequence[GpuReading],
+        host: tuple[int, int, float],
+        want_sample: bool = False,
+    ) -> dict[str, Any] | None:
+        """Fold one sample in; return it as a `models.Sample` dict when asked (for the live view)."""
+        self.n_samples += 1
+        self.end_time = now
+        main_pid = self.main_pid
+        procs = self.procs
+        gpu_by_pid: dict[int, dict[str, int]] = {}
+        for g in gpus:
+            for pid, used in g.processes.items():
+                gpu_by_pid.setdefault(pid, {})[g.uuid] = used
+
+        m_rss = m_priv = m_shared = 0
+        d_pss = d_priv = d_max_rss = 0
+        c_pss = c_priv = c_max_rss = 0
+        m_cpu = d_cpu = 0.0
+        m_thr = d_thr = 0
+        g_main = g_desc = 0
+        live_user = live_system = 0.0
+        out_procs: list[dict[str, Any]] | None = [] if want_sample else None
+        for r in readings:
+            h = r.handle
+            pid = h.pid
+            p = procs.get(pid)
+            is_main = pid == main_pid
+            if p is None:
+                p = procs[pid] = _Proc(r, "main" if is_main else "descendant", now)
+            p.last_seen = now
+            p.ppid = h.ppid
+            p.name = h.name
+            p.cmdline = h.cmdline
+            if r.hwm > p.peak_rss:
+                p.peak_rss = r.hwm
+            p.peak_private = max(p.peak_private, r.private)
+            p.peak_pss = max(p.peak_pss, r.pss)
+            p.peak_threads = max(p.peak_threads, r.threads)
+            p.cpu_seconds = max(p.cpu_seconds, r.utime_stime)
+            p.max_cpu = max(p.max_cpu, r.cpu_percent)
+            self.live_cpu[pid] = (r.user_total, r.system_total)
+            live_user += r.user_total
+            live_system += r.system_total
+            gmem = gpu_by_pid.get(pid)
+            gsum = sum(gmem.values()) if gmem else 0
+            if gsum > p.peak_gpu:
+                p.peak_gpu = gsum
+            c_pss += r.pss
+            c_priv += r.private
+            c_max_rss = max(c_max_rss, r.rss)
+            if is_main:
+                m_rss, m_priv, m_shared = r.rss, r.private, r.rss - r.private
+                m_cpu = r.cpu_percent
+                m_thr = r.threads
+                g_main = gsum
+            else:
+                d_pss += r.pss
+                d_priv += r.private
+                d_max_rss = max(d_max_rss, r.rss)
+                d_cpu += r.cpu_percent
+                d_thr += r.threads
+                g_desc += gsum
+            if out_procs is not None:
+                out_procs.append(
+                    {
+                        "pid": pid,
+                        "ppid": h.ppid,
+                        "name": h.name,
+                        "cmdline": h.cmdline,
+                        "role": p.role,
+                        "rss": r.rss,
+                        "private": r.private,
+                        "shared": r.rss - r.private,
+                        "pss": r.pss,
+                        "peak_rss": p.peak_rss,
+                        "cpu_seconds": r.utime_stime,
+                        "cpu_percent": r.cpu_percent,
+                        "threads": r.threads,
+                        "gpu_memory": gmem or {},
+                    }
+                )
+        # Σ PSS counts shared pages once; it is never less than the largest single process's RSS.
+        d_total = max(d_pss, d_max_rss)
+        c_total = max(c_pss, c_max_rss)
+        mx = self.max
+        for key, val in (
+            ("main_rss", m_rss),
+            ("main_private", m_priv),
+            ("main_shared", m_shared),
+            ("desc_total", d_total),
+            ("desc_private", d_priv),
+            ("desc_shared", d_total - d_priv),
+            ("comb_total", c_total),
+            ("comb_private", c_priv),
+            ("comb_shared", c_total - c_priv),
+            ("main_threads", m_thr),
+            ("desc_threads", d_thr),
+            ("comb_threads", m_thr + d_thr),
+            ("gpu_main", g_main),
+            ("gpu_desc", g_desc),
+            ("gpu_comb", g_main + g_desc),
+        ):
+            if val > mx[key]:
+                mx[key] = val
+        mem_total, mem_used, host_cpu = host
+        self.system_capacity = mem_total
+        if mem_used > mx["system"]:
+            mx["system"] = mem_used
+        c_cpu = m_cpu + d_cpu
+        self.cpu["main"].add(m_cpu)
+        self.cpu["descendants"].add(d_cpu)
+        self.cpu["combined"].add(c_cpu)
+        self.cpu["system"].add(host_cpu * self.system_core_count)
+        # exact CPU-seconds so far; never decreases
+        self.cpu_user = max(self.cpu_user, self.banked_user + live_user)
+        self.cpu_system = max(self.cpu_system, self.banked_system + live_system)
+
+        gpu_used_sum = 0
+        gpu_util_sum = 0.0
+        out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
+        for g in gpus:
+            st = self.gpus.get(g.index)
+            if st is None:
+                counted = self.gpu_uuids is None or g.uuid in self.gpu_uuids
+                st = self.gpus[g.index] = _Gpu(g, counted)
+                self.columns += [f"gpu{g.index}_memory", f"gpu{g.index}_util"]
+            st.total = g.memory_total or st.total
+            st.lost = st.lost or g.lost
+            tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
+            st.tree_peak = max(st.tree_peak, tree_mem)
+            if g.memory_used is not None:
+                st.peak_used = max(st.peak_used or 0, g.memory_used)
+                gpu_used_sum += g.memory_used
+            if g.utilization_gpu is not None:
+                st.util.add(g.utilization_gpu)
+                if st.counted:
+                    gpu_util_sum += g.utilization_gpu
+            if out_gpus is not None:
+                out_gpus.append(
+                    {
+                        "index": g.index,
+                        "uuid": g.uuid,
+                        "name": g.name,
+                        "memory_total": g.memory_total,
+                        "memory_used": g.memory_used,
+                        "utilization_gpu": g.utilization_gpu,
+                        "utilization_memory": g.utilization_memory,
+                        "temperature_c": g.temperature_c,
+                        "power_w": g.power_w,
+                        "power_limit_w": g.power_limit_w,
+                        "tree_memory": tree_mem,
+                        "counted": st.counted,
+                        "simulated": self.simulated_gpus,
+                        "lost": g.lost,
+                    }
+                )
+        if gpus:
+            self.gpu_capacity = sum(st.total or 0 for st in self.gpus.values())
+            mx["gpu_system"] = max(mx["gpu_system"], gpu_used_sum)
+            self.gpu_util.add(gpu_util_sum)
+
+        elapsed = now - self.start_time
+        row: list[float | None] = [
+            round(elapsed, 3),
+            c_total,
+            c_priv,
+            c_total - c_priv,
+            m_rss,
+            d_total,
+            round(c_cpu, 1),
+            round(m_cpu, 1),
+            round(self.cpu_user + self.cpu_system, 2),
+            m_thr + d_thr,
+            len(readings),
+            g_main + g_desc,
+            mem_used,
+            round(host_cpu, 1),
+        ]
+        for g in gpus:
+            row.append(sum(used for pid, used in g.processes.items() if pid in procs))
+            row.append(g.utilization_gpu)
+        self._append_row(row)
+
+        if not want_sample:
+            return None
+        return {
+            "time": now,
+            "elapsed": elapsed,
+            "processes": out_procs,
+            "gpus": out_gpus,
+            "host": {
+                "memory_total": mem_total,
+                "memory_used": mem_used,
+                "cpu_percent": host_cpu,
+                "cpu_count": self.system_core_count,
+            },
+            "tree": {
+                "main_rss": m_rss,
+                "main_private": m_priv,
+                "main_shared": m_shared,
+                "descendants_total": d_total,
+                "descendants_private": d_priv,
+                "combined_total": c_total,
+                "combined_private": c_priv,
+                "combined_shared": c_total - c_priv,
+                "cpu_percent": c_cpu,
+                "main_cpu_percent": m_cpu,
+                "cpu_seconds": self.cpu_user + self.cpu_system,
+                "threads": m_thr + d_thr,
+                "gpu_memory": g_main + g_desc,
+                "n_processes": len(readings),
+            },
+        }
+
+    # ------------------------------------------------------------------ timeline
+
+    def _append_row(self, row: list[float | None]) -> None:
+        if len(row) < len(self.columns):  # a GPU stopped answering: keep columns aligned
+            row += [None] * (len(self.columns) - len(row))
+        if self.stride == 1:
+            self.rows.append(row)
+        else:
+            self._pending.append(row)
+            if len(self._pending) >= self.stride:
+                self.rows.append(self._merge(self._pending))
+                self._pending = []
+        if len(self.rows) >= TIMELINE_CAP:
+            self.rows = [self._merge(self.rows[i : i + 2]) for i in range(0, len(self.rows), 2)]
+            self.stride *= 2
+
+    def _merge(self, rows: list[list[float | None]]) -> list[float | None]:
+        if not self._mean_cols or len(self._mean_cols) > len(self.columns):
+            self._mean_cols = [i for i, c in enumerate(self.columns) if c.endswith(MEAN_COLUMNS_SUFFIX)]
+        out: list[float | None] = list(rows[0])
+        for i in range(1, len(out)):
+            vals = [r[i] for r in rows if i < len(r) and r[i] is not None]
+            if not vals:
+                continue
+            out[i] = round(sum(vals) / len(vals), 1) if i in self._mean_cols else max(vals)  # type: ignore[type-var,arg-type]
+        return out
+
+    def timeline(self) -> dict[str, Any]:
+        rows = self.rows + ([self._merge(self._pending)] if self._pending else [])
+        return {"columns": self.columns, "rows": rows, "stride": self.stride}
+
+    # ------------------------------------------------------------------ output
+
+    def summary(self) -> dict[str, Any]:
+        """The report as a `models.ResourceUsage` dict (bytes and seconds)."""
+        mx = self.max
+        sources: dict[str, str] = {}
+        notes = list(self.notes)
+        main = self.procs.get(self.main_pid)
+        desc = [p for p in self.procs.values() if p.role == "descendant"]
+        main_ru = self.reaped_maxrss.get(self.main_pid)
+        main_peak = max(mx["main_rss"], main.peak_rss if main else 0)
+        if main_ru is not None and not desc and main_ru >= main_peak:
+            main_peak = main_ru  # a main process that exited before any sample still has its peak
+            sources["max_ram.main.total_rss"] = "exact (ru_maxrss)"
+        elif main and main.peak_rss >= mx["main_rss"]:
+            sources["max_ram.main.total_rss"] = f"exact ({main.peak_source})"
+        else:
+            sources["max_ram.main.total_rss"] = "sampled"
+        desc_single = max((p.peak_rss for p in desc), default=0)
+        desc_peak = max(mx["desc_total"], desc_single)
+        sources["max_ram.descendants.total_rss"] = (
+            "sampled (lower bound; largest single descendant is exact)" if desc else "no descendants"
+        )
+        # the largest single process ever in the tree: VmHWM, and ru_maxrss of what we reaped
+        single_max = max(main_peak, desc_single, *self.reaped_maxrss.values(), 0)
+        comb_sampled = mx["comb_total"]
+        upper = sum(p.peak_rss for p in self.procs.values()) or None
+        if self.cgroup_peak is not None and self.cgroup_peak >= single_max:
+            comb_peak = self.cgroup_peak
+            peak_source = "cgroup"
+            sources["max_ram.combined.total_rss"] = f"exact ({self.cgroup_source})"
+        elif self.cgroup_peak is not None:
+            # The cgroup is not charged for file pages (libraries) already cached by others, so one
+            # process's RSS can exceed it; the tree held at least that process.
+            comb_peak = single_max
+            peak_source = "VmHWM"
+            sources["max_ram.combined.total_rss"] = (
+                f"exact (largest single process; the job cgroup's peak, {self.cgroup_peak} bytes, "
+                "does not count shared file pages charged elsewhere)"
+            )
+        else:
+            comb_peak = max(comb_sampled, single_max)
+            peak_source = "sampled"
+            sources["max_ram.combined.total_rss"] = (
+                "sampled lower bound (with the largest exact single-process peak); "
+                "combined_upper_bound = Σ per-process exact peaks"
+            )
+        for k in ("private_rss", "shared_rss"):
+            sources[f"max_ram.*.{k}"] = "sampled (smaps_rollup USS/PSS, carried forward between reads)"
+        sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
+        sources["max_gpu_ram"] = "sampled (NVML running processes)"
+        sources["cpu_utilization"] = "sampled percentages per interval"
+        sources["cpu_time"] = (
+            "exact (rusage of reaped children + utime/stime/cutime/cstime of live processes)"
+            if self.cpu_source == "exact"
+            else "kernel counters of live processes (/proc stat), read each sample"
+        )
+        sources["peak_threads"] = "sampled"
+        wall = max(self.end_time - self.start_time, 1e-9)
+        cpu_total = self.cpu_user + self.cpu_system
+        gpus = []
+        for idx, st in sorted(self.gpus.items()):
+            gpus.append(
+                {
+                    "index": idx,
+                    "uuid": st.uuid,
+                    "name": st.name,
+                    "memory_total": st.total,
+                    "peak_memory_used": st.peak_used,
+                    "tree_peak_memory": st.tree_peak,
+                    "mean_utilization": (st.util.sum / st.util.n) if st.util.n else None,
+                    "max_utilization": st.util.max if st.util.n else None,
+                    "counted": st.counted,
+                    "simulated": self.simulated_gpus,
+                    "lost": st.lost,
+                }
+            )
+            if st.lost:
+                notes.append(f"GPU {idx} ({st.uuid}) was lost during the run; its figures stop there")
+        n_expected_gpus = sum(1 for st in self.gpus.values() if st.counted)
+        if self.gpus and self.gpu_selection_reason:
+            counted = ", ".join(str(i) for i, st in sorted(self.gpus.items()) if st.counted) or "none"
+            notes.append(f"GPUs counted for utilization: {counted} ({self.gpu_selection_reason})")
+        return {
+            "max_ram": {
+                "unit": "bytes",
+                "system_capacity": self.system_capacity,
+                "system": mx["system"],
+                "main": {
+                    "total_rss": main_peak,
+                    "private_rss": mx["main_private"],
+                    "shared_rss": mx["main_shared"],
+                },
+                "descendants": {
+                    "total_rss": desc_peak,
+                    "private_rss": mx["desc_private"],
+                    "shared_rss": mx["desc_shared"],
+                },
+                "combined": {
+                    "total_rss": comb_peak,
+                    "private_rss": mx["comb_private"],
+                    "shared_rss": mx["comb_shared"],
+                },
+                "peak_source": peak_source,
+                "combined_sampled": comb_sampled,
+                "combined_upper_bound": upper,
+            },
+            "max_gpu_ram": {
+                "unit": "bytes",
+                "system_capacity": self.gpu_capacity,
+                "system": mx["gpu_system"],
+                "main": mx["gpu_main"],
+                "descendants": mx["gpu_desc"],
+                "combined": mx["gpu_comb"],
+            },
+            "cpu_utilization": {
+                "system_core_count": self.system_core_count,
+                "n_expected_cores": self.n_expected_cores,
+                "system": self.cpu["system"].as_dict(self.system_core_count),
+                "main": self.cpu["main"].as_dict(self.n_expected_cores),
+                "descendants": self.cpu["descendants"].as_dict(self.n_expected_cores),
+                "combined": self.cpu["combined"].as_dict(self.n_expected_cores),
+                "main_n_threads": mx["main_threads"],
+                "descendants_n_threads": mx["desc_threads"],
+                "combined_n_threads": mx["comb_threads"],
+            },
+            "gpu_utilization": {
+                "system_gpu_count": len(self.gpus),
+                "n_expected_gpus": n_expected_gpus,
+                "gpu_percentages": self.gpu_util.as_dict(n_expected_gpus),
+            },
+            "compute_time": {"unit": "seconds", "time": wall},
+            "cpu_time": {
+                "unit": "seconds",
+                "user": self.cpu_user,
+                "system": self.cpu_system,
+                "total": cpu_total,
+                "mean_percent": 100.0 * cpu_total / wall,
+                "source": self.cpu_source,
+            },
+            "peak_threads": mx["comb_threads"],
+            "gpus": gpus,
+            "gpu_note": self.gpu_note,
+            "processes": [
+                {
+                    "pid": p.pid,
+                    "ppid": p.ppid,
+                    "name": p.name,
+                    "cmdline": p.cmdline,
+                    "role": p.role,
+                    "first_seen": p.first_seen,
+                    "last_seen": p.last_seen,
+                    "peak_rss": p.peak_rss,
+                    "peak_rss_source": p.peak_source,
+                    "peak_private": p.peak_private,
+                    "peak_pss": p.peak_pss,
+                    "peak_threads": p.peak_threads,
+                    "cpu_seconds": p.cpu_seconds,
+                    "max_cpu_percent": p.max_cpu,
+                    "peak_gpu_memory": p.peak_gpu,
+                    "exit_code": p.exit_code,
+                }
+                for p in sorted(self.procs.values(), key=lambda p: p.first_seen)
+            ],
+            "sources": sources,
+            "notes": notes,
+            "command": self.command,
+            "mode": self.mode,
+            "pid": self.main_pid,
+            "exit_code": self.exit_code,
+            "exit_signal": self.exit_signal,
+            "status": self.status,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "host": self.host,
+            "interval": self.interval,
+            "n_samples": self.n_samples,
+            "n_processes": len(self.procs),
+            "smaps_max_age": self.smaps_max_age,
+            "tool_version": __version__,
+            "schema_version": SCHEMA_VERSION,
+        }
