@@ -345,6 +345,14 @@ class SummaryBuilder:
         self.cpu["descendants"].add(d_cpu)
         self.cpu["combined"].add(c_cpu)
         self.cpu["system"].add(host_cpu * self.system_core_count)
+        if self.n_samples == 1 and self.mode == "attach":
+            # Attached to running processes: count the CPU time they use from now on, not before.
+            self.banked_user -= live_user
+            self.banked_system -= live_system
+            self.notes.append(
+                "attached to a running process: CPU time counts from the attach; peak RSS (VmHWM) may "
+                "include its history before the attach"
+            )
         # exact CPU-seconds so far; never decreases
         self.cpu_user = max(self.cpu_user, self.banked_user + live_user)
         self.cpu_system = max(self.cpu_system, self.banked_system + live_system)
