@@ -1,0 +1,39 @@
+"""Helpers shared by the tests: run the real CLI, read the kernel's own figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = str(Path(__file__).with_name("workloads.py"))
+
+
+def track(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI (headless: no TTY here) and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        **kw,
+    )
+
+
+def track_json(tmp_path: Path, *args: str, **kw: Any) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    out = tmp_path / "report.json"
+    proc = track(
+        "--headless", "-f", "json", "-o", str(out), "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", *args, **kw
+    )
+    assert out.exists(), proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+def kernel_figures(path: Path) -> dict[str, float]:
+    return {k: float(v) for k, v in json.loads(path.read_text()).items()}

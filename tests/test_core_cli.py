@@ -1,0 +1,326 @@
+"""The headless CLI against real processes: exit codes, argv, signals, attach, reports and sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import WORKLOADS, kernel_figures, track, track_json
+
+PY = sys.executable
+
+GPU_TRACKER_FIELDS = {
+    "max_ram": {"unit", "system_capacity", "system", "main", "descendants", "combined"},
+    "max_gpu_ram": {"unit", "system_capacity", "system", "main", "descendants", "combined"},
+    "cpu_utilization": {
+        "system_core_count",
+        "n_expected_cores",
+        "system",
+        "main",
+        "descendants",
+        "combined",
+        "main_n_threads",
+        "descendants_n_threads",
+        "combined_n_threads",
+    },
+    "gpu_utilization": {"system_gpu_count", "n_expected_gpus", "gpu_percentages"},
+    "compute_time": {"unit", "time"},
+}
+PERCENT_FIELDS = {"max_sum_percent", "max_hardware_percent", "mean_sum_percent", "mean_hardware_percent"}
+
+
+def test_false_exits_1() -> None:
+    assert track("--headless", "--", "false").returncode == 1
+
+
+def test_exit_code_passed_through() -> None:
+    assert track("--headless", "--", "sh", "-c", "exit 7").returncode == 7
+
+
+def test_missing_command_is_127_with_one_line() -> None:
+    proc = track("--headless", "--", "no-such-command-xyz")
+    assert proc.returncode == 127
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "no-such-command-xyz" in lines[0] and "not found" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_argv_kept_exactly_and_stdout_untouched() -> None:
+    proc = track("--headless", "--", PY, "-c", "import sys; print('a b'); print(sys.argv[1:])", "x  y", "'q'")
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == ["a b", "['x  y', \"'q'\"]"]
+
+
+def test_stdin_passed_through() -> None:
+    proc = track("--headless", "--", PY, "-c", "import sys; print(sys.stdin.read().upper())", input="hello\n")
+    assert proc.stdout.strip() == "HELLO"
+
+
+def test_killed_by_signal_is_128_plus_n() -> None:
+    assert track("--headless", "--", "sh", "-c", "kill -9 $$").returncode == 137
+
+
+def test_json_report_has_every_gpu_tracker_field(tmp_path: Path) -> None:
+    proc, report = track_json(tmp_path, "--", "true")
+    assert proc.returncode == 0
+    for section, keys in GPU_TRACKER_FIELDS.items():
+        assert keys <= set(report[section]), section
+    for part in ("main", "descendants", "combined"):
+        assert set(report["max_ram"][part]) == {"total_rss", "private_rss", "shared_rss"}
+    for part in ("system", "main", "descendants", "combined"):
+        assert set(report["cpu_utilization"][part]) == PERCENT_FIELDS
+    assert set(report["gpu_utilization"]["gpu_percentages"]) == PERCENT_FIELDS
+    for key in ("cpu_time", "gpus", "command", "exit_code", "start_time", "end_time", "host", "interval"):
+        assert key in report
+    assert report["n_samples"] >= 1
+    assert isinstance(report["schema_version"], int)
+    assert report["tool_version"]
+    assert report["command"] == ["true"]
+
+
+def test_peak_of_500mb_child_within_2_percent_of_kernel(tmp_path: Path) -> None:
+    k = tmp_path / "kernel.json"
+    proc, report = track_json(tmp_path, "--", PY, WORKLOADS, "hold", str(k), "500", "3")
+    assert proc.returncode == 0, proc.stderr
+    kernel = kernel_figures(k)["self_maxrss"]
+    combined = report["max_ram"]["combined"]["total_rss"]
+    main = report["max_ram"]["main"]["total_rss"]
+    assert combined == pytest.approx(kernel, rel=0.02)
+    assert main == pytest.approx(kernel, rel=0.02)
+    # private is the 500 MB the child wrote; shared is what is left of its RSS
+    assert report["max_ram"]["main"]["private_rss"] >= 500e6
+    assert report["sources"]["max_ram.main.total_rss"].startswith("exact")
+
+
+def test_no_gpu_is_reported_without_traceback(tmp_path: Path) -> None:
+    proc = track("--headless", "--", "true")
+    assert proc.returncode == 0
+    assert "GPU" in proc.stderr and "no " in proc.stderr.lower()
+    assert "Traceback" not in proc.stderr
+    _, report = track_json(tmp_path, "--", "true")
+    assert report["gpus"] == [] and report["gpu_utilization"]["system_gpu_count"] == 0
+    assert report["gpu_note"]
+
+
+def test_text_report_goes_to_stderr_and_lists_figures() -> None:
+    proc = track("--headless", "--", PY, "-c", "print('out')")
+    assert proc.stdout == "out\n"
+    for word in ("RAM (peaks)", "combined", "CPU time", "threads", "GPU", "Session saved"):
+        assert word in proc.stderr
+
+
+def test_json_to_stdout_stays_valid_json() -> None:
+    proc = track(
+        "--headless", "-f", "json", "--", PY, "-c", "print('noise on stdout'); import sys; print('e', file=sys.stderr)"
+    )
+    assert proc.returncode == 0
+    report = json.loads(proc.stdout)  # the command's stdout went to stderr
+    assert "max_ram" in report
+    assert "noise on stdout" in proc.stderr
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_is_forwarded_and_report_still_written(tmp_path: Path, store: Path, sig: int, code: int) -> None:
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "gputop_tracker",
+            "--headless",
+            "-f",
+            "json",
+            "-o",
+            str(out),
+            "--interval",
+            "0.1",
+            "--",
+            "sleep",
+            "30",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == code, err
+    report = json.loads(out.read_text())
+    assert report["exit_signal"] == sig and report["exit_code"] == code
+    assert report["n_samples"] >= 3
+    sessions = list(store.glob("*.json"))
+    assert len(sessions) == 1
+    assert json.loads(sessions[0].read_text())["meta"]["status"] == "finished"
+
+
+def test_attach_follows_tree_and_stops_within_one_interval(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    target = subprocess.Popen([PY, WORKLOADS, "hold", str(k), "150", "2.5"])
+    try:
+        time.sleep(0.8)
+        t0 = time.monotonic()
+        proc, report = track_json(tmp_path, "--interval", "0.5", "--attach", str(target.pid))
+        target.wait()
+        ended_after_exit = time.monotonic() - t0
+    finally:
+        target.kill()
+    assert proc.returncode == 0, proc.stderr
+    assert report["mode"] == "attach" and report["pid"] == target.pid
+    assert report["max_ram"]["main"]["total_rss"] == pytest.approx(kernel_figures(k)["self_maxrss"], rel=0.02)
+    # the target lived ~1.7 s more after the attach: tracking ends within an interval of its exit
+    assert report["compute_time"]["time"] < 1.7 + 0.5 + 0.3
+    assert ended_after_exit < 1.7 + 0.5 + 1.5
+
+
+def test_attach_errors_are_one_line_exit_2() -> None:
+    for pid in ("999999999", "0", "-5", "abc"):
+        proc = track("--headless", "--attach", pid)
+        assert proc.returncode == 2, (pid, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--ru", "parsecs", "--", "true"],
+        ["--interval", "0.001", "--", "true"],
+        ["--interval", "abc", "--", "true"],
+        [],
+        ["-f", "xml", "--", "true"],
+        ["--attach", "1", "--", "true"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
+    proc = track("--headless", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gputop-track: error:")
+
+
+def test_unwritable_output_still_reports(tmp_path: Path) -> None:
+    proc = track("--headless", "-o", str(tmp_path / "missing" / "r.json"), "--", "true")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_units_convert(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    out = tmp_path / "r.json"
+    proc = track(
+        "--headless",
+        "-f",
+        "json",
+        "-o",
+        str(out),
+        "--ru",
+        "megabytes",
+        "--tu",
+        "minutes",
+        "--",
+        PY,
+        WORKLOADS,
+        "hold",
+        str(k),
+        "100",
+        "0.5",
+    )
+    assert proc.returncode == 0
+    r = json.loads(out.read_text())
+    assert r["max_ram"]["unit"] == "megabytes" and r["compute_time"]["unit"] == "minutes"
+    assert r["max_ram"]["main"]["total_rss"] == pytest.approx(kernel_figures(k)["self_maxrss"] / 1e6, rel=0.02)
+    assert 0.4 / 60 < r["compute_time"]["time"] < 5 / 60
+
+
+def test_cpu_seconds_of_a_burner_match_rusage(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, WORKLOADS, "burner", str(k), "1.0")
+    assert proc.returncode == 0
+    kernel = kernel_figures(k)["cpu_self"]
+    assert r["cpu_time"]["total"] == pytest.approx(kernel, rel=0.02, abs=0.03)
+    assert r["cpu_time"]["source"] == "exact"
+    assert r["cpu_utilization"]["main"]["max_sum_percent"] > 70
+
+
+def test_sessions_commands(tmp_path: Path, store: Path) -> None:
+    proc = track("--headless", "--", "sh", "-c", "sleep 0.3; exit 3")
+    assert proc.returncode == 3
+    (session_file,) = store.glob("*.json")
+    sid = session_file.stem
+    listing = track("sessions", "list")
+    assert listing.returncode == 0 and sid in listing.stdout and "sleep 0.3" in listing.stdout
+    show = track("sessions", "show", sid[:20], "-f", "json", "--ru", "bytes")
+    assert show.returncode == 0 and json.loads(show.stdout)["exit_code"] == 3
+    csv_out = tmp_path / "t.csv"
+    exp = track("sessions", "export", sid, "-f", "csv", "-o", str(csv_out))
+    assert exp.returncode == 0
+    header, *rows = csv_out.read_text().splitlines()
+    assert header.startswith("time,elapsed,combined_total") and len(rows) >= 1
+    exp_json = track("sessions", "export", sid, "-f", "json")
+    assert json.loads(exp_json.stdout)["meta"]["id"] == sid
+    assert track("sessions", "show", "nope").returncode == 2
+    assert track("sessions", "delete", sid).returncode == 0
+    assert not list(store.glob("*.json"))
+
+
+def test_corrupt_session_is_listed_not_fatal(store: Path) -> None:
+    store.mkdir(parents=True)
+    (store / "20250101-000000-x-1-aaaa.json").write_text('{"schema_version": 1, "meta": {"id": "x"')
+    (store / "20250101-000001-x-1-bbbb.json").write_text('{"schema_version": 99, "meta": {"id": "y"}}')
+    listing = track("sessions", "list")
+    assert listing.returncode == 0
+    assert "corrupt or truncated" in listing.stdout and "newer gputop-tracker" in listing.stdout
+    show = track("sessions", "show", "20250101-000000")
+    assert show.returncode == 2 and "unreadable" in show.stderr
+
+
+def test_fifty_concurrent_runs_lose_nothing(store: Path) -> None:
+    procs = [
+        subprocess.Popen(
+            [PY, "-m", "gputop_tracker", "--headless", "--", "sh", "-c", f"exit {i % 5}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(50)
+    ]
+    codes = [p.wait(timeout=120) for p in procs]
+    assert codes == [i % 5 for i in range(50)]
+    files = list(store.glob("*.json"))
+    assert len(files) == 50
+    ids = set()
+    for f in files:
+        data = json.loads(f.read_text())
+        assert data["meta"]["status"] == "finished"
+        ids.add(data["meta"]["id"])
+    assert len(ids) == 50
+    assert not list(store.glob(".*tmp"))
+
+
+def test_no_save_writes_no_session(store: Path) -> None:
+    assert track("--headless", "--no-save", "--", "true").returncode == 0
+    assert not store.exists() or not list(store.glob("*.json"))
+
+
+def test_front_end_killed_sampler_still_saves_session(store: Path) -> None:
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "--interval", "0.1", "--", "sleep", "1.5"],
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.6)
+    proc.kill()  # the front end dies; the sampler and the command go on
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        files = list(store.glob("*.json"))
+        if files and json.loads(files[0].read_text())["meta"]["status"] == "finished":
+            break
+        time.sleep(0.2)
+    data = json.loads(files[0].read_text())
+    assert data["meta"]["status"] == "finished" and data["summary"]["exit_code"] == 0
+    assert data["summary"]["compute_time"]["time"] >= 1.4

@@ -1,0 +1,140 @@
+"""Real workloads with known memory and CPU, run as `python3 tests/workloads.py NAME ARGS...`.
+
+Each writes the kernel's own figures for itself (getrusage) to the JSON file given as its first
+argument, so a test can compare the tracker's report against them.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import resource
+import sys
+import time
+
+MB = 1000 * 1000
+
+
+def touch(buf: bytearray | mmap.mmap, step: int = 4096) -> None:
+    for i in range(0, len(buf), step):
+        buf[i] = 1
+
+
+def burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    x = 0
+    while time.process_time() < end:
+        x += 1
+
+
+def rusage() -> dict[str, float]:
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "self_maxrss": s.ru_maxrss * 1024,
+        "children_maxrss": c.ru_maxrss * 1024,
+        "cpu_self": s.ru_utime + s.ru_stime,
+        "cpu_children": c.ru_utime + c.ru_stime,
+    }
+
+
+def write(path: str, data: dict[str, float]) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)
+
+
+def hold(out: str, mb: str, seconds: str) -> None:
+    """Hold MB for SECONDS."""
+    buf = bytearray(int(mb) * MB)
+    touch(buf)
+    time.sleep(float(seconds))
+    write(out, rusage())
+
+
+def spike(out: str, mb: str, ms: str, after: str) -> None:
+    """Allocate MB, hold it MS milliseconds, free it, then live on AFTER seconds."""
+    time.sleep(0.3)
+    buf = bytearray(int(mb) * MB)
+    touch(buf)
+    time.sleep(float(ms) / 1000)
+    del buf
+    time.sleep(float(after))
+    write(out, rusage())
+
+
+def spike_child(out: str, mb: str, ms: str) -> None:
+    """A short-lived child holds MB for MS milliseconds; the parent lives on."""
+    time.sleep(0.3)
+    pid = os.fork()
+    if pid == 0:
+        buf = bytearray(int(mb) * MB)
+        touch(buf)
+        time.sleep(float(ms) / 1000)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(0.5)
+    write(out, rusage())
+
+
+def children(out: str, n: str, mb: str, cpu_ms: str) -> None:
+    """N sequential children, each touching MB and burning CPU_MS of CPU."""
+    for _ in range(int(n)):
+        pid = os.fork()
+        if pid == 0:
+            buf = bytearray(int(mb) * MB)
+            touch(buf)
+            burn(float(cpu_ms) / 1000)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    write(out, rusage())
+
+
+def double_fork(out: str, mb: str, cpu_s: str) -> None:
+    """A grandchild outlives its parent (double fork), holds MB and burns CPU_S; main waits it out."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if os.fork() == 0:
+            os.close(r)
+            buf = bytearray(int(mb) * MB)
+            touch(buf)
+            burn(float(cpu_s))
+            s = resource.getrusage(resource.RUSAGE_SELF)
+            os.write(w, json.dumps({"maxrss": s.ru_maxrss * 1024, "cpu": s.ru_utime + s.ru_stime}).encode())
+            os._exit(0)
+        os._exit(0)  # the grandchild is orphaned now
+    os.close(w)
+    os.waitpid(pid, 0)
+    data = b""
+    while chunk := os.read(r, 4096):
+        data += chunk
+    time.sleep(0.3)
+    grand = json.loads(data)
+    write(out, {**rusage(), "grandchild_maxrss": grand["maxrss"], "grandchild_cpu": grand["cpu"]})
+
+
+def shared(out: str, mb: str, seconds: str) -> None:
+    """Two processes share MB of MAP_SHARED anonymous memory, both touching every page."""
+    region = mmap.mmap(-1, int(mb) * MB, flags=mmap.MAP_SHARED)
+    touch(region)
+    pid = os.fork()
+    if pid == 0:
+        x = 0
+        for i in range(0, len(region), 4096):
+            x += region[i]
+        time.sleep(float(seconds))
+        os._exit(0)
+    time.sleep(float(seconds))
+    os.waitpid(pid, 0)
+    write(out, rusage())
+
+
+def burner(out: str, cpu_s: str) -> None:
+    burn(float(cpu_s))
+    write(out, rusage())
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]](*sys.argv[2:])
