@@ -80,9 +80,10 @@ class ProcHandle:
         "ppid",
         "pss",
         "rss",
+        "smaps_anon",
         "smaps_cost",
         "smaps_due",
-        "smaps_rss",
+        "smaps_shared",
         "smaps_time",
         "starttime",
         "stat_fd",
@@ -111,7 +112,8 @@ class ProcHandle:
         self.zombie = False
         self.uss = -1  # -1 = smaps_rollup never read
         self.pss = 0
-        self.smaps_rss = 0
+        self.smaps_anon = 0  # RssAnon (statm resident - shared) when smaps_rollup was read
+        self.smaps_shared = 0  # statm shared (file + shmem pages) then
         self.smaps_time = 0.0
         self.smaps_cost = 0.0
         self.smaps_due = 0.0
@@ -281,13 +283,15 @@ class ProcessTree:
             h.rss = rss
             h.threads = r.threads
             if not h.zombie and now_mono >= h.smaps_due and self._smaps_tokens > 0:
-                self._read_smaps(h, now_mono, rss)
+                self._read_smaps(h, now_mono, rss - shared_resident, shared_resident)
             if h.uss >= 0:
-                # Between smaps reads, growth of RSS is taken as private (heap growth is): the spike
-                # shows at once and PSS stays consistent with it.
-                delta = rss - h.smaps_rss
-                r.private = max(0, min(rss, h.uss + delta))
-                r.pss = max(0, min(rss, h.pss + delta))
+                # Between smaps reads, anonymous growth is private (heap growth is): a spike shows at
+                # once. Shared growth waits for the next read (its sharers are unknown until then), so
+                # Σ PSS stays a lower bound; shrinking is applied at once.
+                d_anon = (rss - shared_resident) - h.smaps_anon
+                d_shared = min(0, shared_resident - h.smaps_shared)
+                r.private = max(0, min(rss, h.uss + d_anon))
+                r.pss = max(0, min(rss, h.pss + d_anon + d_shared))
             else:
                 r.private = max(0, rss - shared_resident)
                 r.pss = rss
@@ -299,7 +303,7 @@ class ProcessTree:
         self._smaps_tokens = min(SMAPS_BURST, self._smaps_tokens + (now - self._smaps_refill) * SMAPS_BUDGET)
         self._smaps_refill = now
 
-    def _read_smaps(self, h: ProcHandle, now: float, rss: int) -> None:
+    def _read_smaps(self, h: ProcHandle, now: float, anon: int, shared: int) -> None:
         t0 = time.perf_counter()
         got = read_smaps_rollup(h.pid)
         cost = time.perf_counter() - t0
@@ -310,7 +314,8 @@ class ProcessTree:
         if got is None:
             return
         h.uss, h.pss = got
-        h.smaps_rss = rss
+        h.smaps_anon = anon
+        h.smaps_shared = shared
         h.smaps_time = now
 
     def oldest_smaps_age(self, now: float) -> float | None:

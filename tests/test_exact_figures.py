@@ -1,0 +1,131 @@
+"""Exact figures (issue 4): peaks no sample sees, children that come and go, orphans, shared memory.
+
+Every figure is compared against the kernel's own number for the same workload (getrusage written by
+the workload itself), run through the real CLI with a deliberately slow 1 s interval.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import WORKLOADS, kernel_figures, track, track_json
+
+from gputop_tracker.core.cgroup import create_job_cgroup
+
+PY = sys.executable
+MB = 1000 * 1000
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_short_spike_in_main_caught_at_1s_interval(tmp_path: Path, run: int) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "spike", str(k), "1000", "50", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    kernel = kernel_figures(k)["self_maxrss"]
+    assert r["max_ram"]["main"]["total_rss"] == pytest.approx(kernel, rel=0.02)
+    assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(kernel, rel=0.02)
+    assert r["sources"]["max_ram.main.total_rss"].startswith("exact")
+
+
+def test_short_spike_in_child_caught_without_cgroup(tmp_path: Path) -> None:
+    """No cgroup: the child dies unseen; its parent's wait4 ru_maxrss still brings the peak to us."""
+    k = tmp_path / "k.json"
+    proc, r = track_json(
+        tmp_path,
+        "--interval",
+        "1",
+        "--",
+        PY,
+        WORKLOADS,
+        "spike_child",
+        str(k),
+        "1000",
+        "50",
+        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    child_peak = kernel_figures(k)["children_maxrss"]
+    assert r["max_ram"]["peak_source"] != "cgroup"
+    assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(child_peak, rel=0.02)
+
+
+@pytest.mark.skipif(create_job_cgroup("probe") is None, reason="this machine cannot create a memory cgroup")
+def test_tree_peak_from_cgroup_is_exact(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "spike_child", str(k), "1000", "50")
+    assert proc.returncode == 0
+    assert r["max_ram"]["peak_source"] in ("cgroup", "VmHWM")
+    assert "cgroup" in r["sources"]["max_ram.combined.total_rss"]
+    child_peak = kernel_figures(k)["children_maxrss"]
+    assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(child_peak, rel=0.02)
+
+
+def test_thirty_short_children_cpu_and_peak(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "children", str(k), "30", "200", "80")
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    kernel_cpu = kf["cpu_self"] + kf["cpu_children"]
+    # the workload wrote its rusage just before exiting; interpreter shutdown after that costs a few ms
+    assert r["cpu_time"]["total"] == pytest.approx(kernel_cpu, rel=0.02, abs=0.03)
+    assert r["cpu_time"]["total"] >= 30 * 0.08
+    assert r["max_ram"]["combined"]["total_rss"] >= 200 * MB
+    assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(kf["children_maxrss"], rel=0.05)
+
+
+def test_double_forked_grandchild_counted(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(
+        tmp_path,
+        "--interval",
+        "1",
+        "--",
+        PY,
+        WORKLOADS,
+        "double_fork",
+        str(k),
+        "200",
+        "0.5",
+        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    # without the subreaper the grandchild's CPU would go to init and be lost
+    assert r["cpu_time"]["total"] >= kf["grandchild_cpu"] + kf["cpu_self"] - 0.02
+    assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(kf["grandchild_maxrss"], rel=0.02)
+
+
+def test_shared_memory_counted_once(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "0.5", "--", PY, WORKLOADS, "shared", str(k), "400", "3")
+    assert proc.returncode == 0, proc.stderr
+    ram = r["max_ram"]
+    # Σ PSS of the two processes: 400 MB shared once plus two small interpreters
+    assert ram["combined_sampled"] == pytest.approx(400 * MB, rel=0.05)
+    assert ram["combined"]["total_rss"] == pytest.approx(400 * MB, rel=0.05)
+    assert ram["combined"]["shared_rss"] == pytest.approx(400 * MB, rel=0.05)
+    assert ram["combined"]["private_rss"] < 40 * MB
+    assert ram["combined_upper_bound"] >= 790 * MB  # summing RSS would have said 800
+
+
+def test_report_says_which_peak_is_exact(tmp_path: Path) -> None:
+    proc = track("--headless", "--", PY, "-c", "import os; os.fork() or os._exit(0); os.wait()")
+    assert proc.returncode == 0
+    text = proc.stderr
+    assert "exact (" in text
+    assert "sampled" in text
+    _, r = track_json(tmp_path, "--", "true")
+    for key in ("max_ram.main.total_rss", "max_ram.combined.total_rss", "cpu_time"):
+        assert r["sources"][key]
+
+
+def test_peak_threads(tmp_path: Path) -> None:
+    code = "import threading, time\nev = threading.Event()\n[threading.Thread(target=ev.wait).start() for _ in range(7)]\ntime.sleep(1.2)\nev.set()"
+    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, "-c", code)
+    assert proc.returncode == 0
+    assert r["cpu_utilization"]["main_n_threads"] == 8
+    assert r["peak_threads"] == 8
+    (main,) = [p for p in r["processes"] if p["role"] == "main"]
+    assert main["peak_threads"] == 8
