@@ -122,7 +122,10 @@ def test_report_says_which_peak_is_exact(tmp_path: Path) -> None:
 
 
 def test_peak_threads(tmp_path: Path) -> None:
-    code = "import threading, time\nev = threading.Event()\n[threading.Thread(target=ev.wait).start() for _ in range(7)]\ntime.sleep(1.2)\nev.set()"
+    code = (
+        "import threading, time\nev = threading.Event()\n"
+        "[threading.Thread(target=ev.wait).start() for _ in range(7)]\ntime.sleep(1.2)\nev.set()"
+    )
     proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, "-c", code)
     assert proc.returncode == 0
     assert r["cpu_utilization"]["main_n_threads"] == 8
