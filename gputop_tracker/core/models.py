@@ -59,6 +59,19 @@ class GpuSample(Model):
     counted: bool = True
     simulated: bool = False
     lost: bool = False
+    pci_bus_id: str | None = None
+    memory_reserved: int | None = None
+    clock_sm_mhz: float | None = None
+    clock_memory_mhz: float | None = None
+    fan_percent: float | None = None
+    energy_j: float | None = Field(None, description="energy used since the session's first GPU reading")
+    sm_activity: float | None = Field(None, description="GPM: % of SMs busy (None: no GPM on this GPU)")
+    sm_occupancy: float | None = Field(None, description="GPM: % of warps active vs the maximum")
+    tensor_activity: float | None = Field(None, description="GPM: % of time any tensor core was busy")
+    dram_bandwidth: float | None = Field(None, description="GPM: % of peak DRAM bandwidth used")
+    tree_sm_util: float | None = Field(None, description="largest per-process SM % of the tree (new samples)")
+    unattributed_memory: int | None = Field(None, description="bytes of PIDs not mappable into this namespace")
+    mig_parent: int | None = Field(None, description="index of the physical GPU of this MIG device")
 
 
 class HostSample(Model):
@@ -179,6 +192,29 @@ class GpuSummary(Model):
     counted: bool = True
     simulated: bool = False
     lost: bool = False
+    pci_bus_id: str | None = None
+    mig_parent: int | None = Field(None, description="MIG device: index of its physical GPU")
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    mean_power_w: float | None = None
+    max_power_w: float | None = None
+    max_temperature_c: float | None = None
+    energy_j: float | None = Field(None, description="energy between the first and last reading (J)")
+    tree_peak_sm_utilization: float | None = Field(
+        None, description="largest per-process SM utilization of a tracked process (%)"
+    )
+    peak_unattributed_memory: int | None = Field(
+        None, description="GPU memory of processes whose host PIDs could not be mapped (containers)"
+    )
+    # GPM (Hopper and newer); None where the GPU has no GPM — absent, not zero
+    mean_sm_activity: float | None = None
+    max_sm_activity: float | None = None
+    mean_sm_occupancy: float | None = None
+    max_sm_occupancy: float | None = None
+    mean_tensor_activity: float | None = None
+    max_tensor_activity: float | None = None
+    mean_dram_bandwidth: float | None = None
+    max_dram_bandwidth: float | None = None
 
 
 class ProcessSummary(Model):
@@ -212,6 +248,8 @@ class ResourceUsage(Model):
     peak_threads: int = 0
     gpus: list[GpuSummary] = Field(default_factory=list)
     gpu_note: str | None = None
+    gpu_energy_j: float | None = Field(None, description="energy of the counted GPUs during the session")
+    gpu_energy_wh: float | None = None
     processes: list[ProcessSummary] = Field(default_factory=list)
     sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact (counter) or sampled")
     notes: list[str] = Field(default_factory=list)

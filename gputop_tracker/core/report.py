@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from gputop_tracker.core.models import ResourceUsage
+from gputop_tracker.core.models import GpuSummary, ResourceUsage
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
 
 # gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
@@ -138,16 +138,37 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
             f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
             f"(sum over {u.gpu_utilization.n_expected_gpus} counted of {u.gpu_utilization.system_gpu_count} GPUs)"
         )
+        if u.gpu_energy_j is not None:
+            add(
+                f"  {'energy':<16}{u.gpu_energy_j:.1f} J = {u.gpu_energy_wh or 0:.4f} Wh "
+                "(counted GPUs, first to last reading)"
+            )
         for gs in u.gpus:
             flags = [
                 x for x, on in (("simulated", gs.simulated), ("LOST", gs.lost), ("not counted", not gs.counted)) if on
             ]
+            label = gs.name if gs.mig_parent is None else f"MIG on GPU {gs.mig_parent}"
             add(
-                f"    [{gs.index}] {gs.name:<20} tree peak {f.gpu(gs.tree_peak_memory):>11}  "
+                f"    [{gs.index}] {label:<20} tree peak {f.gpu(gs.tree_peak_memory):>11}  "
                 f"device peak {f.gpu(gs.peak_memory_used):>11} of {f.gpu(gs.memory_total)}  "
                 f"util mean {_pct(gs.mean_utilization)} max {_pct(gs.max_utilization)}"
                 + (f"  ({', '.join(flags)})" if flags else "")
             )
+            add("        " + _gpu_details(gs))
+            gpm = [
+                f"{name} mean {_pct(mean)} max {_pct(mx)}"
+                for name, mean, mx in (
+                    ("SM activity", gs.mean_sm_activity, gs.max_sm_activity),
+                    ("SM occupancy", gs.mean_sm_occupancy, gs.max_sm_occupancy),
+                    ("tensor", gs.mean_tensor_activity, gs.max_tensor_activity),
+                    ("DRAM bw", gs.mean_dram_bandwidth, gs.max_dram_bandwidth),
+                )
+                if mean is not None
+            ]
+            if gpm:
+                add("        GPM: " + "; ".join(gpm))
+            if gs.peak_unattributed_memory:
+                add(f"        unattributed (PIDs not mappable here) peak {f.gpu(gs.peak_unattributed_memory)}")
     elif not u.gpu_note:
         add("  no GPU found")
     if u.processes:
@@ -173,6 +194,23 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         add("")
         add(f"Session saved: {u.session_path}")
     return "\n".join(lines) + "\n"
+
+
+def _gpu_details(gs: GpuSummary) -> str:
+    parts = [gs.uuid]
+    if gs.pci_bus_id:
+        parts.append(f"bus {gs.pci_bus_id}")
+    if gs.gpu_instance_id is not None:
+        parts.append(f"GI {gs.gpu_instance_id} / CI {gs.compute_instance_id}")
+    if gs.mean_power_w is not None:
+        parts.append(f"power mean {gs.mean_power_w:.0f} W max {gs.max_power_w or 0:.0f} W")
+    if gs.energy_j is not None:
+        parts.append(f"energy {gs.energy_j:.1f} J")
+    if gs.max_temperature_c is not None:
+        parts.append(f"max {gs.max_temperature_c:.0f} °C")
+    if gs.tree_peak_sm_utilization is not None:
+        parts.append(f"tree's peak per-process SM {gs.tree_peak_sm_utilization:.0f}%")
+    return ", ".join(parts)
 
 
 def _quote(arg: str) -> str:

@@ -181,6 +181,7 @@ class Engine:
             simulated_gpus=gpu.simulated,
             gpu_note=gpu.note,
         )
+        builder.gpu_problems = gpu.problems  # live: notes the GPU backend gathers while running
         if cfg.mode == "attach":
             builder.command = _cmdline(self.main_pid)
         if self.cgroup and (limit := self.cgroup.limit()):

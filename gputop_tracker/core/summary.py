@@ -106,9 +106,27 @@ class _Pct:
 
 
 class _Gpu:
-    __slots__ = ("counted", "lost", "max_util", "name", "peak_used", "total", "tree_peak", "util", "uuid")
+    __slots__ = (
+        "counted",
+        "energy_first",
+        "energy_last",
+        "extra",
+        "g",
+        "lost",
+        "max_temp",
+        "name",
+        "peak_unattributed",
+        "peak_used",
+        "power",
+        "total",
+        "tree_peak",
+        "tree_sm_peak",
+        "util",
+        "uuid",
+    )
 
     def __init__(self, g: GpuReading, counted: bool) -> None:
+        self.g = g  # the first reading: static facts (bus id, MIG ids)
         self.uuid = g.uuid
         self.name = g.name
         self.total = g.memory_total
@@ -116,7 +134,25 @@ class _Gpu:
         self.peak_used: int | None = None
         self.tree_peak = 0
         self.util = _Pct()
+        self.power = _Pct()
+        self.max_temp: float | None = None
         self.lost = False
+        self.energy_first: int | None = None
+        self.energy_last: int | None = None
+        self.tree_sm_peak: float | None = None
+        self.peak_unattributed: int | None = None
+        # GPM metrics: present only where the GPU has GPM (absent, not zero, elsewhere)
+        self.extra: dict[str, _Pct] = {}
+
+
+GPM_FIELDS = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_bandwidth")
+
+
+def _energy_j(st: _Gpu) -> float | None:
+    """Energy the GPU used between the first and the last reading (NVML counts mJ since driver load)."""
+    if st.energy_first is None or st.energy_last is None:
+        return None
+    return (st.energy_last - st.energy_first) / 1000.0
 
 
 class SummaryBuilder:
@@ -146,6 +182,7 @@ class SummaryBuilder:
         self.gpu_selection_reason = gpu_selection_reason
         self.simulated_gpus = simulated_gpus
         self.gpu_note = gpu_note
+        self.gpu_problems: set[str] = set()  # the backend's live set of notes (GpuBackend.problems)
         self.host = socket.gethostname()
         self.n_samples = 0
         self.procs: dict[int, _Proc] = {}
@@ -363,7 +400,8 @@ class SummaryBuilder:
         for g in gpus:
             st = self.gpus.get(g.index)
             if st is None:
-                counted = self.gpu_uuids is None or g.uuid in self.gpu_uuids
+                # by default every physical GPU counts; a MIG device only when chosen by its UUID
+                counted = g.mig_parent is None if self.gpu_uuids is None else g.uuid in self.gpu_uuids
                 st = self.gpus[g.index] = _Gpu(g, counted)
                 self.columns += [f"gpu{g.index}_memory", f"gpu{g.index}_util"]
             st.total = g.memory_total or st.total
@@ -372,11 +410,29 @@ class SummaryBuilder:
             st.tree_peak = max(st.tree_peak, tree_mem)
             if g.memory_used is not None:
                 st.peak_used = max(st.peak_used or 0, g.memory_used)
-                gpu_used_sum += g.memory_used
+                if g.mig_parent is None:  # a MIG device's memory is part of its parent's
+                    gpu_used_sum += g.memory_used
             if g.utilization_gpu is not None:
                 st.util.add(g.utilization_gpu)
                 if st.counted:
                     gpu_util_sum += g.utilization_gpu
+            if g.power_w is not None:
+                st.power.add(g.power_w)
+            if g.temperature_c is not None:
+                st.max_temp = max(st.max_temp or g.temperature_c, g.temperature_c)
+            if g.energy_mj is not None:
+                if st.energy_first is None:
+                    st.energy_first = g.energy_mj
+                st.energy_last = g.energy_mj
+            tree_sm = max((u for pid, u in g.process_sm_util.items() if pid in procs), default=None)
+            if tree_sm is not None:
+                st.tree_sm_peak = max(st.tree_sm_peak or 0.0, tree_sm)
+            if g.unattributed_memory is not None:
+                st.peak_unattributed = max(st.peak_unattributed or 0, g.unattributed_memory)
+            for name in GPM_FIELDS:
+                v = getattr(g, name)
+                if v is not None:
+                    st.extra.setdefault(name, _Pct()).add(v)
             if out_gpus is not None:
                 out_gpus.append(
                     {
@@ -394,6 +450,19 @@ class SummaryBuilder:
                         "counted": st.counted,
                         "simulated": self.simulated_gpus,
                         "lost": g.lost,
+                        "pci_bus_id": g.pci_bus_id,
+                        "memory_reserved": g.memory_reserved,
+                        "clock_sm_mhz": g.clock_sm_mhz,
+                        "clock_memory_mhz": g.clock_memory_mhz,
+                        "fan_percent": g.fan_percent,
+                        "energy_j": _energy_j(st),
+                        "sm_activity": g.sm_activity,
+                        "sm_occupancy": g.sm_occupancy,
+                        "tensor_activity": g.tensor_activity,
+                        "dram_bandwidth": g.dram_bandwidth,
+                        "tree_sm_util": tree_sm,
+                        "unattributed_memory": g.unattributed_memory,
+                        "mig_parent": g.mig_parent,
                     }
                 )
         if gpus:
@@ -560,10 +629,31 @@ class SummaryBuilder:
                     "counted": st.counted,
                     "simulated": self.simulated_gpus,
                     "lost": st.lost,
+                    "pci_bus_id": st.g.pci_bus_id,
+                    "mig_parent": st.g.mig_parent,
+                    "gpu_instance_id": st.g.gpu_instance_id,
+                    "compute_instance_id": st.g.compute_instance_id,
+                    "mean_power_w": (st.power.sum / st.power.n) if st.power.n else None,
+                    "max_power_w": st.power.max if st.power.n else None,
+                    "max_temperature_c": st.max_temp,
+                    "energy_j": _energy_j(st),
+                    "tree_peak_sm_utilization": st.tree_sm_peak,
+                    "peak_unattributed_memory": st.peak_unattributed,
+                    **{f"mean_{k}": st.extra[k].sum / st.extra[k].n for k in st.extra},
+                    **{f"max_{k}": st.extra[k].max for k in st.extra},
                 }
             )
             if st.lost:
                 notes.append(f"GPU {idx} ({st.uuid}) was lost during the run; its figures stop there")
+            if st.peak_unattributed:
+                notes.append(
+                    f"GPU {idx}: up to {st.peak_unattributed} bytes of GPU memory belong to processes whose "
+                    "host PIDs could not be mapped into this PID namespace (container); they are unattributed, "
+                    "not counted in max_gpu_ram, and may belong to the tracked tree"
+                )
+        energy = [e for st in self.gpus.values() if st.counted and (e := _energy_j(st)) is not None]
+        for line in sorted(self.gpu_problems):
+            notes.append(line)
         n_expected_gpus = sum(1 for st in self.gpus.values() if st.counted)
         if self.gpus and self.gpu_selection_reason:
             counted = ", ".join(str(i) for i, st in sorted(self.gpus.items()) if st.counted) or "none"
@@ -628,6 +718,8 @@ class SummaryBuilder:
             "peak_threads": mx["comb_threads"],
             "gpus": gpus,
             "gpu_note": self.gpu_note,
+            "gpu_energy_j": sum(energy) if energy else None,
+            "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
             "processes": [
                 {
                     "pid": p.pid,
