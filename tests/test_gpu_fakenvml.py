@@ -1,0 +1,466 @@
+"""NVML end to end through a fake libnvidia-ml.so.1 (tests/fakenvml/fakenvml.c) and the real nvidia-ml-py.
+
+The fake is compiled with gcc and found through LD_LIBRARY_PATH by the real CLI, or loaded in-process
+for backend tests; the test rewrites its config once the workload's real PIDs are known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, build, device, loaded_in_process
+
+GPU0 = "GPU-0a0a0a0a-1111-4000-8000-000000000000"
+GPU1 = "GPU-1b1b1b1b-2222-4000-8000-000000000001"
+
+# main holds "GPU 0" memory, its child "GPU 1" memory; both wait for the test to say done
+WORKLOAD = r"""
+import os, subprocess, sys, time
+pidfile, done = sys.argv[1], sys.argv[2]
+child = subprocess.Popen([sys.executable, "-c",
+    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)", done])
+with open(pidfile + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+os.replace(pidfile + ".tmp", pidfile)
+child.wait()
+sys.exit(7)
+"""
+
+
+@pytest.fixture(scope="session")
+def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    lib = build(tmp_path_factory.mktemp("fakenvml"))
+    if lib is None:
+        pytest.skip("no C compiler (gcc/cc): the fake libnvidia-ml cannot be built")
+    return lib
+
+
+def two_gpus(**gpu1: Any) -> list[dict[str, Any]]:
+    return [
+        device(uuid=GPU0, bus="00000000:18:00.0", used=2000 * MiB, util=90, power_mw=300_000),
+        device(uuid=GPU1, bus="00000000:3B:00.0", used=4000 * MiB, util=30, power_mw=150_000, **gpu1),
+    ]
+
+
+class Run:
+    """The real CLI tracking WORKLOAD with the fake library on LD_LIBRARY_PATH."""
+
+    def __init__(self, tmp_path: Path, lib: Path, fake: FakeNvml, env: dict[str, str] | None = None) -> None:
+        self.tmp = tmp_path
+        self.pidfile = tmp_path / "pids"
+        self.done = tmp_path / "done"
+        self.out = tmp_path / "report.json"
+        full_env = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent), CONFIG_ENV: str(fake.path), **(env or {})}
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(self.out),
+                "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", "--interval", "0.1",
+                "--", sys.executable, "-c", WORKLOAD, str(self.pidfile), str(self.done),
+            ],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    def pids(self) -> tuple[int, int]:
+        deadline = time.monotonic() + 20
+        while not self.pidfile.exists():
+            assert time.monotonic() < deadline, "the workload never wrote its pids"
+            assert self.proc.poll() is None, self.proc.communicate()
+            time.sleep(0.02)
+        main, child = self.pidfile.read_text().split()
+        return int(main), int(child)
+
+    def finish(self) -> tuple[int, str, dict[str, Any]]:
+        self.done.write_text("")
+        _, err = self.proc.communicate(timeout=30)
+        assert self.out.exists(), err
+        return self.proc.returncode, err, json.loads(self.out.read_text())
+
+
+# the running-processes query runs at most once a second (NvmlBackend.PROCESS_PERIOD): let two happen
+SETTLE = 2.3
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeNvml:
+    return FakeNvml(tmp_path / "nvml.conf", two_gpus())
+
+
+def hold_memory(fake: FakeNvml, main: int, child: int) -> None:
+    fake.processes = [
+        {"dev": 0, "pid": main, "mem": 1000 * MiB},
+        {"dev": 1, "pid": child, "mem": 3000 * MiB},
+        {"dev": 1, "pid": 1, "mem": 777 * MiB},  # not ours: never counted for the tree
+    ]
+    fake.procutils = [{"dev": 0, "pid": main, "sm": 64, "mem": 20}, {"dev": 1, "pid": child, "sm": 41, "mem": 9}]
+    fake.write()
+
+
+def test_tree_gpu_memory_exact_through_fake_nvml(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
+    run = Run(tmp_path, fake_lib, fake)
+    main, child = run.pids()
+    hold_memory(fake, main, child)
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    assert rep["exit_code"] == 7
+    assert "Traceback" not in err
+    g = rep["max_gpu_ram"]
+    assert g["unit"] == "bytes"
+    assert g["main"] == 1000 * MiB
+    assert g["descendants"] == 3000 * MiB
+    assert g["combined"] == 4000 * MiB
+    assert g["system"] == 6000 * MiB  # Σ memory used of both devices, every process
+    assert g["system_capacity"] == 2 * 80 * 1024**3
+    gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert gpus[GPU0]["tree_peak_memory"] == 1000 * MiB
+    assert gpus[GPU1]["tree_peak_memory"] == 3000 * MiB
+    assert gpus[GPU0]["pci_bus_id"] == "00000000:18:00.0"
+    assert gpus[GPU0]["tree_peak_sm_utilization"] == 64
+    assert gpus[GPU1]["tree_peak_sm_utilization"] == 41
+    assert gpus[GPU0]["max_power_w"] == 300.0
+    assert gpus[GPU0]["mean_sm_activity"] is None  # no GPM on these fakes: absent, not zero
+    procs = {p["pid"]: p for p in rep["processes"]}
+    assert procs[main]["peak_gpu_memory"] == 1000 * MiB
+    assert procs[child]["peak_gpu_memory"] == 3000 * MiB
+    # energy = ∫ power: 300 W + 150 W over the run, first to last reading
+    wall = rep["compute_time"]["time"]
+    assert rep["gpu_energy_j"] == pytest.approx(450 * wall, rel=0.25)
+    assert rep["gpu_energy_wh"] == pytest.approx(rep["gpu_energy_j"] / 3600)
+    assert gpus[GPU0]["energy_j"] == pytest.approx(2 * gpus[GPU1]["energy_j"], rel=0.05)
+    # every GPU counts when nothing selects them
+    assert rep["gpu_utilization"]["n_expected_gpus"] == 2
+    assert rep["gpu_utilization"]["gpu_percentages"]["max_sum_percent"] == 120
+
+
+def test_cuda_visible_devices_uuid_counts_only_that_gpu(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
+    run = Run(tmp_path, fake_lib, fake, env={"CUDA_VISIBLE_DEVICES": GPU1})
+    main, child = run.pids()
+    hold_memory(fake, main, child)
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    util = rep["gpu_utilization"]
+    assert util["system_gpu_count"] == 2
+    assert util["n_expected_gpus"] == 1
+    assert util["gpu_percentages"]["max_sum_percent"] == 30  # GPU 1 only; GPU 0 runs at 90
+    assert util["gpu_percentages"]["max_hardware_percent"] == 30
+    gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert gpus[GPU1]["counted"] is True
+    assert gpus[GPU0]["counted"] is False
+    assert any(f"GPUs counted for utilization: 1 (CUDA_VISIBLE_DEVICES={GPU1})" in n for n in rep["notes"])
+    # memory is the tree's on every GPU, counted or not
+    assert rep["max_gpu_ram"]["combined"] == 4000 * MiB
+    text = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "sessions", "show", rep["session_id"]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "not counted" in text.stdout + text.stderr
+
+
+def test_short_uuid_and_gpus_flag(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
+    """--gpus takes the short UUID form CUDA_VISIBLE_DEVICES takes, and wins over the variable."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}
+    env["CUDA_VISIBLE_DEVICES"] = GPU1
+    out = tmp_path / "r.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(out), "--interval", "0.1",
+         "--gpus", "0a0a0a0a", "--", "sleep", "0.3"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert [g["counted"] for g in rep["gpus"]] == [True, False]
+    assert rep["gpu_utilization"]["gpu_percentages"]["max_sum_percent"] == 90
+
+
+def test_gpu_lost_mid_run_is_reported_and_run_completes(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
+    run = Run(tmp_path, fake_lib, fake)
+    main, child = run.pids()
+    hold_memory(fake, main, child)
+    time.sleep(SETTLE)
+    fake.devices[1]["lost"] = 1
+    fake.write()
+    time.sleep(0.5)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    assert "Traceback" not in err
+    assert rep["status"] == "exited"
+    gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert gpus[GPU1]["lost"] is True
+    assert gpus[GPU0]["lost"] is False
+    assert gpus[GPU1]["tree_peak_memory"] == 3000 * MiB  # what was seen before it fell off the bus
+    assert rep["max_gpu_ram"]["main"] == 1000 * MiB
+    assert any("was lost during the run" in n and GPU1 in n for n in rep["notes"])
+    assert any("GPU is lost" in n for n in rep["notes"])
+    assert rep["n_samples"] > 20  # tracking went on at 0.1 s after the loss
+
+
+def test_no_nvidia_library_costs_nothing_and_says_so(tmp_path: Path) -> None:
+    empty = tmp_path / "nolib"
+    empty.mkdir()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(empty)}
+    env.pop(CONFIG_ENV, None)
+    p = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "--headless", "--", "sh", "-c", "exit 3"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 3
+    assert "Traceback" not in p.stderr
+    assert "no NVIDIA GPU found (NVIDIA driver library libnvidia-ml.so.1 not found)" in p.stderr
+    # the probe itself: no pynvml import, no NVML call when the library is absent
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, time\nfrom gputop_tracker.core.gpu import open_backend\n"
+         "t = time.perf_counter(); b = open_backend(); dt = time.perf_counter() - t\n"
+         "print(dt, 'pynvml' in sys.modules, type(b).__name__)"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    dt, imported, kind = probe.stdout.split()
+    assert kind == "NoGpuBackend"
+    assert imported == "False"
+    assert float(dt) < 0.01
+
+
+def test_driver_not_loaded_is_a_one_line_note(tmp_path: Path, fake_lib: Path) -> None:
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(tmp_path / "missing.conf")}
+    p = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "--headless", "--", "true"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 0
+    assert "no NVIDIA GPU found (NVIDIA driver not loaded)" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------ the backend in-process
+
+
+@pytest.fixture
+def nvml(fake_lib: Path, tmp_path: Path) -> Iterator[tuple[Any, FakeNvml]]:
+    cfg = FakeNvml(tmp_path / "nvml.conf", two_gpus())
+    with loaded_in_process(fake_lib, cfg.path) as pynvml:
+        yield pynvml, cfg
+
+
+def backend(**kw: Any) -> Any:
+    from gputop_tracker.core.gpu import NvmlBackend, PidMapper
+
+    b = NvmlBackend(pid_mapper=PidMapper(namespaced=False), **kw)
+    b._procs_due = 0.0
+    return b
+
+
+def test_backend_reads_every_device_field(nvml: tuple[Any, FakeNvml]) -> None:
+    _, cfg = nvml
+    cfg.devices[1].update(fan=55, temp=61, reserved=300 * MiB, memutil=12)
+    cfg.devices[0]["fan"] = "NA"
+    cfg.write()
+    b = backend()
+    try:
+        r0, r1 = b.read([])
+        assert (r0.index, r0.uuid, r0.name) == (0, GPU0, "Fake H100 80GB HBM3")
+        assert r1.pci_bus_id == "00000000:3B:00.0"
+        assert r1.memory_total == 80 * 1024**3
+        assert r1.memory_used == 4000 * MiB
+        assert r1.memory_reserved == 300 * MiB  # the v2 struct
+        assert (r1.utilization_gpu, r1.utilization_memory) == (30.0, 12.0)
+        assert r1.temperature_c == 61.0
+        assert (r1.power_w, r1.power_limit_w) == (150.0, 700.0)
+        assert (r1.clock_sm_mhz, r1.clock_memory_mhz) == (1980.0, 2619.0)
+        assert r1.fan_percent == 55.0
+        assert r0.fan_percent is None  # NotSupported: absent
+        assert r1.energy_mj is not None and r1.energy_mj >= 5_000_000
+        assert r1.sm_activity is None
+    finally:
+        b.close()
+
+
+def test_backend_energy_grows_with_power(nvml: tuple[Any, FakeNvml]) -> None:
+    b = backend()
+    try:
+        e0 = b.read([])[0].energy_mj
+        time.sleep(0.3)
+        e1 = b.read([])[0].energy_mj
+        assert e0 is not None and e1 is not None
+        assert (e1 - e0) / 1000 == pytest.approx(300 * 0.3, rel=0.3)  # 300 W for 0.3 s
+    finally:
+        b.close()
+
+
+def test_backend_gpm_metrics_where_supported(nvml: tuple[Any, FakeNvml]) -> None:
+    _, cfg = nvml
+    cfg.devices[0].update(gpm=1, sm_act=37, sm_occ=21, tensor=8, dram_bw="NA")
+    cfg.write()
+    b = backend()
+    try:
+        first = b.read([])[0]
+        assert first.sm_activity is None  # GPM needs two samples
+        r0, r1 = b.read([])
+        assert (r0.sm_activity, r0.sm_occupancy, r0.tensor_activity) == (37.0, 21.0, 8.0)
+        assert r0.dram_bandwidth is None  # the metric failed: absent, not zero
+        assert r1.sm_activity is None and r1.sm_occupancy is None  # no GPM on this GPU
+    finally:
+        b.close()
+
+
+def test_backend_processes_and_process_utilization_last_seen(nvml: tuple[Any, FakeNvml]) -> None:
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB}, {"dev": 0, "pid": me, "mem": 24 * MiB, "graphics": 1}]
+    cfg.procutils = [{"dev": 0, "pid": me, "sm": 77, "mem": 5}]
+    cfg.write()
+    b = backend()
+    try:
+        r = b.read([me])[0]
+        assert r.processes == {me: 1024 * MiB}  # compute + graphics
+        assert r.process_sm_util == {me: 77.0}
+        assert r.process_memory_util == {me: 5.0}
+        b._procs_due = 0.0
+        again = b.read([me])[0]
+        assert again.process_sm_util == {}  # nothing newer than the kept timestamp (NOT_FOUND)
+        assert again.processes == {me: 1024 * MiB}
+        time.sleep(0.01)
+        cfg.procutils = [{"dev": 0, "pid": me, "sm": 12, "mem": 1}]
+        cfg.write()
+        b._procs_due = 0.0
+        assert b.read([me])[0].process_sm_util == {me: 12.0}
+    finally:
+        b.close()
+
+
+def test_running_processes_query_runs_at_its_own_rate(nvml: tuple[Any, FakeNvml]) -> None:
+    _, cfg = nvml
+    b = backend()
+    try:
+        me = os.getpid()
+        b.read([me])  # the slow queries ran; next due in PROCESS_PERIOD
+        cfg.processes = [{"dev": 0, "pid": me, "mem": 5 * MiB}]
+        cfg.write()
+        assert b.read([me])[0].processes == {}  # too soon: the cached list
+        b._procs_due = 0.0
+        assert b.read([me])[0].processes == {me: 5 * MiB}
+        assert b.process_query_s > 0
+    finally:
+        b.close()
+
+
+def test_backend_errors_degrade_cleanly(nvml: tuple[Any, FakeNvml]) -> None:
+    pynvml, cfg = nvml
+    cfg.devices[1]["lost_after"] = 40
+    cfg.errors = [
+        {"fn": "nvmlDeviceGetPowerUsage", "dev": 0, "code": pynvml.NVML_ERROR_NO_PERMISSION},
+        {"fn": "nvmlDeviceGetUtilizationRates", "dev": 0, "code": pynvml.NVML_ERROR_NOT_SUPPORTED},
+        {"fn": "nvmlDeviceGetTemperature", "dev": 0, "code": pynvml.NVML_ERROR_UNKNOWN},
+    ]
+    cfg.write()
+    b = backend()
+    try:
+        r0, r1 = b.read([])
+        assert r0.power_w is None and r0.utilization_gpu is None and r0.temperature_c is None
+        assert r0.memory_used == 2000 * MiB  # the rest of the device still reads
+        assert any("no permission" in p and "PowerUsage" in p for p in b.problems)
+        assert not r1.lost
+        lost_at = None
+        for i in range(40):
+            if b.read([])[1].lost:
+                lost_at = i
+                break
+        assert lost_at is not None
+        r0, r1 = b.read([])
+        assert r1.lost and r1.memory_used is None
+        assert not r0.lost and r0.memory_used == 2000 * MiB
+        assert any("GPU is lost" in p for p in b.problems)
+    finally:
+        b.close()
+
+
+def test_library_mismatch_is_not_an_nvml_error(nvml: tuple[Any, FakeNvml]) -> None:
+    pynvml, _ = nvml
+    b = backend()
+
+    def unversioned(_h: object) -> None:
+        raise pynvml.NVMLLibraryMismatchError("unversioned wrapper")
+
+    try:
+        assert not issubclass(pynvml.NVMLLibraryMismatchError, pynvml.NVMLError)
+        assert b._get(unversioned, None) is None
+    finally:
+        b.close()
+
+
+def test_init_failure_gives_a_note(nvml: tuple[Any, FakeNvml]) -> None:
+    from gputop_tracker.core.gpu import NoGpuBackend, open_backend
+
+    pynvml, cfg = nvml
+    cfg.errors = [{"fn": "nvmlInitWithFlags", "dev": -1, "code": pynvml.NVML_ERROR_NO_PERMISSION}]
+    cfg.write()
+    b = open_backend()
+    assert isinstance(b, NoGpuBackend)
+    assert b.note == "no NVIDIA GPU found (no permission to use NVML)"
+
+
+def test_mig_devices_have_their_own_memory_and_instance_ids(nvml: tuple[Any, FakeNvml]) -> None:
+    from gputop_tracker.core.gpu import resolve_gpu_selection
+
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.devices[0]["mig"] = 1
+    cfg.migs = [
+        {"parent": 0, "uuid": "MIG-aaaa-0", "total": 10 * 1024**3, "used": 600 * MiB, "gi": 1, "ci": 0},
+        {"parent": 0, "uuid": "MIG-aaaa-1", "total": 20 * 1024**3, "used": 100 * MiB, "gi": 2, "ci": 0},
+    ]
+    cfg.processes = [{"dev": 0, "mig": 0, "pid": me, "mem": 500 * MiB}]
+    cfg.write()
+    b = backend()
+    try:
+        readings = b.read([me])
+        assert [r.index for r in readings] == [0, 1, 2, 3]
+        parent, _gpu1, m0, m1 = readings
+        assert parent.processes == {}  # read on the MIG device, not twice
+        assert (m0.mig_parent, m0.gpu_instance_id, m0.compute_instance_id) == (0, 1, 0)
+        assert (m0.memory_total, m0.memory_used) == (10 * 1024**3, 600 * MiB)
+        assert m0.processes == {me: 500 * MiB}
+        assert m0.process_instances == {me: (1, 0)}
+        assert m1.memory_total == 20 * 1024**3 and m1.processes == {}
+        assert m0.utilization_gpu is None  # not supported on MIG: absent
+        chosen, problems = resolve_gpu_selection(readings, "MIG-aaaa-1")
+        assert chosen == {"MIG-aaaa-1"} and not problems
+        chosen, _ = resolve_gpu_selection(readings, "2")  # indices name physical GPUs only
+        assert chosen == set()
+    finally:
+        b.close()
+
+
+def test_container_pids_unmapped_are_reported_unattributed(nvml: tuple[Any, FakeNvml]) -> None:
+    from gputop_tracker.core.gpu import NvmlBackend, PidMapper
+
+    _, cfg = nvml
+    cfg.processes = [
+        {"dev": 0, "pid": 4242, "mem": 900 * MiB},  # host PID of our process, visible through NSpid
+        {"dev": 1, "pid": 5353, "mem": 700 * MiB},  # a host PID nothing here maps
+    ]
+    cfg.write()
+    nspid = {12: [4242, 12], 13: [13]}
+    b = NvmlBackend(pid_mapper=PidMapper(namespaced=True, nspid=lambda pid: nspid.get(pid, [])))
+    try:
+        r0, r1 = b.read([12, 13])
+        assert r0.processes == {12: 900 * MiB}
+        assert r0.unattributed_memory is None
+        assert r1.processes == {}
+        assert r1.unattributed_memory == 700 * MiB
+        assert any("PID namespace" in p for p in b.problems)
+    finally:
+        b.close()
