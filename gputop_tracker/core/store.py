@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from gputop_tracker.core.models import Session
 
 SUFFIX = ".json"
+# save_session writes the timeline last; a reader that needs only meta and summary stops parsing here.
+_TIMELINE_KEY = b',"timeline":'
+_HEAD_CHUNK = 64 * 1024
 
 
 def new_session_id(now: float | None = None) -> str:
@@ -61,6 +64,8 @@ class Entry:
     path: Path
     session: Session | None
     error: str | None = None
+    partial: bool = False
+    """True when loaded without its timeline (`load(..., timeline=False)`): load it again in full to chart it."""
 
     @property
     def running(self) -> bool:
@@ -79,16 +84,58 @@ class Entry:
         return True
 
 
-def load(path: Path) -> Entry:
-    from pydantic import ValidationError
+def _read_head(path: Path) -> bytes | None:
+    """The session without its timeline, as JSON, or None when the file is not laid out as save_session writes.
 
-    from gputop_tracker.core.models import SCHEMA_VERSION, Session
+    Reads from the start only up to the timeline, so a day-long session costs no more than a short one.
+    Inside a JSON string a quote is always escaped, so `,"timeline":` occurs only as a key. The file must end
+    by closing both the timeline and the session, so one cut short inside its timeline is not taken as whole.
+    """
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = b""
+        while True:
+            chunk = f.read(_HEAD_CHUNK)
+            if not chunk:
+                return None
+            searched = max(0, len(head) - len(_TIMELINE_KEY))
+            head += chunk
+            at = head.find(_TIMELINE_KEY, searched)
+            if at >= 0:
+                break
+        f.seek(max(0, size - 8))
+        if not f.read().rstrip().endswith(b"}}"):
+            return None
+    return head[:at] + b"}"
 
+
+def load(path: Path, *, timeline: bool = True) -> Entry:
+    """One session file, validated. With `timeline=False` the timeline is not read (a list of sessions needs
+    only meta and summary; a long session's timeline is megabytes) and the entry is marked `partial`."""
     sid = path.name.removesuffix(SUFFIX)
+    if not timeline:
+        try:
+            head = _read_head(path)
+        except OSError as e:
+            return Entry(sid, path, None, f"cannot read: {e.strerror}")
+        if head is not None:
+            entry = _parse(sid, path, head)
+            if entry.session is not None:
+                entry.partial = True
+                return entry
+        # not laid out as expected, or the head alone does not parse: the full parse gives the true reason
     try:
         raw = path.read_bytes()
     except OSError as e:
         return Entry(sid, path, None, f"cannot read: {e.strerror}")
+    return _parse(sid, path, raw)
+
+
+def _parse(sid: str, path: Path, raw: bytes) -> Entry:
+    from pydantic import ValidationError
+
+    from gputop_tracker.core.models import SCHEMA_VERSION, Session
+
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -109,14 +156,16 @@ def load(path: Path) -> Entry:
     return Entry(sid, path, session)
 
 
-def list_entries(store: Path) -> list[Entry]:
-    """Every session file, newest first (by file name, which starts with the start time)."""
+def list_entries(store: Path, *, timeline: bool = True) -> list[Entry]:
+    """Every session file, newest first (by file name, which starts with the start time).
+
+    `timeline=False` skips the timelines (see `load`): what a list of sessions needs."""
     try:
         files = [p for p in store.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
     except FileNotFoundError:
         return []
     files.sort(key=lambda p: p.name, reverse=True)
-    return [load(p) for p in files]
+    return [load(p, timeline=timeline) for p in files]
 
 
 def find(store: Path, session_id: str) -> Path:
