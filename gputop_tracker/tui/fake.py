@@ -1,0 +1,329 @@
+"""A deterministic data source for tests, snapshots and screenshots: the same interface as the sampler.
+
+Samples are built as `models.Sample` objects directly (a small training job: a main process, a data
+loader pool and a compiler child, with two clearly simulated GPUs); nothing depends on a clock, so the
+same script always draws the same screen.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import signal
+from collections.abc import Iterator
+
+from gputop_tracker.core.channel import STOP_SIGNAL, Message, SampleMessage, Started, Summary
+from gputop_tracker.core.models import (
+    CPUTime,
+    CPUUtilization,
+    GpuSample,
+    GpuSummary,
+    GPUUtilization,
+    HostSample,
+    MaxGPURAM,
+    MaxRAM,
+    Percentages,
+    ProcessSample,
+    ProcessSummary,
+    ResourceUsage,
+    RSSValues,
+    Sample,
+    TreeSample,
+)
+
+MB = 1_000_000
+GIB = 1024**3
+MAIN_PID = 4242
+SESSION_ID = "20250301-120000-demo-4242-beef"
+COMMAND = ["python3", "train.py", "--epochs", "3"]
+START_TIME = 1_740_830_400.0  # fixed: no clock anywhere
+
+# pid, ppid, name, base rss (MB), threads
+TREE = [
+    (MAIN_PID, 1000, "python3", 1800, 24),
+    (4250, MAIN_PID, "pt_data_worker", 420, 4),
+    (4251, MAIN_PID, "pt_data_worker", 410, 4),
+    (4252, MAIN_PID, "pt_data_worker", 430, 4),
+    (4253, MAIN_PID, "pt_data_worker", 415, 4),
+    (4260, MAIN_PID, "sh", 3, 1),
+    (4261, 4260, "nvcc", 95, 2),
+    (4262, 4261, "cicc", 310, 1),
+]
+
+
+def make_sample(
+    i: int, *, n_gpus: int = 2, interval: float = 1.0, tree: list[tuple[int, int, str, int, int]] | None = None
+) -> Sample:
+    """The i-th sample of the demo job (i >= 0)."""
+    rows = tree if tree is not None else TREE
+    procs: list[ProcessSample] = []
+    for k, (pid, ppid, name, base, threads) in enumerate(rows):
+        wave = 1.0 + 0.15 * math.sin(i / 3.0 + k)
+        rss = int(base * MB * wave * min(1.0, 0.4 + i / 10))
+        private = int(rss * (0.55 if pid != MAIN_PID else 0.8))
+        cpu = round(abs(95 * math.sin(i / 4.0 + k * 0.7)) if pid != 4260 else 0.0, 1)
+        if pid == MAIN_PID:
+            cpu = round(160 + 30 * math.sin(i / 5.0), 1)
+        gpu_mem = {
+            f"GPU-51a1a7ed-0000-4000-8000-{g:012d}": int((6 + 4 * g) * GIB * min(1.0, i / 8)) for g in range(n_gpus)
+        }
+        procs.append(
+            ProcessSample(
+                pid=pid,
+                ppid=ppid,
+                name=name,
+                cmdline=COMMAND if pid == MAIN_PID else [name],
+                role="main" if pid == MAIN_PID else "descendant",
+                rss=rss,
+                private=private,
+                shared=rss - private,
+                pss=int(private + (rss - private) * 0.3),
+                peak_rss=int(base * MB * 1.15),
+                cpu_seconds=round(cpu / 100 * interval * (i + 1), 2),
+                cpu_percent=cpu,
+                threads=threads,
+                gpu_memory=gpu_mem if pid == MAIN_PID else {},
+            )
+        )
+    gpus = []
+    for g in range(n_gpus):
+        util = round(50 + 45 * math.sin(i / 7.0 + g), 1)
+        held = int((6 + 4 * g) * GIB * min(1.0, i / 8))
+        gpus.append(
+            GpuSample(
+                index=g,
+                uuid=f"GPU-51a1a7ed-0000-4000-8000-{g:012d}",
+                name="Simulated GPU",
+                memory_total=80 * GIB,
+                memory_used=held + 512 * 1024**2,
+                utilization_gpu=util,
+                utilization_memory=round(util * 0.6, 1),
+                temperature_c=round(40 + util / 4, 1),
+                power_w=round(90 + 3 * util, 1),
+                power_limit_w=700.0,
+                tree_memory=held,
+                simulated=True,
+            )
+        )
+    pss = sum(p.pss for p in procs)
+    priv = sum(p.private for p in procs)
+    main = procs[0] if procs else None
+    cpu_total = sum(p.cpu_percent for p in procs)
+    return Sample(
+        time=START_TIME + i * interval,
+        elapsed=round(i * interval, 3),
+        processes=procs,
+        gpus=gpus,
+        host=HostSample(
+            memory_total=64_000 * MB, memory_used=21_500 * MB + i * 40 * MB, cpu_percent=38.5, cpu_count=16
+        ),
+        tree=TreeSample(
+            main_rss=main.rss if main else 0,
+            main_private=main.private if main else 0,
+            main_shared=main.shared if main else 0,
+            descendants_total=sum(p.pss for p in procs[1:]),
+            descendants_private=sum(p.private for p in procs[1:]),
+            combined_total=pss,
+            combined_private=priv,
+            combined_shared=pss - priv,
+            cpu_percent=round(cpu_total, 1),
+            main_cpu_percent=main.cpu_percent if main else 0.0,
+            cpu_seconds=round(sum(p.cpu_seconds for p in procs), 2),
+            threads=sum(p.threads for p in procs),
+            gpu_memory=sum(sum(p.gpu_memory.values()) for p in procs),
+            n_processes=len(procs),
+        ),
+    )
+
+
+def make_summary(
+    samples: list[Sample],
+    *,
+    exit_code: int | None = 0,
+    exit_signal: int | None = None,
+    status: str = "exited",
+    store: str = "/tmp/gputop-demo",
+) -> ResourceUsage:
+    """A final report consistent with `samples` (what the sampler would send when the job ends)."""
+    last = samples[-1]
+    wall = max(last.elapsed, 1e-9)
+    peak = max(max(s.tree.combined_total for s in samples), max(p.peak_rss for s in samples for p in s.processes))
+    cpu_sum = sum(s.tree.cpu_percent for s in samples) / len(samples)
+    gpu_sum = [sum(g.utilization_gpu or 0 for g in s.gpus) for s in samples if s.gpus]
+    gpus = [
+        GpuSummary(
+            index=g.index,
+            uuid=g.uuid,
+            name=g.name,
+            memory_total=g.memory_total,
+            peak_memory_used=max((x.memory_used or 0) for s in samples for x in s.gpus if x.index == g.index),
+            tree_peak_memory=max(x.tree_memory for s in samples for x in s.gpus if x.index == g.index),
+            mean_utilization=sum((x.utilization_gpu or 0) for s in samples for x in s.gpus if x.index == g.index)
+            / len(samples),
+            max_utilization=max((x.utilization_gpu or 0) for s in samples for x in s.gpus if x.index == g.index),
+            simulated=True,
+        )
+        for g in last.gpus
+    ]
+    return ResourceUsage(
+        max_ram=MaxRAM(
+            system_capacity=last.host.memory_total,
+            system=max(s.host.memory_used for s in samples),
+            main=RSSValues(
+                total_rss=max(s.tree.main_rss for s in samples), private_rss=max(s.tree.main_private for s in samples)
+            ),
+            combined=RSSValues(total_rss=peak, private_rss=max(s.tree.combined_private for s in samples)),
+            combined_sampled=max(s.tree.combined_total for s in samples),
+        ),
+        max_gpu_ram=MaxGPURAM(
+            combined=max(s.tree.gpu_memory for s in samples), main=max(s.tree.gpu_memory for s in samples)
+        ),
+        cpu_utilization=CPUUtilization(
+            system_core_count=16,
+            n_expected_cores=16,
+            combined=Percentages(max_sum_percent=max(s.tree.cpu_percent for s in samples), mean_sum_percent=cpu_sum),
+            combined_n_threads=max(s.tree.threads for s in samples),
+        ),
+        gpu_utilization=GPUUtilization(
+            system_gpu_count=len(gpus),
+            n_expected_gpus=len(gpus),
+            gpu_percentages=Percentages(
+                max_sum_percent=max(gpu_sum, default=0.0),
+                mean_sum_percent=sum(gpu_sum) / len(gpu_sum) if gpu_sum else 0.0,
+            ),
+        ),
+        cpu_time=CPUTime(
+            total=last.tree.cpu_seconds,
+            user=last.tree.cpu_seconds * 0.9,
+            system=last.tree.cpu_seconds * 0.1,
+            mean_percent=100 * last.tree.cpu_seconds / wall,
+            source="exact",
+        ),
+        peak_threads=max(s.tree.threads for s in samples),
+        gpus=gpus,
+        processes=[
+            ProcessSummary(
+                pid=p.pid,
+                ppid=p.ppid,
+                name=p.name,
+                role=p.role,
+                first_seen=START_TIME,
+                last_seen=last.time,
+                peak_rss=p.peak_rss,
+                peak_rss_source="VmHWM",
+            )
+            for p in last.processes
+        ],
+        session_id=SESSION_ID,
+        session_path=f"{store}/{SESSION_ID}.json",
+        command=COMMAND,
+        pid=MAIN_PID,
+        exit_code=exit_code,
+        exit_signal=exit_signal,
+        status=status,
+        start_time=START_TIME,
+        end_time=last.time,
+        interval=1.0,
+        n_samples=len(samples),
+        n_processes=len(last.processes),
+    )
+
+
+OUTPUT = [
+    "loading dataset from /data/imagenet (1281167 images)",
+    "epoch 1/3  step   100/5004  loss 6.8123  lr 0.100  1843 img/s",
+    "epoch 1/3  step   200/5004  loss 6.5210  lr 0.100  1851 img/s",
+    "epoch 1/3  step   300/5004  loss 6.2964  lr 0.100  1849 img/s",
+    "warning: GPU 1 is SIMULATED in this demo",
+]
+
+
+class FakeSource:
+    """Replays scripted messages, then waits like a running job until stopped, signalled or closed.
+
+    `finished=True` ends the script with the final summary (the command exited). Otherwise `stop()`
+    ends it as a detach and `signal(SIGTERM/SIGINT/...)` as the command dying of that signal. Tests
+    may `push()` more messages while the view runs.
+    """
+
+    def __init__(
+        self,
+        n_samples: int = 12,
+        *,
+        finished: bool = False,
+        exit_code: int = 0,
+        n_gpus: int = 2,
+        store: str = "/tmp/gputop-demo",
+        tree: list[tuple[int, int, str, int, int]] | None = None,
+        output: list[str] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.n_gpus = n_gpus
+        self.samples = [make_sample(i, n_gpus=n_gpus, tree=tree) for i in range(n_samples)]
+        self.exit_code = exit_code
+        self.store = store
+        self.main_pid = (tree or TREE)[0][0]
+        self.output_text = list(OUTPUT if output is None else output)
+        self.signals: list[int] = []
+        self.stopped = False
+        self.closed = False
+        self.ended = False
+        self._queue: queue.Queue[Message | None] = queue.Queue()
+        self._queue.put(Started(self.main_pid, SESSION_ID, self.store))
+        for sample in self.samples:
+            self._queue.put(SampleMessage(sample))
+        if finished:
+            self._end(exit_code=exit_code)
+
+    @property
+    def n_scripted(self) -> int:
+        """Messages queued so far (what a test waits for the view to have taken)."""
+        return 1 + len(self.samples) + (1 if self.ended else 0)
+
+    def push(self, msg: Message) -> None:
+        if isinstance(msg, SampleMessage):
+            self.samples.append(msg.sample)
+        self._queue.put(msg)
+
+    def push_sample(self, i: int | None = None) -> Sample:
+        s = make_sample(len(self.samples) if i is None else i, n_gpus=self.n_gpus, tree=self.tree)
+        self.push(SampleMessage(s))
+        return s
+
+    def _end(self, *, exit_code: int | None, exit_signal: int | None = None, status: str = "exited") -> None:
+        if self.ended:
+            return
+        self.ended = True
+        summary = make_summary(
+            self.samples, exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store
+        )
+        self._queue.put(Summary(summary))
+        self._queue.put(None)
+
+    def messages(self) -> Iterator[Message]:
+        while not self.closed:
+            try:
+                msg = self._queue.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if msg is None:
+                return
+            yield msg
+
+    def output(self) -> Iterator[str]:
+        if self.output_text:
+            yield "\n".join(self.output_text) + "\n"
+
+    def signal(self, sig: int) -> None:
+        self.signals.append(sig)
+        if sig == STOP_SIGNAL:
+            self.stop()
+        elif sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
+            self._end(exit_code=128 + sig, exit_signal=sig, status="killed")
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._end(exit_code=None, status="detached")
+
+    def close(self) -> None:
+        self.closed = True

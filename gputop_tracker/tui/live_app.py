@@ -1,0 +1,653 @@
+"""The live view: a Textual app fed by a data source (the sampler process, or a fake in tests).
+
+Two thread workers read the source (samples, and the command's output) and hand everything to the UI
+thread with `post_message`; widgets are only touched in the message handlers. The process table is
+diffed by row key (add / update / remove, then one sort) — never cleared and refilled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from rich.text import Text
+from textual import events, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets.data_table import ColumnKey
+
+from gputop_tracker.core import channel
+from gputop_tracker.core.channel import STOP_SIGNAL, Failed, SampleMessage, Started, Summary
+from gputop_tracker.core.livestats import LiveStats
+from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
+from gputop_tracker.tui.widgets import (
+    GpuPanel,
+    HelpScreen,
+    HostPanel,
+    QuitScreen,
+    SignalScreen,
+    SummaryPanel,
+    clock,
+    short_bytes,
+)
+
+NARROW = 100  # columns: below this the panels stack and the table drops a column
+KILL_AFTER = 5.0  # seconds after "stop it" before SIGKILL
+LOG_LINES = 2000
+SIDE_WIDTH = 54  # columns of the side panels in the wide layout (live.tcss #side)
+
+
+class DataSource(Protocol):
+    """What the live view reads: the sampler's messages, the command's output, and two controls."""
+
+    def messages(self) -> Iterator[channel.Message]: ...
+    def output(self) -> Iterator[str]: ...
+    def signal(self, sig: int) -> None: ...
+    def stop(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class SamplerEvent(Message):
+    """One message from the sampler, handed to the UI thread."""
+
+    def __init__(self, msg: channel.Message) -> None:
+        super().__init__()
+        self.msg = msg
+
+
+class SourceEnded(Message):
+    def __init__(self, error: str | None) -> None:
+        super().__init__()
+        self.error = error
+
+
+class OutputText(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+# column key, label, width (cells), right-aligned
+COLUMNS = [
+    ("pid", "PID", 7, True),
+    ("name", "process", 0, False),
+    ("cpu", "CPU %", 6, True),
+    ("threads", "thr", 4, True),
+    ("rss", "RSS", 7, True),
+    ("private", "private", 7, True),
+    ("shared", "shared", 7, True),
+    ("gpu", "GPU mem", 7, True),
+]
+DROP_ORDER = ["shared", "threads", "private"]
+MIN_NAME = 16
+
+
+def side_width(width: int) -> int:
+    return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
+
+
+def name_width(table_width: int, cols: list[tuple[str, str, int, bool]]) -> int:
+    fixed = sum(w + 2 for key, _, w, _ in cols if key != "name")  # + cell padding
+    return table_width - fixed - 2 - 2 - 2  # its own padding, the table border, the scrollbar
+
+
+SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
+SORT_LABEL = {
+    "pid": "PID",
+    "cpu": "CPU %",
+    "rss": "RSS",
+    "private": "private",
+    "gpu": "GPU mem",
+    "threads": "threads",
+    "name": "name",
+}
+
+
+def _sort_value(p: ProcessSample, key: str) -> float | str:
+    if key == "pid":
+        return p.pid
+    if key == "name":
+        return p.name.lower()
+    if key == "cpu":
+        return -p.cpu_percent
+    if key == "rss":
+        return -p.rss
+    if key == "private":
+        return -p.private
+    if key == "gpu":
+        return -sum(p.gpu_memory.values())
+    return -p.threads
+
+
+def final_processes(u: ResourceUsage) -> list[ProcessSample]:
+    """The final report's processes as table rows: each figure is that process's peak (pss=-1 marks them)."""
+    return [
+        ProcessSample(
+            pid=p.pid,
+            ppid=p.ppid,
+            name=p.name,
+            cmdline=p.cmdline,
+            role=p.role,
+            rss=p.peak_rss,
+            private=p.peak_private,
+            shared=0,
+            pss=-1,
+            peak_rss=p.peak_rss,
+            cpu_seconds=p.cpu_seconds,
+            cpu_percent=p.max_cpu_percent,
+            threads=p.peak_threads,
+            gpu_memory={"peak": p.peak_gpu_memory} if p.peak_gpu_memory else {},
+        )
+        for p in u.processes
+    ]
+
+
+class LiveApp(App[int]):
+    """Full-screen live view of one tracked command or attached process."""
+
+    CSS_PATH = "live.tcss"
+    TITLE = "gputop-track"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit", tooltip="Quit; asks first while the command runs"),
+        Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
+        Binding("s", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
+        Binding("t", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),
+        Binding("k", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process"),
+        Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
+        Binding("question_mark", "help", "Help", id="help", key_display="?", tooltip="Keys and columns"),
+    ]
+
+    paused: reactive[bool] = reactive(False)
+    """Display frozen; samples keep arriving and the run summary keeps counting."""
+    tree_view: reactive[bool] = reactive(True)
+    """Indented process tree (True) or a flat list sorted by the sort column."""
+    sort_key: reactive[str] = reactive("pid")
+    """Column the rows (siblings, in the tree view) are ordered by."""
+
+    def __init__(
+        self,
+        source: DataSource,
+        *,
+        interval: float,
+        command: list[str] | None = None,
+        mode: str = "launch",
+        store_dir: Path | None = None,
+        output_path: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.interval = interval
+        self.command = list(command or [])
+        self.mode = mode
+        self.store_dir = store_dir
+        self.output_path = output_path
+        self.stats = LiveStats()
+        self.main_pid: int | None = None
+        self.session_id: str | None = None
+        self.latest: Sample | None = None
+        self.final: ResourceUsage | None = None
+        self.failure: Failed | None = None
+        self.source_error: str | None = None
+        self.ended = False  # the source has no more messages
+        self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
+        self.n_messages = 0
+        self._rows: dict[int, tuple[Text | str, ...]] = {}
+        self._order: list[int] = []
+        self._columns: list[str] = []
+        self._name_width = 0
+        self._gpu_panels: dict[int, GpuPanel] = {}
+        self._held_output: list[str] = []
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Horizontal(id="main"):
+            table: DataTable[Text | str] = DataTable(id="procs", cursor_type="row", zebra_stripes=False)
+            table.border_title = "processes"
+            yield table
+            with VerticalScroll(id="side"):
+                yield HostPanel(id="host", classes="panel")
+                yield SummaryPanel(id="summary", classes="panel")
+        log = Log(id="output", max_lines=LOG_LINES, auto_scroll=True)
+        log.border_title = "output"
+        if self.output_path is not None:
+            log.border_subtitle = str(self.output_path)
+        yield log
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_width(self.size.width)
+        self._draw_header()
+        self.read_samples()
+        self.read_output()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._apply_width(event.size.width)
+        self._redraw()
+
+    @property
+    def narrow(self) -> bool:
+        return self.has_class("narrow")
+
+    def _apply_width(self, width: int) -> None:
+        narrow = width < NARROW
+        self.set_class(narrow, "narrow")
+        side = 0 if narrow else side_width(width)
+        if not narrow:
+            self.query_one("#side").styles.width = side
+        cols = list(COLUMNS)
+        for drop in DROP_ORDER:  # columns leave, least useful first, until the names have room
+            if name_width(width - side, cols) >= MIN_NAME:
+                break
+            cols = [c for c in cols if c[0] != drop]
+        name_w = max(MIN_NAME // 2, name_width(width - side, cols))
+        keys = [c[0] for c in cols]
+        if keys == self._columns and name_w == self._name_width:
+            return
+        # Only on a resize: the widths change, so rebuild the columns once and re-add the rows.
+        self._columns = keys
+        self._name_width = name_w
+        table = self.query_one("#procs", DataTable)
+        table.clear(columns=True)
+        for key, label, w, right in cols:
+            table.add_column(Text(label, justify="right" if right else "left"), key=key, width=w or name_w)
+        self._rows.clear()
+        self._order = []
+        self._label_sort_column()
+        if self.latest is not None:
+            self._update_table(self.latest)
+
+    # ------------------------------------------------------------------ workers (off the UI thread)
+
+    @work(thread=True, group="sampler", exclusive=True, exit_on_error=False)
+    def read_samples(self) -> None:
+        try:
+            for msg in self.source.messages():
+                self.post_message(SamplerEvent(msg))
+        except Exception as e:  # a broken pipe or a bad line: say so on screen, never crash the view
+            self.post_message(SourceEnded(f"{type(e).__name__}: {e}"))
+        else:
+            self.post_message(SourceEnded(None))
+
+    @work(thread=True, group="output", exclusive=True, exit_on_error=False)
+    def read_output(self) -> None:
+        for text in self.source.output():
+            self.post_message(OutputText(text))
+
+    # ------------------------------------------------------------------ messages (UI thread)
+
+    def on_sampler_event(self, event: SamplerEvent) -> None:
+        self.n_messages += 1
+        msg = event.msg
+        if isinstance(msg, SampleMessage):
+            self.stats.add(msg.sample)  # the summary counts every sample, paused or not
+            self.latest = msg.sample
+            if not self.paused:
+                self._redraw()
+        elif isinstance(msg, Started):
+            self.main_pid = msg.pid
+            self.session_id = msg.session_id
+            if self.store_dir is None:
+                self.store_dir = Path(msg.store)
+            self._draw_header()
+        elif isinstance(msg, Summary):
+            self.final = msg.usage
+            self._on_finished()
+        elif isinstance(msg, Failed):
+            self.failure = msg
+            self._on_finished()
+
+    def on_source_ended(self, event: SourceEnded) -> None:
+        self.ended = True
+        self.source_error = event.error
+        if self.final is None and self.failure is None:
+            self._on_finished()
+
+    def on_output_text(self, event: OutputText) -> None:
+        if self.paused:
+            self._held_output.append(event.text)
+            return
+        self.query_one("#output", Log).write(event.text)
+
+    def _on_finished(self) -> None:
+        self._redraw()
+        if self.quit_choice is not None:
+            self.source.close()
+            self.exit(self.exit_code, return_code=self.exit_code)
+            return
+        if self.final is not None:
+            where = self.final.session_path
+            self.notify(f"session saved: {where}" if where else "session not saved", title=self._status_text())
+        elif self.failure is not None:
+            self.notify(self.failure.message, severity="error", title="could not track")
+
+    @property
+    def running(self) -> bool:
+        return self.final is None and self.failure is None and not self.ended
+
+    @property
+    def exit_code(self) -> int:
+        """The command's exit code (128+N after signal N); 0 when detached or attached; 1 if tracking broke."""
+        if self.failure is not None:
+            return self.failure.exit_code
+        if self.final is not None:
+            if self.mode == "attach" or self.final.exit_code is None:
+                return 0
+            return self.final.exit_code
+        return 0 if self.quit_choice == "detach" else 1
+
+    # ------------------------------------------------------------------ drawing
+
+    def _status_text(self) -> str:
+        if self.failure is not None:
+            return f"failed: {self.failure.message}"
+        u = self.final
+        if u is not None:
+            if u.status == "detached":
+                return "detached (still running)"
+            if u.mode == "attach":
+                return "target exited" if u.status == "exited" else "tracking stopped"
+            if u.exit_signal:
+                return f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
+            return f"exited with code {u.exit_code}"
+        if self.ended:
+            return "sampler stopped unexpectedly" + (f": {self.source_error}" if self.source_error else "")
+        if self.quit_choice == "stop":
+            return "stopping…"
+        if self.quit_choice == "detach":
+            return "detaching…"
+        return "running"
+
+    def _draw_header(self) -> None:
+        command = self.command or (self.final.command if self.final is not None else [])
+        cmd = " ".join(command) or "-"
+        if self.mode == "attach":
+            cmd = f"attached to {self.main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
+        status = self._status_text()
+        style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
+        if self.failure is not None or (self.final is not None and self.final.exit_code not in (0, None)):
+            style = "bold red"
+        elapsed = self.final.compute_time.time if self.final is not None else self.stats.elapsed
+        n = self.latest.tree.n_processes if self.latest else 0
+        extras: list[tuple[str, str] | str] = []
+        if self.paused:
+            extras.append(("  PAUSED", "bold reverse yellow"))
+        if self.latest is not None and any(g.simulated for g in self.latest.gpus):
+            extras.append(("  SIMULATED GPUs", "bold magenta"))
+        line2 = Text.assemble(
+            ("PID ", "dim"),
+            str(self.main_pid or "-"),
+            "  ",
+            (f"● {status}", style),
+            ("  elapsed ", "dim"),
+            clock(elapsed),
+            ("  every ", "dim"),
+            f"{self.interval:g} s",
+            ("  processes ", "dim"),
+            str(n),
+            *extras,
+        )
+        line1 = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
+        line1.truncate(max(self.size.width - 2, 10), overflow="ellipsis")
+        self.query_one("#header", Static).update(Text.assemble(line1, "\n", line2))
+
+    def _redraw(self) -> None:
+        if self.paused:
+            self._draw_header()
+            return
+        self._draw_header()
+        s = self.latest
+        if self.final is not None and self.final.processes:
+            self._update_table(self.latest, final_processes(self.final))
+        elif s is not None:
+            self._update_table(s)
+        if s is not None:
+            self._update_gpus(s)
+            self.query_one("#host", HostPanel).show(s.host, self.panel_width)
+        summary = self.query_one("#summary", SummaryPanel)
+        if self.final is not None:
+            summary.show_final(self.final, self.narrow)
+            self.query_one("#procs", DataTable).border_title = "processes: peaks over the run"
+        elif self.failure is not None:
+            summary.update(Text(self.failure.message, style="bold red"))
+        else:
+            summary.show_live(self.stats, self.narrow)
+
+    @property
+    def panel_width(self) -> int:
+        """Content width of a side panel (known from the layout rules, not from a size not yet laid out)."""
+        return self.size.width - 2 if self.narrow else side_width(self.size.width) - 6
+
+    def _update_gpus(self, s: Sample) -> None:
+        side = self.query_one("#side", VerticalScroll)
+        for g in s.gpus:
+            panel = self._gpu_panels.get(g.index)
+            if panel is None:
+                panel = self._gpu_panels[g.index] = GpuPanel(g.index)
+                side.mount(panel, before=self.query_one("#host"))
+            panel.show(g, self.stats.gpus.get(g.index), self.narrow, self.panel_width)
+
+    def _cells(self, p: ProcessSample, depth: int) -> tuple[Text | str, ...]:
+        style = "bold" if p.role == "main" else ""
+        indent = ("  " * (depth - 1) + "└ ") if depth else ""
+        name = Text(indent + p.name, style=style, no_wrap=True, overflow="ellipsis")
+        gpu = sum(p.gpu_memory.values())
+        values = {
+            "pid": Text(str(p.pid), justify="right", style=style),
+            "name": name,
+            "cpu": Text(f"{p.cpu_percent:.1f}", justify="right"),
+            "threads": Text(str(p.threads), justify="right"),
+            "rss": Text(short_bytes(p.rss), justify="right"),
+            "private": Text(short_bytes(p.private), justify="right"),
+            "shared": Text(short_bytes(p.shared) if p.pss >= 0 else "-", justify="right"),
+            "gpu": Text(short_bytes(gpu) if gpu else "-", justify="right"),
+        }
+        return tuple(values[k] for k in self._columns)
+
+    def _ordered(self, procs: list[ProcessSample]) -> list[tuple[ProcessSample, int]]:
+        key = self.sort_key
+        if not self.tree_view:
+            return [(p, 0) for p in sorted(procs, key=lambda p: (_sort_value(p, key), p.pid))]
+        by_pid = {p.pid: p for p in procs}
+        children: dict[int, list[ProcessSample]] = {}
+        roots = []
+        for p in procs:
+            if p.ppid in by_pid and p.ppid != p.pid:
+                children.setdefault(p.ppid, []).append(p)
+            else:
+                roots.append(p)
+        out: list[tuple[ProcessSample, int]] = []
+
+        def walk(p: ProcessSample, depth: int) -> None:
+            out.append((p, depth))
+            for c in sorted(children.get(p.pid, []), key=lambda c: (_sort_value(c, key), c.pid)):
+                walk(c, depth + 1)
+
+        for r in sorted(roots, key=lambda r: (r.role != "main", _sort_value(r, key), r.pid)):
+            walk(r, 0)
+        return out
+
+    def _update_table(self, s: Sample | None, processes: list[ProcessSample] | None = None) -> None:
+        table: DataTable[Text | str] = self.query_one("#procs", DataTable)
+        if processes is None:
+            if self.final is not None and self.final.processes:
+                processes = final_processes(self.final)
+            else:
+                processes = s.processes if s is not None else []
+        ordered = self._ordered(processes)
+        seen = set()
+        selected = self.selected_pid()
+        for p, depth in ordered:
+            seen.add(p.pid)
+            cells = self._cells(p, depth)
+            old = self._rows.get(p.pid)
+            if old is None:
+                table.add_row(*cells, key=str(p.pid))
+            else:
+                for col, new, prev in zip(self._columns, cells, old, strict=True):
+                    if new != prev:
+                        table.update_cell(str(p.pid), col, new)
+            self._rows[p.pid] = cells
+        for pid in [pid for pid in self._rows if pid not in seen]:
+            table.remove_row(str(pid))
+            del self._rows[pid]
+        order = [p.pid for p, _ in ordered]
+        if order != self._order:
+            pos = {pid: i for i, pid in enumerate(order)}
+            table.sort("pid", key=lambda cell: pos[int(str(cell))])
+            self._order = order
+            if selected is not None and selected in pos:
+                table.move_cursor(row=pos[selected], animate=False)
+
+    def _label_sort_column(self) -> None:
+        table = self.query_one("#procs", DataTable)
+        for key, label, _w, right in COLUMNS:
+            if key in table.columns:
+                mark = (
+                    " ▼"
+                    if key == self.sort_key and key not in ("pid", "name")
+                    else " ▲"
+                    if key == self.sort_key
+                    else ""
+                )
+                table.columns[ColumnKey(key)].label = Text(
+                    label + mark, justify="right" if right else "left", style="bold" if mark else ""
+                )
+        table.refresh()
+
+    def selected_pid(self) -> int | None:
+        table = self.query_one("#procs", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:
+            return None
+        return int(key.value) if key.value is not None else None
+
+    # ------------------------------------------------------------------ reactives
+
+    def watch_paused(self, paused: bool) -> None:
+        if not paused:
+            if self._held_output:
+                self.query_one("#output", Log).write("".join(self._held_output))
+                self._held_output.clear()
+            self._redraw()
+        else:
+            self._draw_header()
+
+    def watch_tree_view(self) -> None:
+        self._order = []  # names carry the indentation: every name cell is redrawn
+        if self.latest is not None and not self.paused:
+            self._update_table(self.latest)
+
+    def watch_sort_key(self) -> None:
+        if not self._columns:  # not laid out yet
+            return
+        self._label_sort_column()
+        if self.latest is not None and not self.paused:
+            self._update_table(self.latest)
+
+    # ------------------------------------------------------------------ actions
+
+    async def action_quit(self) -> None:
+        if not self.running:
+            self.source.close()
+            self.exit(self.exit_code, return_code=self.exit_code)
+            return
+        what = " ".join(self.command) or f"PID {self.main_pid}"
+
+        def chosen(choice: str | None) -> None:
+            if choice == "stop":
+                self.quit_choice = "stop"
+                if self.mode == "attach":
+                    self._kill(self.main_pid, signal.SIGTERM)
+                else:
+                    self.source.signal(signal.SIGTERM)
+                    self.set_timer(KILL_AFTER, self._kill_main)
+            elif choice == "detach":
+                self.quit_choice = "detach"
+                self.source.stop()
+            else:
+                return
+            self._draw_header()
+            self.notify("waiting for the sampler to save the session…", timeout=3)
+
+        self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
+
+    def _kill_main(self) -> None:
+        if self.running and self.main_pid:
+            self.notify("the command ignored SIGTERM: sending SIGKILL", severity="warning")
+            self._kill(self.main_pid, signal.SIGKILL)
+
+    def _kill(self, pid: int | None, sig: int) -> bool:
+        if not pid:
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            self.notify(f"process {pid} has already exited", severity="warning")
+            return False
+        except PermissionError:
+            self.notify(f"not allowed to signal process {pid}", severity="error")
+            return False
+        return True
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+
+    def action_sort(self) -> None:
+        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
+        self.notify(f"sorted by {SORT_LABEL[self.sort_key]}", timeout=1.5)
+
+    def action_tree(self) -> None:
+        self.tree_view = not self.tree_view
+
+    def action_signal(self) -> None:
+        pid = self.selected_pid()
+        s = self.latest
+        proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
+        if pid is None or proc is None or not self.running:
+            self.notify("select a running process of the tracked tree first", severity="warning")
+            return
+
+        def chosen(sig: int | None) -> None:
+            if sig is None:
+                return
+            # re-check: the row may have left the tree while the dialog was open
+            if self.latest is None or pid not in {p.pid for p in self.latest.processes}:
+                self.notify(f"process {pid} is no longer in the tracked tree", severity="warning")
+                return
+            if self._kill(pid, sig):
+                self.notify(f"sent {signal.Signals(sig).name} to {pid} ({proc.name})")
+
+        self.push_screen(SignalScreen(pid, proc.name), chosen)
+
+    def action_history(self) -> None:
+        try:
+            from gputop_tracker.tui.history import HistoryScreen
+        except ImportError:
+            self.notify("history not available", severity="warning")
+            return
+        store = self.store_dir
+        if store is None:
+            self.notify("history not available: no session store", severity="warning")
+            return
+        self.push_screen(HistoryScreen(store))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def on_unmount(self) -> None:
+        self.source.close()  # lets the reader threads end, so the app can shut down
+
+
+__all__ = ["STOP_SIGNAL", "DataSource", "LiveApp"]

@@ -1,0 +1,303 @@
+"""The live view's panels and dialogs. Each panel is redrawn from a sample by the app, on the UI thread."""
+
+from __future__ import annotations
+
+import signal
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Sparkline, Static
+
+from gputop_tracker.core.livestats import GpuStats, LiveStats
+from gputop_tracker.core.models import GpuSample, HostSample, ResourceUsage
+from gputop_tracker.core.units import human_bytes, human_seconds
+
+
+def short_bytes(n: float | None) -> str:
+    """Three significant figures in at most 7 cells: table cells stay narrow."""
+    if n is None:
+        return "-"
+    for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= factor:
+            v = n / factor
+            if v >= 100:
+                return f"{v:.0f} {unit}"
+            if v >= 10:
+                return f"{v:.1f} {unit}"
+            return f"{v:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def clock(seconds: float) -> str:
+    s = int(seconds)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}"
+
+
+def bar(fraction: float | None, width: int) -> Text:
+    """A text bar: one cell per 1/width, coloured by how full it is."""
+    width = max(width, 1)
+    if fraction is None:
+        return Text("·" * width, style="dim")
+    f = min(max(fraction, 0.0), 1.0)
+    full = round(f * width)
+    style = "green" if f < 0.6 else "yellow" if f < 0.85 else "red"
+    return Text.assemble(("█" * full, style), ("░" * (width - full), "bright_black"))
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}%"
+
+
+class GpuPanel(Vertical):
+    """One GPU: utilization and memory bars, the utilization history, temperature and power."""
+
+    def __init__(self, index: int, **kwargs: object) -> None:
+        super().__init__(id=f"gpu-{index}", classes="gpu panel", **kwargs)  # type: ignore[arg-type]
+        self.index = index
+        # kept as attributes: the app may draw before they are mounted
+        self.text = Static(classes="gpu-text")
+        self.spark = Sparkline([], classes="gpu-spark")
+
+    def compose(self) -> ComposeResult:
+        yield self.text
+        yield self.spark
+
+    def show(self, g: GpuSample, st: GpuStats | None, compact: bool, width: int) -> None:
+        label = " SIMULATED" if g.simulated else ""
+        lost = " LOST" if g.lost else ""
+        frac_mem = g.memory_used / g.memory_total if g.memory_used is not None and g.memory_total else None
+        util = g.utilization_gpu
+        temp = "-" if g.temperature_c is None else f"{g.temperature_c:.0f}°C"
+        power = "-" if g.power_w is None else f"{g.power_w:.0f} W"
+        mem = f"{short_bytes(g.memory_used)}/{short_bytes(g.memory_total)}"
+        if compact:
+            bw = max(4, (width - 62) // 2)
+            t = Text.assemble(
+                (f"GPU{g.index}", "bold"),
+                (label, "bold magenta"),
+                (lost, "bold red"),
+                " util ",
+                bar(None if util is None else util / 100, bw),
+                f" {pct(util):>4}  mem ",
+                bar(frac_mem, bw),
+                f" {mem}  {temp} {power}",
+            )
+        else:
+            self.border_title = f"GPU {g.index} · {g.name}"
+            self.border_subtitle = (label + lost).strip() or None
+            bw = max(6, width - 26)
+            limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
+            mean = st.mean_utilization if st else None
+            t = Text.assemble(
+                ("util ", "bold"),
+                bar(None if util is None else util / 100, bw),
+                f" {pct(util):>5} (mean {pct(mean)})\n",
+                ("mem  ", "bold"),
+                bar(frac_mem, bw),
+                f" {mem}\n",
+                f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}",
+            )
+        self.text.update(t)
+        if st is not None and not compact:
+            self.spark.data = list(st.util_history)
+
+
+class HostPanel(Static):
+    def show(self, h: HostSample, width: int) -> None:
+        bw = max(6, min(30, width - 46))
+        frac = h.memory_used / h.memory_total if h.memory_total else None
+        self.update(
+            Text.assemble(
+                ("host ", "bold"),
+                "RAM ",
+                bar(frac, bw),
+                f" {short_bytes(h.memory_used)}/{short_bytes(h.memory_total)}",
+                f"  CPU {h.cpu_percent:.0f}% of {h.cpu_count}",
+            )
+        )
+
+
+class SummaryPanel(Static):
+    """The run so far (or the final report): the figures the report prints."""
+
+    def show_live(self, st: LiveStats, compact: bool) -> None:
+        gpu = ""
+        if st.gpus:
+            gpu = f"GPU {short_bytes(st.peak_gpu_memory)} util {pct(st.mean_gpu_util)}"
+        if compact:
+            self.update(
+                Text.assemble(
+                    ("so far ", "bold"),
+                    f"peak RAM {short_bytes(st.peak_combined)}  CPU {human_seconds(st.cpu_seconds)} "
+                    f"(mean {st.mean_cpu_percent:.0f}%) thr {st.peak_threads}  {gpu}",
+                )
+            )
+            return
+        self.border_title = "run so far"
+        lines = [
+            f"peak RAM (tree)  {human_bytes(st.peak_combined)}",
+            f"peak private     {human_bytes(st.peak_private)}",
+            f"CPU time         {human_seconds(st.cpu_seconds)} ({st.cpu_time_percent:.0f}% of a core)",
+            f"CPU util mean    {st.mean_cpu_percent:.1f}%  max {st.cpu_percent_max:.1f}%",
+            f"peak threads     {st.peak_threads}   processes seen {len(st.processes_seen)}",
+        ]
+        if st.gpus:
+            lines.append(f"peak GPU memory  {human_bytes(st.peak_gpu_memory)}")
+            lines.append(
+                f"GPU util mean    {pct(st.mean_gpu_util)}  max {pct(st.gpu_util_max)} (Σ {len(st.gpus)} GPUs)"
+            )
+        self.update("\n".join(lines))
+
+    def show_final(self, u: ResourceUsage, compact: bool, note: str = "") -> None:
+        ram = u.max_ram
+        ct = u.cpu_time
+        gp = u.gpu_utilization.gpu_percentages
+        saved = f"session saved: {u.session_path}" if u.session_path else "session not saved"
+        if compact:
+            gpu = (
+                f"  GPU mem {short_bytes(u.max_gpu_ram.combined)} util mean {pct(gp.mean_sum_percent)}"
+                if u.gpus
+                else ""
+            )
+            self.update(
+                Text.assemble(
+                    ("final ", "bold green"),
+                    f"peak RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
+                    f"(mean {u.cpu_utilization.combined.mean_sum_percent:.0f}%) thr {u.peak_threads}{gpu}\n",
+                    (saved, "italic"),
+                )
+            )
+            return
+        self.border_title = "final summary"
+        lines = [
+            f"peak RAM (tree)  {human_bytes(ram.combined.total_rss)}",
+            f"peak private     {human_bytes(ram.combined.private_rss)}",
+            f"CPU time         {human_seconds(ct.total)} ({ct.mean_percent:.0f}% of a core)",
+            f"CPU util mean    {u.cpu_utilization.combined.mean_sum_percent:.1f}%  "
+            f"max {u.cpu_utilization.combined.max_sum_percent:.1f}%",
+            f"peak threads     {u.peak_threads}   processes seen {u.n_processes}",
+        ]
+        if u.gpus:
+            lines.append(f"peak GPU memory  {human_bytes(u.max_gpu_ram.combined)}")
+            lines.append(
+                f"GPU util mean    {pct(gp.mean_sum_percent)}  max {pct(gp.max_sum_percent)}"
+                f" (Σ {u.gpu_utilization.n_expected_gpus} GPUs)"
+            )
+        lines.append(saved)
+        if note:
+            lines.append(note)
+        self.update("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- dialogs
+
+
+class QuitScreen(ModalScreen[str]):
+    """The command still runs: stop it, detach (leave it running), or stay."""
+
+    BINDINGS = [
+        Binding("s", "choose('stop')", "Stop it", id="quit_dialog.stop"),
+        Binding("d", "choose('detach')", "Detach", id="quit_dialog.detach"),
+        Binding("escape,c,n", "choose('cancel')", "Cancel", id="quit_dialog.cancel"),
+    ]
+
+    def __init__(self, what: str, attach: bool) -> None:
+        super().__init__()
+        self.what = what
+        self.attach = attach
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-dialog", classes="dialog"):
+            yield Label(f"[b]{self.what}[/b] is still running.", markup=True)
+            detach = (
+                "Stop tracking; the process keeps running."
+                if self.attach
+                else ("Stop tracking; the command keeps running (its output still goes to the session log).")
+            )
+            yield Label(f"[b]s[/b] stop it (SIGTERM)   [b]d[/b] detach: {detach}", markup=True, classes="dialog-help")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Stop it", id="stop", variant="error")
+                yield Button("Detach", id="detach", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)
+
+
+SIGNALS = {"term": signal.SIGTERM, "int": signal.SIGINT, "hup": signal.SIGHUP, "kill": signal.SIGKILL}
+
+
+class SignalScreen(ModalScreen[int | None]):
+    """Confirm a signal to one process of the tracked tree."""
+
+    BINDINGS = [
+        Binding("t,enter", "choose('term')", "SIGTERM", id="signal_dialog.term"),
+        Binding("i", "choose('int')", "SIGINT", id="signal_dialog.int"),
+        Binding("9", "choose('kill')", "SIGKILL", id="signal_dialog.kill"),
+        Binding("escape,n", "choose('cancel')", "Cancel", id="signal_dialog.cancel"),
+    ]
+
+    def __init__(self, pid: int, name: str) -> None:
+        super().__init__()
+        self.pid = pid
+        self.proc_name = name
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="signal-dialog", classes="dialog"):
+            yield Label(f"Send a signal to PID [b]{self.pid}[/b] ({self.proc_name})?", markup=True)
+            yield Label("[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  esc cancel", classes="dialog-help")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("SIGTERM", id="term", variant="warning")
+                yield Button("SIGINT", id="int")
+                yield Button("SIGKILL", id="kill", variant="error")
+                yield Button("Cancel", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.action_choose(event.button.id or "cancel")
+
+    def action_choose(self, choice: str) -> None:
+        sig = SIGNALS.get(choice)
+        self.dismiss(int(sig) if sig is not None else None)
+
+
+HELP = """\
+[b]gputop-track live view[/b]
+
+The sampler runs in its own process: pausing or closing this view never costs a sample,
+and the session is saved by the sampler whatever happens here.
+
+[b]q[/b]  quit; while the command runs: stop it, detach (leave it running) or cancel
+[b]p[/b]  pause the display (sampling and the summary go on)
+[b]s[/b]  cycle the sort column (PID, CPU, RSS, private, GPU memory, threads, name)
+[b]t[/b]  tree or flat view
+[b]k[/b]  send a signal to the selected process (asks first; only processes of the tracked tree)
+[b]h[/b]  saved sessions (history)
+[b]?[/b]  this help
+
+[b]Columns[/b]: RSS = resident set; private = USS (only this process holds it);
+shared = RSS - private; GPU = memory this process holds on all GPUs.
+[b]Run so far[/b]: the figures the final report prints — peak RAM of the tree
+(Σ PSS, or the largest exact single-process peak), exact CPU-seconds, mean utilization.
+The command's stdin is /dev/null; its stdout and stderr go to the output pane and to
+<session>.output.log next to the saved session.
+
+Press escape or ? to close."""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
+
+    def compose(self) -> ComposeResult:
+        with Grid(id="help-dialog", classes="dialog"):
+            yield Static(HELP, markup=True)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

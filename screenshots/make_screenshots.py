@@ -1,0 +1,63 @@
+"""SVG screenshots of the real live view fed by the deterministic fake source (README images).
+
+python screenshots/make_screenshots.py            # writes screenshots/*.svg
+python screenshots/make_screenshots.py --run      # opens the demo live view in this terminal
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from gputop_tracker.tui.fake import FakeSource
+from gputop_tracker.tui.live_app import LiveApp
+
+HERE = Path(__file__).resolve().parent
+SHOTS = [
+    # name, size, finished
+    ("live-gpus", (160, 50), False),
+    ("live-narrow", (80, 24), False),
+    ("final-summary", (120, 40), True),
+]
+
+
+def demo_app(finished: bool = False) -> LiveApp:
+    src = FakeSource(n_samples=30, finished=finished)
+    return LiveApp(src, interval=1.0, command=["python3", "train.py", "--epochs", "3"], store_dir=Path(src.store))
+
+
+async def settle(app: LiveApp, n: int) -> None:
+    """Wait until the app has taken every scripted message (the reader is a thread)."""
+    for _ in range(500):
+        if app.n_messages >= n:
+            break
+        await asyncio.sleep(0.01)
+
+
+async def shoot(name: str, size: tuple[int, int], finished: bool) -> Path:
+    app = demo_app(finished)
+    assert isinstance(app.source, FakeSource)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, app.source.n_scripted)
+        await pilot.pause()
+        await pilot.pause(0.3)  # notifications and mounted panels draw
+        path = HERE / f"{name}.svg"
+        app.save_screenshot(path.name, str(HERE))
+        app.source.close()
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", action="store_true", help="run the demo interactively instead")
+    ap.add_argument("--finished", action="store_true", help="with --run: the command has already exited")
+    args = ap.parse_args()
+    if args.run:
+        raise SystemExit(demo_app(args.finished).run())
+    for name, size, finished in SHOTS:
+        print(asyncio.run(shoot(name, size, finished)))
+
+
+if __name__ == "__main__":
+    main()

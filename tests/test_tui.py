@@ -1,0 +1,311 @@
+"""Behaviour of the live view, driven by the fake source (Pilot)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from gputop_tracker.core.channel import STOP_SIGNAL, Failed, SampleMessage
+from gputop_tracker.core.livestats import LiveStats
+from gputop_tracker.tui.fake import MAIN_PID, TREE, FakeSource, make_sample, make_summary
+from gputop_tracker.tui.live import clean_output
+from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.widgets import HelpScreen, QuitScreen, SignalScreen, short_bytes
+
+
+def make_app(src: FakeSource) -> LiveApp:
+    return LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+
+
+async def settle(app: LiveApp, pilot: object, n: int) -> None:
+    for _ in range(400):
+        if app.n_messages >= n:
+            break
+        await asyncio.sleep(0.01)
+    assert app.n_messages >= n, f"view took {app.n_messages} of {n} messages"
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+def row_keys(app: LiveApp) -> list[int]:
+    table = app.query_one("#procs", DataTable)
+    return [int(str(r.key.value)) for r in table.ordered_rows]
+
+
+def cell(app: LiveApp, pid: int, col: str) -> str:
+    return str(app.query_one("#procs", DataTable).get_cell(str(pid), col))
+
+
+def header(app: LiveApp) -> str:
+    return str(app.query_one("#header", Static).content)
+
+
+async def test_shows_tree_gpus_and_summary() -> None:
+    src = FakeSource(12)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert row_keys(app) == [p[0] for p in TREE]  # tree order: main, workers, sh > nvcc > cicc
+        assert "└ nvcc" in cell(app, 4261, "name")
+        assert len(app.query(".gpu")) == 2
+        assert "running" in header(app) and "SIMULATED" in header(app)
+        assert app.query_one("#gpu-0").border_subtitle == "SIMULATED"
+        last = src.samples[-1]
+        assert cell(app, MAIN_PID, "rss") == short_bytes(last.processes[0].rss)
+        assert "loss 6.2964" in "\n".join(app.query_one("#output").lines)  # type: ignore[attr-defined]
+        assert not app.has_class("narrow")
+
+
+async def test_narrow_layout_at_80_columns() -> None:
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert app.has_class("narrow")
+        assert "shared" not in app._columns
+        assert row_keys(app)[0] == MAIN_PID
+
+
+async def test_rows_are_diffed_by_key_not_refilled(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = FakeSource(2)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", DataTable)
+
+        def no_clear(*a: object, **k: object) -> None:
+            raise AssertionError("table cleared on a sample")
+
+        monkeypatch.setattr(table, "clear", no_clear)
+        tree = [t for t in TREE if t[0] != 4251] + [(4270, MAIN_PID, "new_worker", 100, 2)]
+        src.push(SampleMessage(make_sample(5, tree=tree)))
+        await settle(app, pilot, src.n_scripted)
+        keys = row_keys(app)
+        assert 4251 not in keys and 4270 in keys
+        assert keys[-1] == 4270  # a child of main: after the subtree of its sibling sh (4260)
+
+
+async def test_pause_freezes_display_not_sampling() -> None:
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        before = cell(app, MAIN_PID, "cpu")
+        await pilot.press("p")
+        assert app.paused and "PAUSED" in header(app)
+        src.push_sample(7)
+        await settle(app, pilot, src.n_scripted)
+        assert cell(app, MAIN_PID, "cpu") == before  # display frozen
+        assert app.stats.n_samples == 5  # the run summary still counts it
+        await pilot.press("p")
+        await pilot.pause()
+        assert not app.paused and "PAUSED" not in header(app)
+        assert cell(app, MAIN_PID, "cpu") == f"{src.samples[-1].processes[0].cpu_percent:.1f}"
+
+
+async def test_sort_cycles_columns() -> None:
+    src = FakeSource(6)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("t")  # flat: the sort orders every row
+        assert not app.tree_view
+        await pilot.press("s")
+        assert app.sort_key == "cpu"
+        await pilot.pause()
+        cpus = [p.cpu_percent for p in src.samples[-1].processes]
+        by_pid = {p.pid: p.cpu_percent for p in src.samples[-1].processes}
+        assert [by_pid[k] for k in row_keys(app)] == sorted(cpus, reverse=True)
+        assert "▼" in str(app.query_one("#procs", DataTable).columns["cpu"].label)  # type: ignore[index]
+        await pilot.press("s")
+        assert app.sort_key == "rss"
+        await pilot.pause()
+        rss = {p.pid: p.rss for p in src.samples[-1].processes}
+        assert [rss[k] for k in row_keys(app)] == sorted(rss.values(), reverse=True)
+        for _ in range(5):
+            await pilot.press("s")
+        assert app.sort_key == "pid"
+
+
+async def test_tree_and_flat_views() -> None:
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert cell(app, 4262, "name").strip().startswith("└ cicc")
+        await pilot.press("t")
+        await pilot.pause()
+        assert cell(app, 4262, "name") == "cicc"
+        assert row_keys(app) == sorted(p[0] for p in TREE)
+        await pilot.press("t")
+        await pilot.pause()
+        assert "└" in cell(app, 4262, "name")
+
+
+@pytest.mark.parametrize(("key", "choice"), [("s", "stop"), ("d", "detach"), ("escape", "cancel")])
+async def test_quit_while_running_asks(key: str, choice: str) -> None:
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press(key)
+        await pilot.pause()
+        if choice == "cancel":
+            assert not isinstance(app.screen, QuitScreen)
+            assert app.running and src.signals == [] and not src.stopped
+            app.exit()
+        else:
+            for _ in range(200):
+                if app._exit:
+                    break
+                await asyncio.sleep(0.01)
+    if choice == "stop":
+        assert src.signals == [signal.SIGTERM]
+        assert app.return_code == 128 + signal.SIGTERM
+    elif choice == "detach":
+        assert src.stopped and src.signals == []
+        assert app.final is not None and app.final.status == "detached"
+        assert app.return_code == 0
+
+
+async def test_quit_dialog_buttons_work_with_the_mouse() -> None:
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.click("#detach")
+        for _ in range(200):
+            if app._exit:
+                break
+            await asyncio.sleep(0.01)
+    assert src.stopped and app.return_code == 0
+
+
+async def test_after_exit_stays_open_then_quits_with_the_exit_code() -> None:
+    src = FakeSource(5, finished=True, exit_code=3)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.pause(0.1)
+        assert not app.running
+        assert "exited with code 3" in header(app)
+        summary = str(app.query_one("#summary", Static).content)
+        assert "session saved: /tmp/gputop-demo/" in summary
+        assert app.query_one("#procs", DataTable).border_title == "processes: peaks over the run"
+        assert cell(app, MAIN_PID, "rss") == short_bytes(src.samples[-1].processes[0].peak_rss)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen)
+    assert app.return_code == 3
+
+
+async def test_failure_is_shown_and_returned() -> None:
+    src = FakeSource(0)
+    src.push(Failed(127, "nosuchcmd: command not found"))
+    app = make_app(src)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot, 2)
+        assert "command not found" in header(app)
+        await pilot.press("q")
+    assert app.return_code == 127
+
+
+@pytest.fixture
+def sleeper() -> subprocess.Popen[bytes]:
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield p
+    p.kill()
+    p.wait()
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+async def test_signal_selected_process_with_confirmation(sleeper: subprocess.Popen[bytes], confirm: bool) -> None:
+    tree = [*TREE, (sleeper.pid, MAIN_PID, "sleeper", 10, 1)]
+    src = FakeSource(3, tree=tree)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", DataTable)
+        table.focus()
+        table.move_cursor(row=row_keys(app).index(sleeper.pid))
+        await pilot.pause()
+        assert app.selected_pid() == sleeper.pid
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen) and app.screen.pid == sleeper.pid
+        await pilot.press("t" if confirm else "escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, SignalScreen)
+        app.exit()
+    if confirm:
+        assert sleeper.wait(timeout=5) == -signal.SIGTERM
+    else:
+        assert sleeper.poll() is None
+    assert src.signals == []  # the sampler was not involved
+
+
+async def test_signal_refuses_pids_outside_the_tree() -> None:
+    src = FakeSource(2)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        src.push(SampleMessage(make_sample(3, tree=[])))  # everything exited
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("k")
+        await pilot.pause()
+        assert not isinstance(app.screen, SignalScreen)
+
+
+async def test_help_and_history_keys() -> None:
+    src = FakeSource(2)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("h")  # the history view, or a notice when it is not there
+        await pilot.pause()
+        assert app.is_running
+
+
+def test_bindings_have_ids_for_remapping() -> None:
+    ids = {b.id for b in LiveApp.BINDINGS if hasattr(b, "id")}  # type: ignore[union-attr]
+    assert {"quit", "pause", "sort", "tree", "signal", "history", "help"} <= ids
+
+
+def test_live_stats_match_the_report_rule() -> None:
+    samples = [make_sample(i) for i in range(10)]
+    st = LiveStats()
+    for s in samples:
+        st.add(s)
+    usage = make_summary(samples)
+    assert st.peak_combined == usage.max_ram.combined.total_rss
+    assert st.peak_threads == usage.peak_threads
+    assert st.cpu_seconds == usage.cpu_time.total
+    assert st.mean_cpu_percent == pytest.approx(usage.cpu_utilization.combined.mean_sum_percent)
+    assert st.mean_gpu_util == pytest.approx(usage.gpu_utilization.gpu_percentages.mean_sum_percent)
+    assert list(st.gpus[0].util_history) == [s.gpus[0].utilization_gpu for s in samples]
+
+
+def test_clean_output_strips_terminal_controls() -> None:
+    assert clean_output("\x1b[31mred\x1b[0m\n") == "red\n"
+    assert clean_output("10%\r20%\r\n") == "10%\n20%\n"
+
+
+def test_stop_signal_is_detach() -> None:
+    src = FakeSource(1)
+    src.signal(STOP_SIGNAL)
+    assert src.stopped
