@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from gputop_tracker.core.channel import STOP_SIGNAL, Message, SampleMessage, Started, Summary
 from gputop_tracker.core.models import (
+    ComputeTime,
     CPUTime,
     CPUUtilization,
     GpuSample,
@@ -211,9 +212,16 @@ def make_summary(
                 last_seen=last.time,
                 peak_rss=p.peak_rss,
                 peak_rss_source="VmHWM",
+                peak_private=max(x.private for s in samples for x in s.processes if x.pid == p.pid),
+                peak_pss=max(x.pss for s in samples for x in s.processes if x.pid == p.pid),
+                peak_threads=p.threads,
+                cpu_seconds=p.cpu_seconds,
+                max_cpu_percent=max(x.cpu_percent for s in samples for x in s.processes if x.pid == p.pid),
+                peak_gpu_memory=max(sum(x.gpu_memory.values()) for s in samples for x in s.processes if x.pid == p.pid),
             )
             for p in last.processes
         ],
+        compute_time=ComputeTime(time=wall),
         session_id=SESSION_ID,
         session_path=f"{store}/{SESSION_ID}.json",
         command=COMMAND,

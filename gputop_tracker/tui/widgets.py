@@ -128,13 +128,13 @@ class SummaryPanel(Static):
     def show_live(self, st: LiveStats, compact: bool) -> None:
         gpu = ""
         if st.gpus:
-            gpu = f"GPU {short_bytes(st.peak_gpu_memory)} util {pct(st.mean_gpu_util)}"
+            gpu = f"GPU {short_bytes(st.peak_gpu_memory)} {pct(st.mean_gpu_util)}"
         if compact:
             self.update(
                 Text.assemble(
-                    ("so far ", "bold"),
-                    f"peak RAM {short_bytes(st.peak_combined)}  CPU {human_seconds(st.cpu_seconds)} "
-                    f"(mean {st.mean_cpu_percent:.0f}%) thr {st.peak_threads}  {gpu}",
+                    ("peak ", "bold"),
+                    f"RAM {short_bytes(st.peak_combined)}  CPU {human_seconds(st.cpu_seconds)} "
+                    f"({st.mean_cpu_percent:.0f}%)  thr {st.peak_threads}  {gpu}",
                 )
             )
             return
@@ -159,16 +159,12 @@ class SummaryPanel(Static):
         gp = u.gpu_utilization.gpu_percentages
         saved = f"session saved: {u.session_path}" if u.session_path else "session not saved"
         if compact:
-            gpu = (
-                f"  GPU mem {short_bytes(u.max_gpu_ram.combined)} util mean {pct(gp.mean_sum_percent)}"
-                if u.gpus
-                else ""
-            )
+            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {pct(gp.mean_sum_percent)}" if u.gpus else ""
             self.update(
                 Text.assemble(
-                    ("final ", "bold green"),
-                    f"peak RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
-                    f"(mean {u.cpu_utilization.combined.mean_sum_percent:.0f}%) thr {u.peak_threads}{gpu}\n",
+                    ("final peak ", "bold green"),
+                    f"RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
+                    f"({u.cpu_utilization.combined.mean_sum_percent:.0f}%)  thr {u.peak_threads}{gpu}\n",
                     (saved, "italic"),
                 )
             )
@@ -214,12 +210,14 @@ class QuitScreen(ModalScreen[str]):
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog", classes="dialog"):
             yield Label(f"[b]{self.what}[/b] is still running.", markup=True)
-            detach = (
-                "Stop tracking; the process keeps running."
-                if self.attach
-                else ("Stop tracking; the command keeps running (its output still goes to the session log).")
+            left = "the process" if self.attach else "the command"
+            yield Label(
+                f"[b]s[/b]    stop it: SIGTERM to {left}, then save the session\n"
+                f"[b]d[/b]    detach: stop tracking, {left} keeps running\n"
+                "[b]esc[/b]  cancel: stay here",
+                markup=True,
+                classes="dialog-help",
             )
-            yield Label(f"[b]s[/b] stop it (SIGTERM)   [b]d[/b] detach: {detach}", markup=True, classes="dialog-help")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Stop it", id="stop", variant="error")
                 yield Button("Detach", id="detach", variant="primary")

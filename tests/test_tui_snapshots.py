@@ -1,0 +1,60 @@
+"""Screen snapshots of the live view with deterministic fake data (pytest-textual-snapshot).
+
+Update after an intended change of the look: pytest tests/test_tui_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputop_tracker.tui.fake import FakeSource
+from gputop_tracker.tui.live_app import LiveApp
+
+SIZES = [(80, 24), (160, 50)]
+
+
+def make(finished: bool = False) -> LiveApp:
+    src = FakeSource(20, finished=finished, exit_code=0)
+    return LiveApp(src, interval=1.0, command=["python3", "train.py", "--epochs", "3"], store_dir=Path(src.store))
+
+
+def settled(app: LiveApp, *keys: str) -> Any:
+    async def run_before(pilot: Any) -> None:
+        src = app.source
+        assert isinstance(src, FakeSource)
+        for _ in range(500):
+            if app.n_messages >= src.n_scripted:
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_live_running(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = make()
+    assert snap_compare(app, terminal_size=size, run_before=settled(app))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_final_summary(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = make(finished=True)
+    assert snap_compare(app, terminal_size=size, run_before=settled(app))
+
+
+def test_flat_sorted_by_cpu(snap_compare: Any) -> None:
+    app = make()
+    assert snap_compare(app, terminal_size=(160, 50), run_before=settled(app, "t", "s"))
+
+
+def test_quit_dialog(snap_compare: Any) -> None:
+    app = make()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "q"))
