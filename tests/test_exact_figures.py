@@ -6,6 +6,7 @@ the workload itself), run through the real CLI with a deliberately slow 1 s inte
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -51,7 +52,15 @@ def test_short_spike_in_child_caught_without_cgroup(tmp_path: Path) -> None:
     assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(child_peak, rel=0.02)
 
 
-@pytest.mark.skipif(create_job_cgroup("probe") is None, reason="this machine cannot create a memory cgroup")
+def _can_create_cgroup() -> bool:
+    cg = create_job_cgroup(f"probe-{os.getpid()}")
+    if cg is None:
+        return False
+    cg.remove()
+    return True
+
+
+@pytest.mark.skipif(not _can_create_cgroup(), reason="this machine cannot create a memory cgroup")
 def test_tree_peak_from_cgroup_is_exact(tmp_path: Path) -> None:
     k = tmp_path / "k.json"
     proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "spike_child", str(k), "1000", "50")

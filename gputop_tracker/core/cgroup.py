@@ -9,6 +9,7 @@ cgroup is read instead. Everything here fails soft: None means "no exact tree fi
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
@@ -94,6 +95,7 @@ def create_job_cgroup(tag: str) -> JobCgroup | None:
     if found is None:
         return None
     version, base = found
+    _sweep_stale(base)
     path = base / f"gputop-{tag}"
     try:
         path.mkdir()
@@ -104,6 +106,20 @@ def create_job_cgroup(tag: str) -> JobCgroup | None:
         cg.remove()
         return None
     return cg
+
+
+def _sweep_stale(base: Path) -> None:
+    """Remove empty cgroups left by a gputop-track that was killed before it could clean up."""
+    try:
+        children = [p for p in base.iterdir() if p.name.startswith("gputop-") and p.is_dir()]
+    except OSError:
+        return
+    for p in children:
+        try:
+            if not (p / "cgroup.procs").read_text().strip() and time.time() - p.stat().st_mtime > 60:
+                p.rmdir()
+        except OSError:
+            pass
 
 
 def existing_job_cgroup(pid: int) -> JobCgroup | None:

@@ -390,9 +390,12 @@ class SummaryBuilder:
                 "attached to a running process: CPU time counts from the attach; peak RSS (VmHWM) may "
                 "include its history before the attach"
             )
-        # exact CPU-seconds so far; never decreases
-        self.cpu_user = max(self.cpu_user, self.banked_user + live_user)
-        self.cpu_system = max(self.cpu_system, self.banked_system + live_system)
+        # Exact CPU-seconds so far; the total never decreases. User and system are taken together from
+        # one reading: the kernel re-splits utime/stime as a process runs, so their separate maxima
+        # would add up to more than was used.
+        user, system = self.banked_user + live_user, self.banked_system + live_system
+        if user + system >= self.cpu_user + self.cpu_system:
+            self.cpu_user, self.cpu_system = user, system
 
         gpu_used_sum = 0
         gpu_util_sum = 0.0
