@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -53,7 +54,14 @@ def two_gpus(**gpu1: Any) -> list[dict[str, Any]]:
 class Run:
     """The real CLI tracking WORKLOAD with the fake library on LD_LIBRARY_PATH."""
 
-    def __init__(self, tmp_path: Path, lib: Path, fake: FakeNvml, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        lib: Path,
+        fake: FakeNvml,
+        env: dict[str, str] | None = None,
+        wrap: list[str] | None = None,
+    ) -> None:
         self.tmp = tmp_path
         self.pidfile = tmp_path / "pids"
         self.done = tmp_path / "done"
@@ -61,7 +69,7 @@ class Run:
         full_env = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent), CONFIG_ENV: str(fake.path), **(env or {})}
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(self.out),
+                *(wrap or []), sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(self.out),
                 "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", "--interval", "0.1",
                 "--", sys.executable, "-c", WORKLOAD, str(self.pidfile), str(self.done),
             ],
@@ -464,3 +472,45 @@ def test_container_pids_unmapped_are_reported_unattributed(nvml: tuple[Any, Fake
         assert any("PID namespace" in p for p in b.problems)
     finally:
         b.close()
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    p = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, timeout=10)
+    return p.returncode == 0
+
+
+def _host_pid(ns_pid: int, marker: str) -> int:
+    """The host PID of a process in a child PID namespace: NSpid ends with its namespace PID."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if len(nspid) > 1 and int(nspid[-1]) == ns_pid and marker.encode() in cmdline:
+            return int(entry.name)
+    raise AssertionError(f"no host process for namespace pid {ns_pid}")
+
+
+def test_in_a_pid_namespace_host_pids_are_unattributed_not_zero(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
+    """The tracker in a container (its own PID namespace and /proc): NVML's host PIDs cannot be mapped."""
+    if not _unshare_works():
+        pytest.skip("cannot create a PID namespace here (unshare needs root or user namespaces)")
+    run = Run(tmp_path, fake_lib, fake, wrap=["unshare", "--pid", "--fork", "--mount-proc"])
+    main, child = run.pids()
+    host_main, host_child = _host_pid(main, str(run.pidfile)), _host_pid(child, str(run.done))
+    assert (host_main, host_child) != (main, child)
+    hold_memory(fake, host_main, host_child)
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert rep["max_gpu_ram"]["combined"] == 0
+    assert gpus[GPU0]["peak_unattributed_memory"] == 1000 * MiB
+    assert gpus[GPU1]["peak_unattributed_memory"] == (3000 + 777) * MiB
+    assert any("PID namespace" in n and "unattributed" in n for n in rep["notes"])
