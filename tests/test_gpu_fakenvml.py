@@ -221,6 +221,9 @@ def test_no_nvidia_library_costs_nothing_and_says_so(tmp_path: Path) -> None:
     empty.mkdir()
     env = {**os.environ, "LD_LIBRARY_PATH": str(empty)}
     env.pop(CONFIG_ENV, None)
+    probe_lib = [sys.executable, "-c", "import ctypes; ctypes.CDLL('libnvidia-ml.so.1')"]
+    if subprocess.run(probe_lib, env=env, capture_output=True, timeout=30).returncode == 0:
+        pytest.skip("a real libnvidia-ml.so.1 is installed on this machine")
     p = subprocess.run(
         [sys.executable, "-m", "gputop_tracker", "--headless", "--", "sh", "-c", "exit 3"],
         env=env, capture_output=True, text=True, timeout=30,
