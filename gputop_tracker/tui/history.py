@@ -444,10 +444,18 @@ def _load_full(entry: store.Entry) -> store.Entry:
     return store.load(entry.path) if entry.partial or entry.session is None else entry
 
 
-class SessionDetailScreen(Screen[None]):
-    """One session: charts over time, the text report, the processes with their peaks."""
+class _HistoryScreenBase(Screen[None]):
+    """Every history screen: shares history.tcss and switches to the compact layout in narrow terminals."""
 
     CSS_PATH = CSS_FILE
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW, "narrow")
+
+
+class SessionDetailScreen(_HistoryScreenBase):
+    """One session: charts over time, the text report, the processes with their peaks."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "app.pop_screen", "Back", id="history.back"),
         Binding("1", "tab('charts')", "Charts", id="history.tab_charts"),
@@ -523,9 +531,6 @@ class SessionDetailScreen(Screen[None]):
                 key=str(p.pid),
             )
 
-    def on_resize(self, event: Resize) -> None:
-        self.set_class(event.size.width < NARROW, "narrow")
-
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
@@ -543,10 +548,9 @@ def _title(s: Session) -> Text:
     return t
 
 
-class CompareScreen(Screen[None]):
+class CompareScreen(_HistoryScreenBase):
     """Two sessions side by side: each figure, the difference (B − A) and which is better."""
 
-    CSS_PATH = CSS_FILE
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "app.pop_screen", "Back", id="history.back"),
         Binding("x", "swap", "Swap A/B", id="history.swap"),
@@ -719,10 +723,9 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class HistoryScreen(Screen[None]):
+class HistoryScreen(_HistoryScreenBase):
     """Every saved session: sort, filter, mark two to compare, open, export, delete."""
 
-    CSS_PATH = CSS_FILE
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="history.back", show=False),
         Binding("slash", "focus_filter", "Filter", key_display="/", id="history.filter"),
@@ -877,7 +880,7 @@ class HistoryScreen(Screen[None]):
         return next((r for r in self.shown if r.id == sid), None)
 
     def on_resize(self, event: Resize) -> None:
-        self.set_class(event.size.width < NARROW, "narrow")
+        super().on_resize(event)
         if self.loaded and (event.size.width < NARROW) != self._narrow:
             self._rebuild()
 
