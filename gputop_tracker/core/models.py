@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # --------------------------------------------------------------------------- samples (sampler -> front end)
