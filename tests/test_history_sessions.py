@@ -268,7 +268,8 @@ def write_corrupt(store_dir: Path) -> None:
     """A truncated file, a file that is not JSON and one written by a newer tool."""
     store_dir.mkdir(parents=True, exist_ok=True)
     good = json.dumps(make_session(900, start=BASE_TIME - 86400 * 3)).encode()
-    (store_dir / "20241229-120000-gpu-node-01-1-trunc.json").write_bytes(good[: len(good) // 2])
+    # cut inside meta, so the message (and its byte offset) does not change when the summary gains fields
+    (store_dir / "20241229-120000-gpu-node-01-1-trunc.json").write_bytes(good[: good.index(b'"command"')])
     (store_dir / "20241229-110000-gpu-node-01-2-junk.json").write_bytes(b"\x00\x01 not json at all")
     newer = make_session(901, start=BASE_TIME - 86400 * 4)
     newer["schema_version"] = SCHEMA_VERSION + 1
