@@ -469,3 +469,26 @@ def test_snapshot_compare(snap_compare, store_dir: Path, size: tuple[int, int]) 
     # the same training script at batch 64 and 128 (the two oldest sessions)
     keys = ("ctrl+end", "up", "up", "up", "up", "space", "space", "c")
     assert snap_compare(HistoryApp(store_dir), terminal_size=size, run_before=_press_after_load(*keys))
+
+
+async def test_large_store_is_read_in_a_worker(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_tracker.tui import history
+
+    monkeypatch.setattr(history, "SYNC_LOAD_MAX", 5)  # 11 files: past the limit
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await _ready(pilot)
+        assert len(_ids(screen)) == 11 and screen.load_seconds > 0
+
+
+def test_cli_entry_point_runs_the_history_app(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_tracker.tui import app as tui_app
+
+    seen: list[Path] = []
+
+    def fake_run(self: HistoryApp) -> None:
+        seen.append(self.store_dir)
+
+    monkeypatch.setattr(HistoryApp, "run", fake_run)
+    assert tui_app.run_history(store_dir) == 0
+    assert seen == [store_dir]
