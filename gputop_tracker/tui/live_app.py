@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 from textual.widgets.data_table import ColumnKey
 
 from gputop_tracker.core import channel
-from gputop_tracker.core.channel import STOP_SIGNAL, Failed, SampleMessage, Started, Summary
+from gputop_tracker.core.channel import STOP_SIGNAL, EventMessage, Failed, SampleMessage, Started, Summary
 from gputop_tracker.core.livestats import LiveStats
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.tui.widgets import (
@@ -42,6 +42,7 @@ NARROW = 100  # columns: below this the panels stack and the table drops a colum
 KILL_AFTER = 5.0  # seconds after "stop it" before SIGKILL
 LOG_LINES = 2000
 SIDE_WIDTH = 54  # columns of the side panels in the wide layout (live.tcss #side)
+ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
 
 
 class DataSource(Protocol):
@@ -204,6 +205,7 @@ class LiveApp(App[int]):
         self._name_width = 0
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
+        self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
 
     # ------------------------------------------------------------------ layout
 
@@ -291,19 +293,36 @@ class LiveApp(App[int]):
             self.stats.add(msg.sample)  # the summary counts every sample, paused or not
             self.latest = msg.sample
             if not self.paused:
-                self._redraw()
+                with self.batch_update():  # one screen update per sample, not one per widget
+                    self._redraw()
         elif isinstance(msg, Started):
             self.main_pid = msg.pid
             self.session_id = msg.session_id
             if self.store_dir is None:
                 self.store_dir = Path(msg.store)
             self._draw_header()
+        elif isinstance(msg, EventMessage):
+            self._on_alert(msg)
         elif isinstance(msg, Summary):
             self.final = msg.usage
             self._on_finished()
         elif isinstance(msg, Failed):
             self.failure = msg
             self._on_finished()
+
+    def _on_alert(self, msg: EventMessage) -> None:
+        e = msg.event
+        rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3}
+        if e.type not in rank:
+            return  # peaks and process events stay in the session's timeline
+        if rank[e.type] >= rank.get(self.alert or "", 0):
+            self.alert = e.type
+        self.notify(
+            e.message + (f"\ndump: {e.dump}" if e.dump else ""),
+            title=e.type.upper(),
+            severity="warning" if rank[e.type] == 1 else "error",
+        )
+        self._draw_header()
 
     def on_source_ended(self, event: SourceEnded) -> None:
         self.ended = True
@@ -380,6 +399,8 @@ class LiveApp(App[int]):
         extras: list[tuple[str, str] | str] = []
         if self.paused:
             extras.append(("  PAUSED", "bold reverse yellow"))
+        if self.alert is not None:
+            extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
         if self.latest is not None and any(g.simulated for g in self.latest.gpus):
             extras.append(("  SIMULATED GPUs", "bold magenta"))
         line2 = Text.assemble(

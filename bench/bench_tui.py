@@ -1,0 +1,135 @@
+"""Cost of the live view: run the real TUI in a pseudo-terminal and measure the TUI process itself.
+
+Tracks a tree of 40 processes (a shell, 10 light Python CPU loops, 29 sleepers) with 2 simulated GPUs at a
+1 s refresh, and reports the TUI process's CPU (utime+stime over the window, % of one core; the
+sampler is a separate process, reported apart) and RSS. Target: <= 2% of a core and <= 60 MB.
+
+    python bench/bench_tui.py [--seconds 30] [--size 160x50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+BUSY = "import time\nwhile True:\n    sum(range(20000))\n    time.sleep(0.5)"
+# a shell, 10 light CPU loops (values change every sample), 29 sleepers: 40 long-lived processes
+TREE = f"for i in $(seq 10); do {sys.executable} -c '{BUSY}' & done; for i in $(seq 29); do sleep 600 & done; wait"
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime of this process only
+
+
+def status_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def descendants(pid: int) -> list[int]:
+    out = children(pid)
+    for c in list(out):
+        out += descendants(c)
+    return out
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out += [int(x) for x in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+LAST = bytearray()
+
+
+def drain(fd: int, until: float) -> int:
+    """Read the screen output (a terminal must be read, or the app blocks) until the deadline."""
+    n = 0
+    while (left := until - time.monotonic()) > 0:
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not data:
+                break
+            n += len(data)
+            LAST[:] = (LAST + data)[-4000:]
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--size", default="160x50")
+    args = ap.parse_args()
+    cols, rows = (int(x) for x in args.size.split("x"))
+    store = tempfile.mkdtemp(prefix="bench-tui-")
+    argv = [sys.executable, "-m", "gputop_tracker", "--interval", "1", "--simulate-gpus", "2", "--", "sh", "-c", TREE]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(TERM="xterm-256color", GPUTOP_TRACKER_STORE=store)
+        os.execv(argv[0], argv)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    drain(fd, time.monotonic() + args.warmup)
+    samplers = children(pid)
+    tree = [d for c in samplers for d in descendants(c)]
+    c0, s0, t0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
+    written = drain(fd, t0 + args.seconds)
+    c1, s1, t1 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
+    rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
+    wall = t1 - t0
+    os.write(fd, b"q")
+    drain(fd, time.monotonic() + 1.0)
+    os.write(fd, b"s")  # stop it: SIGTERM to the tree
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        drain(fd, time.monotonic() + 0.2)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        status = -1
+    for p in tree:  # "stop it" signals the command; its background children are ours to clean up
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    print(f"terminal {cols}x{rows}, interval 1 s, 2 simulated GPUs, window {wall:.1f} s")
+    print(f"tracked tree: {len(tree)} processes")
+    print(
+        f"TUI process  CPU {100 * (c1 - c0) / wall:.2f}% of one core   RSS {rss / 1024:.1f} MB (peak {hwm / 1024:.1f} MB)"
+    )
+    print(f"sampler      CPU {100 * (s1 - s0) / wall:.2f}% of one core (separate process)")
+    if os.environ.get("BENCH_DEBUG"):
+        print(repr(bytes(LAST)))
+    print(
+        f"screen output {written / wall / 1024:.1f} KiB/s; exit status {os.waitstatus_to_exitcode(status) if status >= 0 else 'killed'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
