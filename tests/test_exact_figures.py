@@ -141,3 +141,14 @@ def test_peak_threads(tmp_path: Path) -> None:
     assert r["peak_threads"] == 8
     (main,) = [p for p in r["processes"] if p["role"] == "main"]
     assert main["peak_threads"] == 8
+
+
+def test_many_short_lived_children_of_a_shell_loop(tmp_path: Path) -> None:
+    """Children that come and go between and during samples: nothing crashes, CPU stays exact."""
+    script = "i=0; while [ $i -lt 60 ]; do sleep 0.01; i=$((i+1)); done; exit 4"
+    proc, r = track_json(tmp_path, "--interval", "0.05", "--", "sh", "-c", script)
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert r["exit_code"] == 4
+    assert r["n_processes"] >= 2
+    assert r["cpu_time"]["source"] == "exact"

@@ -214,10 +214,11 @@ class ProcessTree:
             return [], gone
         self._last_pid = last_pid
         present = {int(n) for n in os.listdir("/proc") if n.isdigit()}
-        gone += [h for pid, h in self.handles.items() if pid not in present]
-        for h in gone:
+        listed_gone = [h for pid, h in self.handles.items() if pid not in present]
+        for h in listed_gone:  # (those in `gone` already were removed and closed by read())
             del self.handles[h.pid]
             h.close()
+        gone += listed_gone
         self._others &= present
         new: list[ProcHandle] = []
         if not self.handles and not self.root_gone:
