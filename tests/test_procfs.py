@@ -65,7 +65,7 @@ def test_vanished_during_read_then_listing_does_not_crash() -> None:
         tree.read(time.monotonic())
         assert child.pid not in tree.handles
         subprocess.run(["true"])  # a new pid: the next discover lists /proc again
-        new, gone = tree.discover()
+        _, gone = tree.discover()
         assert [h.pid for h in gone] == [child.pid]
         assert tree.discover() == ([], [])
         tree.close()
