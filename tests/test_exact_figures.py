@@ -152,3 +152,15 @@ def test_many_short_lived_children_of_a_shell_loop(tmp_path: Path) -> None:
     assert r["exit_code"] == 4
     assert r["n_processes"] >= 2
     assert r["cpu_time"]["source"] == "exact"
+
+
+def test_fork_shares_pages_and_sum_of_pss_counts_them_once(tmp_path: Path) -> None:
+    """300 MB written, then fork: parent and child share it copy-on-write; the tree holds ~300 MB."""
+    code = (
+        "import os, time\nb = bytearray(300_000_000)\nb[::4096] = b'1' * len(b[::4096])\ntime.sleep(1.2)\n"
+        "pid = os.fork()\ntime.sleep(2.5)\npid and os.waitpid(pid, 0)"
+    )
+    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert r["max_ram"]["combined_sampled"] == pytest.approx(310 * MB, rel=0.05)
+    assert r["max_ram"]["combined_upper_bound"] >= 600 * MB

@@ -89,6 +89,7 @@ class ProcHandle:
         "smaps_cost",
         "smaps_due",
         "smaps_shared",
+        "smaps_stale",
         "smaps_time",
         "starttime",
         "stat_fd",
@@ -125,6 +126,7 @@ class ProcHandle:
         self.smaps_time = 0.0
         self.smaps_cost = 0.0
         self.smaps_due = 0.0
+        self.smaps_stale = False  # forked: its pages are now shared copy-on-write with the child
 
     def close(self) -> None:
         for fd in (self.stat_fd, self.statm_fd, self.status_fd):
@@ -255,6 +257,9 @@ class ProcessTree:
                     if adopted is not None:
                         self.handles[pid] = adopted
                         new.append(adopted)
+                        # After a fork parent and child share every page copy-on-write: the parent's
+                        # USS/PSS must be re-read with the child's, or Σ PSS counts those pages twice.
+                        self.handles[ppid].smaps_stale = True
                     changed = True
         for pid, (_, fd, _) in candidates.items():
             os.close(fd)
@@ -312,12 +317,15 @@ class ProcessTree:
             h.threads = r.threads
             if (
                 not h.zombie
-                and now_mono >= h.smaps_due
                 and self._smaps_tokens > 0
                 and (
-                    rss - shared_resident != h.smaps_anon
-                    or shared_resident != h.smaps_shared
-                    or now_mono - h.smaps_time >= SMAPS_IDLE_PERIOD
+                    h.smaps_stale
+                    or now_mono >= h.smaps_due
+                    and (
+                        rss - shared_resident != h.smaps_anon
+                        or shared_resident != h.smaps_shared
+                        or now_mono - h.smaps_time >= SMAPS_IDLE_PERIOD
+                    )
                 )
             ):
                 self._read_smaps(h, now_mono, rss - shared_resident, shared_resident)
@@ -347,6 +355,7 @@ class ProcessTree:
         self._smaps_tokens -= cost
         self.smaps_reads += 1
         h.smaps_cost = cost
+        h.smaps_stale = False
         h.smaps_due = now + max(SMAPS_MIN_PERIOD, cost / SMAPS_BUDGET / 4)
         if got is None:
             return
