@@ -11,13 +11,14 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import NoReturn
 
 from gputop_tracker import __version__
 from gputop_tracker.core import paths
 from gputop_tracker.core.sampler import MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.units import UnitError, Units
+from gputop_tracker.core.units import UnitError, Units, parse_size
 
 PROG = "gputop-track"
 DEFAULT_INTERVAL = 0.5
@@ -38,7 +39,7 @@ def build_parser() -> Parser:
     p = Parser(
         prog=PROG,
         usage=f"{PROG} [OPTIONS] -- CMD [ARGS...] | {PROG} [OPTIONS] --attach PID | {PROG} --history | "
-        f"{PROG} sessions {{list,show,export,delete}} ...",
+        f"{PROG} sessions {{list,show,export,events,delete}} ...",
         description="Track what a command's whole process tree uses: RAM, CPU, threads, GPU memory and utilization.",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
@@ -77,6 +78,31 @@ def build_parser() -> Parser:
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
+    a = p.add_argument_group("alerts and OOM dumps")
+    a.add_argument(
+        "--mem-limit",
+        metavar="SIZE",
+        help="RAM limit for alerts, e.g. 4G, 500M (default: the job's cgroup limit, else the system's RAM)",
+    )
+    a.add_argument(
+        "--enforce-mem-limit",
+        action="store_true",
+        help="also make --mem-limit the hard limit of the command's own cgroup (the kernel OOM-kills past it)",
+    )
+    a.add_argument("--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)")
+    a.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
+    a.add_argument(
+        "--watch-output",
+        action="store_true",
+        help="headless: pass the command's output through a pipe to spot CUDA/PyTorch out-of-memory errors",
+    )
+    a.add_argument(
+        "--oom-window", type=float, default=60.0, metavar="SECONDS", help="seconds of samples kept for a dump (60)"
+    )
+    a.add_argument(
+        "--oom-dumps", type=int, default=5, metavar="K", help="OOM dump bundles kept in the store (5; 0 = none)"
+    )
+    a.add_argument("--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 
@@ -96,6 +122,11 @@ def build_sessions_parser() -> Parser:
     export.add_argument("id")
     export.add_argument("-f", "--format", choices=("json", "csv"), default="json")
     export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    events = sub.add_parser("events", help="the event timeline of a session (alerts, peaks, processes, OOM)")
+    events.add_argument("id")
+    events.add_argument("-f", "--format", choices=("text", "json", "csv"), default="text")
+    events.add_argument("-t", "--type", action="append", metavar="TYPE", help="only events of TYPE (repeatable)")
+    events.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
     delete = sub.add_parser("delete", help="delete a session")
     delete.add_argument("id")
     return p
@@ -165,6 +196,21 @@ def track(args: argparse.Namespace) -> int:
         raise UsageError("--simulate-gpus must be 0 or more")
     if args.attach is not None:
         _check_attach(args.attach)
+    mem_limit = parse_size(args.mem_limit) if args.mem_limit else None
+    from gputop_tracker.core.events import check_levels
+
+    try:
+        check_levels(args.warn_at, args.critical_at)
+    except ValueError as e:
+        raise UsageError(str(e).replace("warn_at", "--warn-at").replace("critical_at", "--critical-at")) from None
+    if args.enforce_mem_limit and not mem_limit:
+        raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
+    if args.enforce_mem_limit and args.attach is not None:
+        raise UsageError("--enforce-mem-limit applies to a launched command, not --attach")
+    if args.oom_dumps < 0 or args.oom_dump_mb <= 0 or args.oom_window < 0:
+        raise UsageError("--oom-dumps must be >= 0, --oom-dump-mb > 0 and --oom-window >= 0")
+    if args.watch_output and args.attach is not None:
+        raise UsageError("--watch-output applies to a launched command, not --attach")
     if args.output:
         out = Path(args.output)
         if out.is_dir():
@@ -183,6 +229,13 @@ def track(args: argparse.Namespace) -> int:
         simulate_gpus=args.simulate_gpus,
         store=str(paths.store_dir(args.store)),
         save=not args.no_save,
+        mem_limit=mem_limit,
+        enforce_mem_limit=args.enforce_mem_limit,
+        warn_at=args.warn_at,
+        critical_at=args.critical_at,
+        flight_seconds=args.oom_window,
+        oom_dumps=args.oom_dumps,
+        oom_dump_mb=args.oom_dump_mb,
     )
     interactive = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
@@ -196,8 +249,9 @@ def track(args: argparse.Namespace) -> int:
 
 
 def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
-    from gputop_tracker.core.channel import Failed, Started, Summary, start_forked
+    from gputop_tracker.core.channel import EventMessage, Failed, Started, Summary, start_forked
 
+    cfg.watch_output = args.watch_output
     if cfg.mode == "launch":
         cfg.process_group = os.getpgrp()  # the command stays in the terminal's job: it may read the tty
         if args.format == "json" and not args.output:
@@ -221,9 +275,12 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     usage = None
     failure = None
     started = None
+    alerts = AlertPrinter()
     try:
         for msg in handle.messages():
-            if isinstance(msg, Summary):
+            if isinstance(msg, EventMessage):
+                alerts.show(msg.event)
+            elif isinstance(msg, Summary):
                 usage = msg.usage
             elif isinstance(msg, Failed):
                 failure = msg
@@ -232,6 +289,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     finally:
         handle.close()
         handle.wait()
+    alerts.finish()
     if failure is not None:
         print(f"{PROG}: {failure.message}", file=sys.stderr)
         return failure.exit_code
@@ -267,3 +325,34 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     stream = sys.stdout if args.format == "json" else sys.stderr
     stream.write(text)
     stream.flush()
+
+
+class AlertPrinter:
+    """Headless: one line on stderr per alert (warning, critical, oom, gpu_lost), at most BURST a minute."""
+
+    BURST = 10
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.suppressed = 0
+
+    def show(self, event: object) -> None:
+        from gputop_tracker.core.events import ALERT_TYPES
+        from gputop_tracker.core.models import Event
+
+        assert isinstance(event, Event)
+        if event.type not in ALERT_TYPES:
+            return
+        now = time.monotonic()
+        self.times = [t for t in self.times if now - t < 60.0]
+        if len(self.times) >= self.BURST:
+            self.suppressed += 1
+            return
+        self.times.append(now)
+        extra = f"; dump: {event.dump}" if event.dump else ""
+        print(f"{PROG}: {event.type.upper()} at +{event.elapsed:.1f}s: {event.message}{extra}", file=sys.stderr)
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.suppressed:
+            print(f"{PROG}: {self.suppressed} more alerts not printed; see `sessions events`", file=sys.stderr)

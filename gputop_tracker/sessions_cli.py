@@ -1,4 +1,4 @@
-"""`gputop-track sessions list|show|export|delete`: the saved sessions without the TUI."""
+"""`gputop-track sessions list|show|export|events|delete`: the saved sessions without the TUI."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
             return show(store_dir, args)
         if args.action == "export":
             return export(store_dir, args)
+        if args.action == "events":
+            return events(store_dir, args)
         if args.action == "delete":
             path = store.delete(store_dir, args.id)
             print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
@@ -100,6 +102,55 @@ def export(store_dir: Path, args: argparse.Namespace) -> int:
     if args.output:
         store.write_atomic(Path(args.output), text.encode())
         print(f"exported {s.meta.id} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+EVENT_COLUMNS = [
+    "time",
+    "elapsed",
+    "type",
+    "message",
+    "pid",
+    "name",
+    "resource",
+    "value",
+    "limit",
+    "percent",
+    "exit_code",
+    "signal",
+    "source",
+    "dump",
+]
+
+
+def events(store_dir: Path, args: argparse.Namespace) -> int:
+    """The event timeline of a session: text (one line each), JSON (a list) or CSV."""
+    from gputop_tracker.core.events import EVENT_TYPES
+
+    for t in args.type or []:
+        if t not in EVENT_TYPES:
+            raise LookupError(f"unknown event type {t!r}: choose from {', '.join(EVENT_TYPES)}")
+    s = _open(store_dir, args.id)
+    found = [e for e in s.events if not args.type or e.type in args.type]
+    if args.format == "json":
+        text = json.dumps([e.model_dump(mode="json", exclude_none=True) for e in found], indent=2) + "\n"
+    elif args.format == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(EVENT_COLUMNS)
+        for e in found:
+            d = e.model_dump(mode="json")
+            d["time"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e.time)) + f".{int(e.time % 1 * 1000):03d}"
+            w.writerow(["" if d.get(c) is None else d[c] for c in EVENT_COLUMNS])
+        text = buf.getvalue()
+    else:
+        lines = report.events_lines(found, limit=len(found))
+        text = "\n".join(lines) + "\n" if lines else f"no events in session {s.meta.id}\n"
+    if args.output:
+        store.write_atomic(Path(args.output), text.encode())
+        print(f"exported {len(found)} events of {s.meta.id} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -68,6 +68,14 @@ class JobCgroup:
         value = self._read_int("memory.limit_in_bytes" if self.version == "v1" else "memory.max")
         return value if value is not None and value < 1 << 60 else None
 
+    def set_limit(self, limit: int) -> bool:
+        """Make `limit` bytes the group's hard limit (the kernel OOM-kills inside it past that)."""
+        try:
+            (self.path / ("memory.limit_in_bytes" if self.version == "v1" else "memory.max")).write_text(str(limit))
+        except OSError:
+            return False
+        return self.limit() is not None
+
     def join_fd(self) -> int:
         """An fd on cgroup.procs; the launched child writes its pid into it before exec."""
         return os.open(self.path / "cgroup.procs", os.O_WRONLY)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gputop_tracker.core.sampler import EngineConfig, config_json, run_forked_child
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.models import ResourceUsage, Sample
+    from gputop_tracker.core.models import Event, ResourceUsage, Sample
 
 
 @dataclass
@@ -40,12 +40,19 @@ class Failed:
     message: str
 
 
-Message = Started | SampleMessage | Summary | Failed
+@dataclass
+class EventMessage:
+    """One entry of the event timeline as it happens (alerts, peaks, processes, OOM)."""
+
+    event: Event
+
+
+Message = Started | SampleMessage | Summary | Failed | EventMessage
 
 
 def decode(line: bytes) -> Message:
     """One line from the sampler, validated (pydantic) where it carries figures."""
-    from gputop_tracker.core.models import ResourceUsage, Sample
+    from gputop_tracker.core.models import Event, ResourceUsage, Sample
 
     data: dict[str, Any] = json.loads(line)
     kind = data.pop("kind")
@@ -53,6 +60,8 @@ def decode(line: bytes) -> Message:
         return SampleMessage(Sample.model_validate(data["sample"]))
     if kind == "summary":
         return Summary(ResourceUsage.model_validate(data["summary"]))
+    if kind == "event":
+        return EventMessage(Event.model_validate(data["event"]))
     if kind == "started":
         return Started(int(data["pid"]), str(data["session_id"]), str(data["store"]))
     if kind == "error":
@@ -91,6 +100,18 @@ class SamplerHandle:
             if line.strip():
                 yield decode(line)
 
+    def request(self, req: dict[str, Any]) -> bool:
+        """Send a request to a spawned sampler (started with `control_stdin`); False when it cannot be sent."""
+        stdin = self._popen.stdin if self._popen is not None else None
+        if stdin is None:
+            return False
+        try:
+            stdin.write(json.dumps(req).encode() + b"\n")
+            stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
     def signal(self, sig: int) -> None:
         try:
             os.kill(self.pid, sig)
@@ -114,6 +135,11 @@ class SamplerHandle:
             os.close(self.read_fd)
         except OSError:
             pass
+        if self._popen is not None and self._popen.stdin is not None:
+            try:
+                self._popen.stdin.close()
+            except OSError:
+                pass
 
 
 def start_forked(cfg: EngineConfig) -> SamplerHandle:
@@ -131,7 +157,7 @@ def start_spawned(cfg: EngineConfig) -> SamplerHandle:
     """A fresh interpreter for the sampler: safe from a process that already runs threads (the API)."""
     popen = subprocess.Popen(
         [sys.executable, "-m", "gputop_tracker.core.sampler", config_json(cfg)],
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE if cfg.control_stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         start_new_session=True,
     )

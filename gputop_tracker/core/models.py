@@ -234,6 +234,52 @@ class ProcessSummary(Model):
     max_cpu_percent: float = 0.0
     peak_gpu_memory: int = 0
     exit_code: int | None = None
+    rss_slope: float | None = Field(None, description="least-squares slope of RSS over the run (bytes/s)")
+    rss_r2: float | None = Field(None, description="R² of that fit (1 = perfectly steady growth)")
+    leak_suspected: bool = Field(False, description="RSS grew steadily (R² > 0.9) and materially over ≥ 10 samples")
+
+
+EventType = Literal[
+    "start", "stop", "peak", "process_started", "process_exited", "warning", "critical", "oom", "gpu_lost"
+]
+
+
+class Event(Model):
+    """One entry of the session's event timeline (also streamed live as an `event` message)."""
+
+    time: float
+    elapsed: float = 0.0
+    type: str = Field(description="one of EventType; unknown types from newer tools are kept")
+    message: str = ""
+    pid: int | None = None
+    name: str | None = None
+    ppid: int | None = None
+    resource: str | None = Field(None, description="ram, gpu (tree/process peaks) or gpuN (one GPU's memory)")
+    value: float | None = Field(None, description="bytes at the event")
+    limit: float | None = Field(None, description="the limit a warning/critical level is a percentage of")
+    percent: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    source: str | None = Field(None, description="oom: what detected it (kernel counter, output, API)")
+    dump: str | None = Field(None, description="oom: the dump bundle directory")
+
+
+class LeakSuspect(Model):
+    pid: int
+    name: str = ""
+    slope_bytes_per_s: float
+    r2: float
+    n_samples: int
+    growth_bytes: float = 0.0
+
+
+class Alerts(Model):
+    warn_at: float = 80.0
+    critical_at: float = 95.0
+    mem_limit: float | None = Field(None, description="RAM limit the levels are a percentage of (bytes)")
+    mem_limit_source: str = "system RAM"
+    ram_percent: float | None = Field(None, description="tree RAM as % of the limit at the last sample")
+    events_dropped: int = 0
 
 
 class ResourceUsage(Model):
@@ -268,6 +314,9 @@ class ResourceUsage(Model):
     n_samples: int = 0
     n_processes: int = 0
     smaps_max_age: float | None = Field(None, description="oldest private/shared reading used, seconds")
+    events: list[Event] = Field(default_factory=list, description="the event timeline, oldest first")
+    leak_suspects: list[LeakSuspect] = Field(default_factory=list)
+    alerts: Alerts = Field(default_factory=Alerts)
     tool_version: str = __version__
     schema_version: int = SCHEMA_VERSION
 
@@ -329,3 +378,8 @@ class Session(Model):
     meta: SessionMeta
     summary: ResourceUsage | None = None
     timeline: Timeline = Field(default_factory=Timeline)
+
+    @property
+    def events(self) -> list[Event]:
+        """The event timeline (kept in the summary; empty for sessions saved before events existed)."""
+        return self.summary.events if self.summary is not None else []

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from gputop_tracker.core.models import GpuSummary, ResourceUsage
+from gputop_tracker.core.models import Event, GpuSummary, ResourceUsage
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
 
 # gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
@@ -185,6 +185,11 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
             )
         if more > 0:
             add(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
+    alerts = [e for e in u.events if e.type in ALERT_TYPES]
+    if alerts:
+        add("")
+        add(f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)")
+        lines.extend(events_lines(alerts, limit=20))
     if u.notes:
         add("")
         add("Notes")
@@ -194,6 +199,22 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         add("")
         add(f"Session saved: {u.session_path}")
     return "\n".join(lines) + "\n"
+
+
+ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # events.ALERT_TYPES (no import of the sampler side)
+
+
+def events_lines(events: list[Event], limit: int = 1000) -> list[str]:
+    """One line per event: time since the start, type, message (and an OOM dump's directory)."""
+    out = []
+    for e in events[:limit]:
+        text = " ".join(e.message.split())
+        if e.dump:
+            text += f"  [dump: {e.dump}]"
+        out.append(f"  {'+' + human_seconds(e.elapsed):>11}  {e.type:<15} {text}")
+    if len(events) > limit:
+        out.append(f"  … and {len(events) - limit} more")
+    return out
 
 
 def _gpu_details(gs: GpuSummary) -> str:

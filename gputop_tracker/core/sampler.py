@@ -2,8 +2,10 @@
 
 It runs apart from the front end (forked by the CLI, spawned by the API) and owns everything a report
 needs, so a busy or crashed front end never costs a sample or the session. It talks over one pipe:
-one JSON message per line — `started`, `sample` (only when the front end asked for them), `error`,
-`summary`. It stays light: no pydantic, no textual, no psutil on this path.
+one JSON message per line — `started`, `sample` (only when the front end asked for them), `event`
+(alerts and the event timeline, always), `error`, `summary`. The API's sampler also reads requests from
+its stdin (one JSON object a line: `{"cmd": "oom", ...}` from `Tracker.capture_oom`).
+It stays light: no pydantic, no textual, no psutil on this path.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import resource
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_tracker.core import cgroup as cgroups
+from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
 from gputop_tracker.core.procfs import HostReader, ProcessTree
@@ -52,6 +56,17 @@ class EngineConfig:
     exclude: list[int] = field(default_factory=list)
     use_cgroup: bool = True
     session_id: str | None = None
+    # alerts and the OOM flight recorder (issue 7)
+    mem_limit: int | None = None  # bytes; the RAM limit alerts are a percentage of
+    enforce_mem_limit: bool = False  # also set it as the limit of the cgroup we create for the command
+    warn_at: float = 80.0
+    critical_at: float = 95.0
+    flight_seconds: float = 60.0  # the flight recorder keeps this many seconds of samples
+    oom_dumps: int = 5  # dump bundles kept in the store (0 = never write one)
+    oom_dump_mb: float = 200.0  # and at most this many MB of them
+    watch_output: bool = False  # tee the command's stdout/stderr through a pipe, looking for CUDA/PyTorch OOMs
+    output_path: str | None = None  # the command's output file (live TUI): scanned for OOM messages
+    control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
 
 
 class Engine:
@@ -68,6 +83,17 @@ class Engine:
         self.store_dir = paths.store_dir(cfg.store)
         self.session_path: Path | None = None
         self.main_exit: tuple[int | None, int | None] | None = None  # (exit code, signal)
+        self.builder: SummaryBuilder | None = None
+        self.oom_counters: ev.OomCounters | None = None
+        self.output_watch = ev.OutputWatch()
+        self.tees: dict[int, int] = {}  # pipe read fd -> where the command's output goes (--watch-output)
+        self.output_fd = -1  # the command's output file (live TUI), read as it grows
+        self.control_fd = 0 if cfg.control_stdin else -1
+        self._control_buf = b""
+        self.n_dumps = 0
+        self.last_dump = -1e18
+        self.last_gpus: list[Any] = []
+        self.oom_reported: set[int] = set()
 
     # ------------------------------------------------------------------ messages
 
@@ -107,7 +133,24 @@ class Engine:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if cfg.use_cgroup:
             self.cgroup = cgroups.create_job_cgroup(self.session_id)
+        if (
+            cfg.enforce_mem_limit
+            and cfg.mem_limit
+            and (self.cgroup is None or not self.cgroup.set_limit(cfg.mem_limit))
+        ):
+            self._fail(2, "--enforce-mem-limit: cannot create a memory cgroup with a limit on this machine")
+            return False
         join_fd = self.cgroup.join_fd() if self.cgroup else -1
+        stdout, stderr = cfg.stdout, cfg.stderr
+        child_ends: list[int] = []
+        if cfg.watch_output:
+            # tee: the command writes into pipes; we copy every byte on to where it would have gone
+            for target, default in ((cfg.stdout, 1), (cfg.stderr, 2)):
+                r, w = os.pipe()
+                os.set_blocking(r, False)
+                self.tees[r] = target if target is not None else default
+                child_ends.append(w)
+            stdout, stderr = child_ends
 
         def join_cgroup() -> None:
             if join_fd >= 0:
@@ -119,9 +162,9 @@ class Engine:
         try:
             self.popen = subprocess.Popen(
                 cfg.argv,
-                stdin=cfg.stdin,
-                stdout=cfg.stdout,
-                stderr=cfg.stderr,
+                stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
+                stdout=stdout,
+                stderr=stderr,
                 process_group=cfg.process_group,
                 start_new_session=cfg.new_session,
                 preexec_fn=join_cgroup if join_fd >= 0 else None,
@@ -138,6 +181,8 @@ class Engine:
         finally:
             if join_fd >= 0:
                 os.close(join_fd)
+            for fd in child_ends:
+                os.close(fd)
         self.main_pid = self.popen.pid
         return True
 
@@ -182,13 +227,28 @@ class Engine:
             gpu_note=gpu.note,
         )
         builder.gpu_problems = gpu.problems  # live: notes the GPU backend gathers while running
+        self.builder = builder
+        self._setup_events(builder)
         if cfg.mode == "attach":
             builder.command = _cmdline(self.main_pid)
         if self.cgroup and (limit := self.cgroup.limit()):
             builder.notes.append(f"memory limit of the job's cgroup: {limit} bytes")
+            if not cfg.mem_limit:
+                builder.mem_limit, builder.mem_limit_source = limit, "the job's cgroup limit"
+        self.oom_counters = ev.OomCounters(
+            self.cgroup.path if self.cgroup else None, self.cgroup.version if self.cgroup else None
+        )
         self.send(
             "started",
             {"pid": self.main_pid, "session_id": self.session_id, "store": str(self.store_dir)},
+        )
+        builder.events.add(
+            "start",
+            start,
+            (f"started {shlex.join(builder.command)}" if cfg.mode == "launch" else f"attached to {self.main_pid}")[
+                :300
+            ],
+            pid=self.main_pid,
         )
         self._save(builder, running=True)
         selection_done = False
@@ -202,12 +262,17 @@ class Engine:
                 finished = True
             _new, gone = tree.discover()
             for h in gone:
-                builder.gone(h.pid, h.ppid in tree.handles)
+                # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked)
+                # already holds the time of the children it waited for
+                builder.gone(h.pid, h.ppid in tree.handles or h.ppid in builder.reaped_maxrss)
+            if gone:
+                self._check_oom_kill([h.pid for h in gone], None)
             if tree.root_gone and not tree.handles:
                 finished = True
             now_mono = time.monotonic()
             readings = tree.read(now_mono)
             gpus = gpu.read([r.handle.pid for r in readings])
+            self.last_gpus = gpus
             if gpus and not selection_done:
                 selection_done = True
                 self._select_gpus(builder, gpus)
@@ -216,6 +281,7 @@ class Engine:
             )
             if sample is not None:
                 self.send("sample", {"sample": sample})
+            self._poll_output()
             if finished:
                 break
             if now_mono >= next_checkpoint:
@@ -229,6 +295,8 @@ class Engine:
             if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
                 self.stop_requested = True
         builder.smaps_max_age = tree.oldest_smaps_age(time.monotonic())
+        self._drain_tees()
+        self._poll_output()
         self._finish(builder)
         gpu.close()
         tree.close()
@@ -237,12 +305,22 @@ class Engine:
         return code if code is not None else 0
 
     def _wait(self, deadline: float, pidfd: int, wake_r: int) -> None:
-        fds = [wake_r] + ([pidfd] if pidfd >= 0 else [])
         while True:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
                 return
+            fds = [
+                wake_r,
+                *([pidfd] if pidfd >= 0 else []),
+                *self.tees,
+                *([self.control_fd] if self.control_fd >= 0 else []),
+            ]
             ready, _, _ = select.select(fds, [], [], timeout)
+            for fd in ready:
+                if fd in self.tees:
+                    self._tee(fd)
+                elif fd == self.control_fd:
+                    self._control()
             if wake_r in ready:
                 try:
                     os.read(wake_r, 512)
@@ -274,6 +352,8 @@ class Engine:
                 return
             code = os.waitstatus_to_exitcode(status)
             builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code)
+            if code == -signal.SIGKILL:
+                self._check_oom_kill([pid], code)
             if pid == self.main_pid:
                 if self.popen is not None:
                     self.popen.returncode = code
@@ -308,11 +388,14 @@ class Engine:
         if self.main_exit is not None:
             builder.exit_code, builder.exit_signal = self.main_exit
             builder.status = "killed" if self.main_exit[1] else "exited"
+            if self.main_pid in self.oom_reported:
+                builder.notes.append("the command was killed by the kernel's OOM killer")
         elif self.cfg.mode == "attach":
             builder.status = "stopped" if _alive(self.main_pid) else "exited"
         else:
             builder.status = "detached"
             builder.notes.append("tracking stopped while the command was still running (detached)")
+        builder.events.add("stop", builder.end_time, f"tracking stopped: {builder.status}", pid=self.main_pid)
         summary = self._save(builder, running=False)
         self.send("summary", {"summary": summary})
 
@@ -348,6 +431,176 @@ class Engine:
                     summary["notes"].append(f"session NOT saved: {e}")
                     summary["session_path"] = None
         return summary
+
+    # ------------------------------------------------------------------ events and OOM dumps
+
+    def _setup_events(self, builder: SummaryBuilder) -> None:
+        cfg = self.cfg
+        builder.warn_at, builder.critical_at = cfg.warn_at, cfg.critical_at
+        if cfg.mem_limit:
+            builder.mem_limit, builder.mem_limit_source = cfg.mem_limit, "--mem-limit"
+        if cfg.flight_seconds > 0:
+            builder.recorder = ev.FlightRecorder(cfg.flight_seconds, self.interval)
+        builder.events.sink = lambda e: self.send("event", {"event": e})
+        if cfg.output_path:
+            try:
+                self.output_fd = os.open(cfg.output_path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.output_fd = -1
+
+    def _check_oom_kill(self, pids: list[int], code: int | None) -> None:
+        """Processes died (SIGKILL, or vanished unreaped): if an oom_kill counter rose, the OOM killer did it."""
+        if self.oom_counters is None or self.builder is None:
+            return
+        rose = self.oom_counters.rose()
+        if rose is None:
+            return
+        pid = pids[0]
+        self.oom_reported.add(pid)
+        p = self.builder.procs.get(pid)
+        name = p.name if p else "?"
+        how = "killed (SIGKILL)" if code is not None else "gone"
+        self._oom(f"process {pid} ({name}) {how} by the OOM killer ({rose})", "kernel", pid)
+
+    def _oom(self, message: str, source: str, pid: int | None) -> None:
+        builder = self.builder
+        if builder is None:
+            return
+        now = time.time()
+        event: dict[str, Any] = {
+            "time": now,
+            "elapsed": round(now - builder.start_time, 3),
+            "type": "oom",
+            "message": message,
+            "source": source,
+        }
+        if pid is not None:
+            event["pid"] = pid
+        dump = self._write_dump(event) if now - self.last_dump >= 5.0 else None
+        if dump is not None:
+            self.last_dump = now
+            event["dump"] = str(dump)
+        builder.events.add("oom", now, message, source=source, pid=pid, dump=event.get("dump"))
+
+    def _write_dump(self, event: dict[str, Any]) -> Path | None:
+        cfg = self.cfg
+        builder = self.builder
+        if not cfg.save or cfg.oom_dumps <= 0 or builder is None or builder.recorder is None:
+            return None
+        self.n_dumps += 1
+        directory = self.store_dir / f"{self.session_id}{ev.DUMP_INFIX}{self.n_dumps}"
+        last = builder.recorder.ring[-1] if builder.recorder.ring else None
+        processes = []
+        for row in last[3] if last else []:
+            p = builder.procs.get(row[0])
+            entry = dict(zip(ev.FlightRecorder.PROC, row, strict=False))
+            if p is not None:
+                entry.update(ppid=p.ppid, name=p.name, cmdline=p.cmdline, role=p.role)
+            processes.append(entry)
+        gpus = [
+            {k: v for k, v in vars(g).items() if not k.startswith("process_")} | {"processes": g.processes}
+            for g in self.last_gpus
+        ]
+        limits = {
+            "mem_limit": cfg.mem_limit,
+            "mem_limit_enforced": cfg.enforce_mem_limit,
+            "cgroup_limit": self.cgroup.limit() if self.cgroup else None,
+            "cgroup": str(self.cgroup.path) if self.cgroup else None,
+            "system_memory": builder.system_capacity,
+            "gpu_memory": {str(i): st.total for i, st in builder.gpus.items()},
+            "warn_at": cfg.warn_at,
+            "critical_at": cfg.critical_at,
+        }
+        manifest = {
+            "kind": "gputop-tracker oom dump",
+            "session_id": self.session_id,
+            "session_path": str(paths.session_file(self.store_dir, self.session_id)),
+            "command": builder.command,
+            "pid": self.main_pid,
+            "trigger": event,
+            "environment": ev.environment(limits),
+        }
+        try:
+            path = ev.write_dump(
+                directory,
+                manifest=manifest,
+                recorder=builder.recorder,
+                events=[*builder.events.events, event],
+                processes=processes,
+                gpus=gpus,
+            )
+            ev.prune_dumps(self.store_dir, cfg.oom_dumps, int(cfg.oom_dump_mb * 1e6))
+        except OSError as e:
+            builder.notes.append(f"OOM dump NOT written: {e}")
+            return None
+        return path if path.exists() else None
+
+    def _scan(self, data: bytes) -> None:
+        line = self.output_watch.feed(data)
+        if line is not None:
+            self._oom(f"out-of-memory error in the command's output: {line}", "output", self.main_pid or None)
+
+    def _tee(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # every writer closed it
+            os.close(fd)
+            del self.tees[fd]
+            return
+        target = self.tees[fd]
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(target, view) :]
+        except BlockingIOError:
+            select.select([], [target], [], 1.0)
+        except OSError:
+            pass
+        self._scan(data)
+
+    def _drain_tees(self) -> None:
+        for fd in list(self.tees):
+            for _ in range(64):
+                if fd not in self.tees or not _readable(fd):
+                    break
+                self._tee(fd)
+
+    def _poll_output(self) -> None:
+        if self.output_fd < 0:
+            return
+        for _ in range(16):  # bounded per sample: a flood of output never stalls sampling
+            try:
+                data = os.read(self.output_fd, 1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            self._scan(data)
+
+    def _control(self) -> None:
+        try:
+            data = os.read(self.control_fd, 1 << 16)
+        except OSError:
+            data = b""
+        if not data:  # the front end closed it
+            self.control_fd = -1
+            return
+        self._control_buf += data
+        *lines, self._control_buf = self._control_buf.split(b"\n")
+        for line in lines:
+            try:
+                req = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(req, dict) and req.get("cmd") == "oom":
+                pid = req.get("pid")
+                self._oom(
+                    str(req.get("message", "out-of-memory error"))[:1000], "api", pid if isinstance(pid, int) else None
+                )
 
 
 def _readable(fd: int) -> bool:

@@ -186,4 +186,8 @@ def delete(store: Path, session_id: str) -> Path:
     path.unlink()
     sid = path.name.removesuffix(SUFFIX)
     paths.output_file(store, sid).unlink(missing_ok=True)
+    import shutil
+
+    for dump in store.glob(f"{sid}.oom-*"):  # its OOM dump bundles go with it
+        shutil.rmtree(dump, ignore_errors=True)
     return path

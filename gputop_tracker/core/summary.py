@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from gputop_tracker import __version__
+from gputop_tracker.core.events import PEAK_STEP_BYTES, PEAK_STEP_FRACTION, EventLog, FlightRecorder, LevelWatch
 from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.procfs import Reading
 
@@ -37,15 +39,40 @@ BASE_COLUMNS = [
 ]
 # columns averaged when rows merge; every other column keeps its maximum (peaks survive downsampling)
 MEAN_COLUMNS_SUFFIX = ("cpu_percent", "_util")
+# leak hint: RSS fitted against time by least squares over the process's samples (running sums only)
+LEAK_MIN_SAMPLES = 10
+LEAK_MIN_R2 = 0.9
+LEAK_MIN_GROWTH = 32 * 1024 * 1024  # fitted growth over the run, bytes ...
+LEAK_MIN_GROWTH_FRACTION = 0.10  # ... and at least this share of the first RSS seen
+
+
+def _next_peak_step(reported: int) -> int:
+    return reported + max(PEAK_STEP_BYTES, int(reported * PEAK_STEP_FRACTION))
+
+
+def _mb(v: float) -> str:
+    return f"{v / 1e6:.0f} MB"
 
 
 class _Proc:
     __slots__ = (
         "cmdline",
         "cpu_seconds",
+        "ev_exited",
+        "ev_gpu",
+        "ev_rss",
         "exit_code",
         "first_seen",
         "last_seen",
+        "lk_n",
+        "lk_st",
+        "lk_stt",
+        "lk_sty",
+        "lk_sy",
+        "lk_syy",
+        "lk_t0",
+        "lk_tlast",
+        "lk_y0",
         "max_cpu",
         "name",
         "peak_gpu",
@@ -77,6 +104,29 @@ class _Proc:
         self.max_cpu = 0.0
         self.peak_gpu = 0
         self.exit_code: int | None = None
+        self.ev_rss = PEAK_STEP_BYTES  # next RSS / GPU memory that makes a new-peak event
+        self.ev_gpu = PEAK_STEP_BYTES
+        self.ev_exited = False
+        # least-squares sums of (t - t0, rss - y0); shifted so float64 keeps its precision
+        self.lk_n = 0
+        self.lk_t0 = now
+        self.lk_y0 = 0
+        self.lk_tlast = now
+        self.lk_st = self.lk_sy = self.lk_stt = self.lk_sty = self.lk_syy = 0.0
+
+    def leak_fit(self) -> tuple[float, float] | None:
+        """(slope of RSS in bytes/s, R²) over this process's samples, or None with too few or no spread."""
+        n = self.lk_n
+        if n < 3:
+            return None
+        sxx = n * self.lk_stt - self.lk_st * self.lk_st
+        syy = n * self.lk_syy - self.lk_sy * self.lk_sy
+        sxy = n * self.lk_sty - self.lk_st * self.lk_sy
+        if sxx <= 0:
+            return None
+        slope = sxy / sxx
+        r2 = (sxy * sxy) / (sxx * syy) if syy > 0 else 0.0
+        return slope, min(1.0, r2)
 
 
 class _Pct:
@@ -182,6 +232,18 @@ class SummaryBuilder:
         self.gpu_selection_reason = gpu_selection_reason
         self.simulated_gpus = simulated_gpus
         self.gpu_note = gpu_note
+        # alerts and the event timeline (issue 7)
+        self.events = EventLog(start_time)
+        self.mem_limit: int | None = None  # RAM limit for alerts; None = the system's RAM
+        self.mem_limit_source = "system RAM"
+        self.warn_at = 80.0
+        self.critical_at = 95.0
+        self.ram_watch: LevelWatch | None = None
+        self.gpu_watch: dict[int, LevelWatch] = {}
+        self.ev_tree_rss = PEAK_STEP_BYTES
+        self.ev_tree_gpu = PEAK_STEP_BYTES
+        self.recorder: FlightRecorder | None = None
+        self.last_ram_percent: float | None = None
         self.gpu_problems: set[str] = set()  # the backend's live set of notes (GpuBackend.problems)
         self.host = socket.gethostname()
         self.n_samples = 0
@@ -245,6 +307,7 @@ class SummaryBuilder:
         self.cpu_source = "exact"
         self.reaped_maxrss[pid] = maxrss
         p = self.procs.get(pid)
+        self._exited(pid, p, exit_code)
         if p is not None:
             p.cpu_seconds = max(p.cpu_seconds, user + system)
             p.exit_code = exit_code
@@ -264,6 +327,36 @@ class SummaryBuilder:
         if last is not None and not parent_alive_in_tree:
             self.banked_user += last[0]
             self.banked_system += last[1]
+        p = self.procs.get(pid)
+        if p is not None:
+            self._exited(pid, p, None)
+
+    def _exited(self, pid: int, p: _Proc | None, code: int | None) -> None:
+        """A process_exited event, once per process: exit code or signal where we reaped it, else just 'exited'."""
+        if p is not None:
+            if p.ev_exited:
+                return
+            p.ev_exited = True
+        elif not code:
+            return  # a short child that exited cleanly before any sample: not worth a line
+        name = p.name if p is not None else "?"
+        if code is None:
+            msg, sig = f"process {pid} ({name}) exited", None
+        elif code < 0:
+            sig = -code
+            msg = f"process {pid} ({name}) killed by signal {sig}"
+        else:
+            sig = None
+            msg = f"process {pid} ({name}) exited with code {code}"
+        self.events.add(
+            "process_exited",
+            time.time(),
+            msg,
+            pid=pid,
+            name=name,
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=sig,
+        )
 
     def add(
         self,
@@ -291,6 +384,7 @@ class SummaryBuilder:
         g_main = g_desc = 0
         live_user = live_system = 0.0
         out_procs: list[dict[str, Any]] | None = [] if want_sample else None
+        rec_procs: list[tuple[Any, ...]] | None = [] if self.recorder is not None else None
         for r in readings:
             h = r.handle
             pid = h.pid
@@ -298,6 +392,15 @@ class SummaryBuilder:
             is_main = pid == main_pid
             if p is None:
                 p = procs[pid] = _Proc(r, "main" if is_main else "descendant", now)
+                p.lk_y0 = r.rss
+                self.events.add(
+                    "process_started",
+                    now,
+                    f"process {pid} ({h.name}) started",
+                    pid=pid,
+                    name=h.name,
+                    ppid=h.ppid,
+                )
             p.last_seen = now
             p.ppid = h.ppid
             p.name = h.name
@@ -316,6 +419,40 @@ class SummaryBuilder:
             gsum = sum(gmem.values()) if gmem else 0
             if gsum > p.peak_gpu:
                 p.peak_gpu = gsum
+            # leak hint: running least-squares sums of RSS against time
+            t = now - p.lk_t0
+            y = float(r.rss - p.lk_y0)
+            p.lk_n += 1
+            p.lk_st += t
+            p.lk_sy += y
+            p.lk_stt += t * t
+            p.lk_sty += t * y
+            p.lk_syy += y * y
+            p.lk_tlast = now
+            if r.rss >= p.ev_rss:
+                self.events.add(
+                    "peak",
+                    now,
+                    f"process {pid} ({h.name}) RSS peak {_mb(r.rss)}",
+                    pid=pid,
+                    name=h.name,
+                    resource="ram",
+                    value=r.rss,
+                )
+                p.ev_rss = _next_peak_step(r.rss)
+            if gsum >= p.ev_gpu:
+                self.events.add(
+                    "peak",
+                    now,
+                    f"process {pid} ({h.name}) GPU memory peak {_mb(gsum)}",
+                    pid=pid,
+                    name=h.name,
+                    resource="gpu",
+                    value=gsum,
+                )
+                p.ev_gpu = _next_peak_step(gsum)
+            if rec_procs is not None:
+                rec_procs.append((pid, r.rss, r.private, r.pss, p.peak_rss, round(r.cpu_percent, 1), r.threads, gsum))
             c_pss += r.pss
             c_priv += r.private
             c_max_rss = max(c_max_rss, r.rss)
@@ -377,6 +514,7 @@ class SummaryBuilder:
         self.system_capacity = mem_total
         if mem_used > mx["system"]:
             mx["system"] = mem_used
+        self._check_ram(now, c_total, g_main + g_desc, mem_total)
         c_cpu = m_cpu + d_cpu
         self.cpu["main"].add(m_cpu)
         self.cpu["descendants"].add(d_cpu)
@@ -400,6 +538,7 @@ class SummaryBuilder:
         gpu_used_sum = 0
         gpu_util_sum = 0.0
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
+        rec_gpus: list[tuple[Any, ...]] = []
         for g in gpus:
             st = self.gpus.get(g.index)
             if st is None:
@@ -408,9 +547,19 @@ class SummaryBuilder:
                 st = self.gpus[g.index] = _Gpu(g, counted)
                 self.columns += [f"gpu{g.index}_memory", f"gpu{g.index}_util"]
             st.total = g.memory_total or st.total
+            if g.lost and not st.lost:
+                self.events.add(
+                    "gpu_lost",
+                    now,
+                    f"GPU {g.index} ({g.uuid}) was lost; its figures stop here",
+                    resource=f"gpu{g.index}",
+                )
             st.lost = st.lost or g.lost
+            if g.memory_used is not None and st.total:
+                self._check_gpu(now, g.index, g.memory_used, st.total)
             tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
             st.tree_peak = max(st.tree_peak, tree_mem)
+            rec_gpus.append((g.index, g.memory_used, g.memory_total, g.utilization_gpu, tree_mem))
             if g.memory_used is not None:
                 st.peak_used = max(st.peak_used or 0, g.memory_used)
                 if g.mig_parent is None:  # a MIG device's memory is part of its parent's
@@ -494,6 +643,16 @@ class SummaryBuilder:
             row.append(sum(used for pid, used in g.processes.items() if pid in procs))
             row.append(g.utilization_gpu)
         self._append_row(row)
+        if self.recorder is not None and rec_procs and c_total > 0:  # not the empty read just after a death
+            self.recorder.add(
+                (
+                    now,
+                    round(elapsed, 3),
+                    (c_total, c_priv, g_main + g_desc, len(readings), round(c_cpu, 1)),
+                    rec_procs,
+                    rec_gpus,
+                )
+            )
 
         if not want_sample:
             return None
@@ -525,6 +684,75 @@ class SummaryBuilder:
                 "n_processes": len(readings),
             },
         }
+
+    # ------------------------------------------------------------------ alerts
+
+    def _check_ram(self, now: float, tree_ram: int, tree_gpu: int, mem_total: int) -> None:
+        if tree_ram >= self.ev_tree_rss:
+            self.events.add("peak", now, f"tree RAM peak {_mb(tree_ram)}", resource="ram", value=tree_ram)
+            self.ev_tree_rss = _next_peak_step(tree_ram)
+        if tree_gpu >= self.ev_tree_gpu:
+            self.events.add("peak", now, f"tree GPU memory peak {_mb(tree_gpu)}", resource="gpu", value=tree_gpu)
+            self.ev_tree_gpu = _next_peak_step(tree_gpu)
+        limit = self.mem_limit or mem_total
+        if not limit:
+            return
+        pct = 100.0 * tree_ram / limit
+        self.last_ram_percent = pct
+        if self.ram_watch is None:
+            self.ram_watch = LevelWatch(self.warn_at, self.critical_at)
+        level = self.ram_watch.check(pct, now)
+        if level:
+            kind = "critical" if level == 2 else "warning"
+            source = self.mem_limit_source if self.mem_limit else "system RAM"
+            self.events.add(
+                kind,
+                now,
+                f"RAM {pct:.0f}% of {source} ({_mb(tree_ram)} of {_mb(limit)})",
+                resource="ram",
+                value=tree_ram,
+                limit=limit,
+                percent=round(pct, 1),
+            )
+
+    def _check_gpu(self, now: float, index: int, used: int, total: int) -> None:
+        watch = self.gpu_watch.get(index)
+        if watch is None:
+            watch = self.gpu_watch[index] = LevelWatch(self.warn_at, self.critical_at)
+        pct = 100.0 * used / total
+        level = watch.check(pct, now)
+        if level:
+            kind = "critical" if level == 2 else "warning"
+            self.events.add(
+                kind,
+                now,
+                f"GPU {index} memory {pct:.0f}% of the GPU's ({_mb(used)} of {_mb(total)})",
+                resource=f"gpu{index}",
+                value=used,
+                limit=total,
+                percent=round(pct, 1),
+            )
+
+    def leak_suspects(self) -> list[dict[str, Any]]:
+        out = []
+        for p in self.procs.values():
+            fit = p.leak_fit()
+            if fit is None or p.lk_n < LEAK_MIN_SAMPLES:
+                continue
+            slope, r2 = fit
+            growth = slope * (p.lk_tlast - p.lk_t0)
+            if r2 > LEAK_MIN_R2 and growth >= max(LEAK_MIN_GROWTH, LEAK_MIN_GROWTH_FRACTION * p.lk_y0):
+                out.append(
+                    {
+                        "pid": p.pid,
+                        "name": p.name,
+                        "slope_bytes_per_s": slope,
+                        "r2": r2,
+                        "n_samples": p.lk_n,
+                        "growth_bytes": growth,
+                    }
+                )
+        return out
 
     # ------------------------------------------------------------------ timeline
 
@@ -654,6 +882,16 @@ class SummaryBuilder:
                     "host PIDs could not be mapped into this PID namespace (container); they are unattributed, "
                     "not counted in max_gpu_ram, and may belong to the tracked tree"
                 )
+        leaks = self.leak_suspects()
+        for lk in leaks:
+            notes.append(
+                f"possible leak: process {lk['pid']} ({lk['name']}) RSS grew steadily by "
+                f"{lk['slope_bytes_per_s'] / 1e6:.1f} MB/s (R² {lk['r2']:.2f}, {lk['n_samples']} samples)"
+            )
+        if self.events.dropped:
+            notes.append(f"{self.events.dropped} process/peak events not kept (more than the cap per session)")
+        fits = {p.pid: p.leak_fit() if p.lk_n >= LEAK_MIN_SAMPLES else None for p in self.procs.values()}
+        leak_pids = {lk["pid"] for lk in leaks}
         energy = [e for st in self.gpus.values() if st.counted and (e := _energy_j(st)) is not None]
         for line in sorted(self.gpu_problems):
             notes.append(line)
@@ -741,9 +979,22 @@ class SummaryBuilder:
                     "max_cpu_percent": p.max_cpu,
                     "peak_gpu_memory": p.peak_gpu,
                     "exit_code": p.exit_code,
+                    "rss_slope": fit[0] if (fit := fits.get(p.pid)) else None,
+                    "rss_r2": fit[1] if fit else None,
+                    "leak_suspected": p.pid in leak_pids,
                 }
                 for p in sorted(self.procs.values(), key=lambda p: p.first_seen)
             ],
+            "events": list(self.events.events),
+            "leak_suspects": leaks,
+            "alerts": {
+                "warn_at": self.warn_at,
+                "critical_at": self.critical_at,
+                "mem_limit": self.mem_limit or self.system_capacity or None,
+                "mem_limit_source": self.mem_limit_source if self.mem_limit else "system RAM",
+                "ram_percent": self.last_ram_percent,
+                "events_dropped": self.events.dropped,
+            },
             "sources": sources,
             "notes": notes,
             "command": self.command,

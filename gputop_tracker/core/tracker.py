@@ -7,14 +7,30 @@ can switch by changing the import. The sampler runs in its own process, as for t
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from gputop_tracker.core import report
-from gputop_tracker.core.channel import STOP_SIGNAL, Failed, SamplerHandle, Started, Summary, start_spawned
-from gputop_tracker.core.models import ResourceUsage
+from gputop_tracker.core.channel import (
+    STOP_SIGNAL,
+    EventMessage,
+    Failed,
+    Message,
+    SamplerHandle,
+    Started,
+    Summary,
+    start_spawned,
+)
+from gputop_tracker.core.events import check_levels, is_oom_exception
+from gputop_tracker.core.models import Event, ResourceUsage
 from gputop_tracker.core.sampler import MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.units import Units
+from gputop_tracker.core.units import Units, parse_size
+
+EventCallback = Callable[[Event], object]
 
 
 class TrackerError(RuntimeError):
@@ -41,9 +57,18 @@ class Tracker:
         store: str | os.PathLike[str] | None = None,
         save: bool = True,
         simulate_gpus: int = 0,
+        mem_limit: int | str | None = None,
+        warn_at: float = 80.0,
+        critical_at: float = 95.0,
+        flight_seconds: float = 60.0,
+        oom_dumps: int = 5,
+        oom_dump_mb: float = 200.0,
     ) -> None:
         if sleep_time < MIN_INTERVAL:
             raise ValueError(f"sleep_time must be at least {MIN_INTERVAL} s")
+        check_levels(warn_at, critical_at)
+        if oom_dumps < 0 or oom_dump_mb <= 0 or flight_seconds < 0:
+            raise ValueError("oom_dumps must be >= 0, oom_dump_mb > 0 and flight_seconds >= 0")
         self.units = Units.parse(ram_unit, gpu_ram_unit, time_unit)
         self.process_id = process_id if process_id is not None else os.getpid()
         self.resource_usage_file = Path(resource_usage_file) if resource_usage_file else None
@@ -58,10 +83,24 @@ class Tracker:
             simulate_gpus=simulate_gpus,
             store=str(store) if store else None,
             save=save,
+            mem_limit=parse_size(mem_limit) if mem_limit is not None else None,
+            warn_at=warn_at,
+            critical_at=critical_at,
+            flight_seconds=flight_seconds,
+            oom_dumps=oom_dumps,
+            oom_dump_mb=oom_dump_mb,
+            control_stdin=True,
         )
         self._handle: SamplerHandle | None = None
         self._usage: ResourceUsage | None = None
+        self._failure: Failed | None = None
         self.session_id: str | None = None
+        self._lock = threading.Lock()
+        self._events: list[Event] = []
+        self._callbacks: list[tuple[EventCallback, frozenset[str] | None]] = []
+        self._reader: threading.Thread | None = None
+        self._oom_seen = threading.Condition(self._lock)
+        self.last_oom: Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -69,13 +108,45 @@ class Tracker:
         if self._handle is not None:
             raise TrackerError("this Tracker has already been started")
         self._handle = start_spawned(self._cfg)
-        for msg in self._handle.messages():
+        messages = self._handle.messages()
+        for msg in messages:
             if isinstance(msg, Started):
                 self.session_id = msg.session_id
+                self._reader = threading.Thread(
+                    target=self._read, args=(messages,), name="gputop-tracker-events", daemon=True
+                )
+                self._reader.start()
                 return self
             if isinstance(msg, Failed):
                 raise TrackerError(msg.message)
         raise TrackerError("the sampler process exited before it started tracking")
+
+    def _read(self, messages: Iterator[Message]) -> None:
+        """The reader thread: streamed events go to the callbacks; the summary is kept for stop()."""
+        try:
+            for msg in messages:
+                if isinstance(msg, EventMessage):
+                    self._dispatch(msg.event)
+                elif isinstance(msg, Summary):
+                    self._usage = msg.usage
+                elif isinstance(msg, Failed):
+                    self._failure = msg
+        except Exception as e:  # a bad line must not kill the program being tracked
+            self._failure = Failed(1, f"cannot read the sampler's messages: {e!r}")
+
+    def _dispatch(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+            callbacks = list(self._callbacks)
+            if event.type == "oom":
+                self.last_oom = event
+                self._oom_seen.notify_all()
+        for callback, types in callbacks:
+            if types is None or event.type in types:
+                try:
+                    callback(event)
+                except Exception as e:  # a broken callback is the caller's bug: say so, keep tracking
+                    print(f"gputop-tracker: event callback {callback!r} raised {e!r}", file=sys.stderr)
 
     def stop(self) -> ResourceUsage:
         if self._handle is None:
@@ -83,13 +154,12 @@ class Tracker:
         if self._usage is not None:
             return self.resource_usage
         self._handle.signal(STOP_SIGNAL)
-        for msg in self._handle.messages():
-            if isinstance(msg, Summary):
-                self._usage = msg.usage
-            elif isinstance(msg, Failed):
-                raise TrackerError(msg.message)
+        if self._reader is not None:
+            self._reader.join(self.join_timeout)
         self._handle.close()
         self._handle.wait()
+        if self._failure is not None and self._usage is None:
+            raise TrackerError(self._failure.message)
         if self._usage is None:
             raise TrackerError("the sampler process ended without a summary")
         if self.resource_usage_file is not None:
@@ -103,6 +173,61 @@ class Tracker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    # ------------------------------------------------------------------ events
+
+    def on_event(self, callback: EventCallback, types: str | Iterable[str] | None = None) -> EventCallback:
+        """Call `callback(event)` for every new event (of `types` only, if given: "warning", "critical", "oom",
+        "gpu_lost", "peak", "process_started", "process_exited", "start", "stop"). Callbacks run on the
+        tracker's reader thread: keep them short. Returns the callback, so it can be used as a decorator."""
+        wanted = frozenset([types] if isinstance(types, str) else types) if types is not None else None
+        with self._lock:
+            self._callbacks.append((callback, wanted))
+        return callback
+
+    def events(
+        self, type: str | Iterable[str] | None = None, since: float | None = None, until: float | None = None
+    ) -> list[Event]:
+        """Events so far (all of the session's after stop()), of `type` and between `since` and `until`
+        (epoch seconds, as `Event.time`)."""
+        if self._usage is not None:
+            found = list(self._usage.events)
+        else:
+            with self._lock:
+                found = list(self._events)
+        wanted = {type} if isinstance(type, str) else set(type) if type is not None else None
+        return [
+            e
+            for e in found
+            if (wanted is None or e.type in wanted)
+            and (since is None or e.time >= since)
+            and (until is None or e.time <= until)
+        ]
+
+    def report_oom(self, exc: BaseException | str, timeout: float = 10.0) -> Event | None:
+        """Record an out-of-memory error (an `oom` event) and have the sampler write a dump bundle of its last
+        samples; waits up to `timeout` s for it and returns the event (its `dump` is the bundle's directory)."""
+        if self._handle is None or self._usage is not None:
+            return None
+        message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            before = self.last_oom
+        if not self._handle.request({"cmd": "oom", "message": message[:1000], "pid": os.getpid()}):
+            return None
+        with self._lock:
+            self._oom_seen.wait_for(lambda: self.last_oom is not before, timeout)
+            return self.last_oom if self.last_oom is not before else None
+
+    @contextmanager
+    def capture_oom(self) -> Iterator[None]:
+        """`with tracker.capture_oom(): ...` — an out-of-memory exception (MemoryError, torch.OutOfMemoryError,
+        a CUDA 'out of memory' RuntimeError) raised inside is recorded and dumped, then raised on."""
+        try:
+            yield
+        except BaseException as e:
+            if is_oom_exception(e):
+                self.report_oom(e)
+            raise
 
     # ------------------------------------------------------------------ results
 

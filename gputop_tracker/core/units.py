@@ -89,3 +89,47 @@ def human_seconds(s: float | None) -> str:
         return f"{int(hours)}h {int(minutes):02d}m {int(sec):02d}s"
     days, hours = divmod(hours, 24)
     return f"{int(days)}d {int(hours):02d}h {int(minutes):02d}m"
+
+
+_SIZE_SUFFIXES = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "ki": 2**10,
+    "kib": 2**10,
+    "mi": 2**20,
+    "mib": 2**20,
+    "gi": 2**30,
+    "gib": 2**30,
+    "ti": 2**40,
+    "tib": 2**40,
+}
+
+
+def parse_size(text: str | int | float) -> int:
+    """'4G', '500M', '1.5GB' (decimal, like every figure of the tool), '2GiB' (binary) or bytes -> bytes."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        if text <= 0:
+            raise UnitError(f"invalid size {text!r}: must be more than 0")
+        return int(text)
+    s = str(text).strip().lower().replace(" ", "")
+    i = len(s)
+    while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
+        i -= 1
+    number, suffix = s[:i], s[i:]
+    if suffix not in _SIZE_SUFFIXES or not number:
+        raise UnitError(f"invalid size {text!r}: use e.g. 4G, 500M, 2GiB or a number of bytes")
+    try:
+        value = float(number) * _SIZE_SUFFIXES[suffix]
+    except ValueError:
+        raise UnitError(f"invalid size {text!r}: use e.g. 4G, 500M, 2GiB or a number of bytes") from None
+    if value < 1:
+        raise UnitError(f"invalid size {text!r}: must be at least 1 byte")
+    return int(value)

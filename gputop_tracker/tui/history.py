@@ -511,6 +511,8 @@ class SessionDetailScreen(_HistoryScreenBase):
                 yield from session_charts(s)
             with TabPane("Summary", id="summary"), ScrollableContainer():
                 text = report.to_text(s.summary, max_processes=50) if s.summary else "no summary saved yet\n"
+                if s.events:  # the event timeline, after the report (sessions from before events have none)
+                    text += "\n".join(["", f"Events ({len(s.events)})", *report.events_lines(s.events)]) + "\n"
                 yield Static(Text(text.rstrip("\n"), no_wrap=True), classes="history-report")
             with TabPane("Processes", id="processes"):
                 yield DataTable(id="processes-table", cursor_type="row", zebra_stripes=True)

@@ -115,6 +115,8 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     output_path = None
     if cfg.mode == "launch":
         write_fd, read_fd, output_path = _output_fds(cfg, store, cfg.session_id)
+        # the sampler scans the output for CUDA / PyTorch OOM messages, with its own offset in the file
+        cfg.output_path = str(output_path) if output_path else f"/proc/self/fd/{read_fd}"
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         cfg.stdin, cfg.stdout, cfg.stderr = devnull, write_fd, write_fd
     else:  # an attached process keeps its own output; the pane stays empty
