@@ -338,3 +338,61 @@ def test_level_watch_hysteresis_and_rearm() -> None:
     assert w.check(85, 10) == 0  # crossed again within REARM_SECONDS: not repeated
     assert w.check(10, 20) == 0
     assert w.check(85, 20 + ev.REARM_SECONDS) == 1
+
+
+async def test_live_view_shows_alerts() -> None:
+    """The live view: an alert colours the header (worst so far) and notifies; peaks stay quiet."""
+    import asyncio
+
+    from textual.widgets import Static
+
+    from gputop_tracker.core.channel import EventMessage
+    from gputop_tracker.core.models import Event
+    from gputop_tracker.tui.fake import FakeSource
+    from gputop_tracker.tui.live_app import LiveApp
+
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(160, 50)) as pilot:
+        src.push(EventMessage(Event(time=1.0, type="peak", message="tree RAM peak 100 MB")))
+        src.push(EventMessage(Event(time=2.0, type="warning", message="RAM 81% of --mem-limit")))
+        for _ in range(300):
+            if app.alert == "warning":
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        assert app.alert == "warning" and "WARNING" in str(app.query_one("#header", Static).content)
+        src.push(EventMessage(Event(time=3.0, type="critical", message="RAM 96% of --mem-limit")))
+        src.push(EventMessage(Event(time=4.0, type="warning", message="GPU 0 memory 81%")))
+        for _ in range(300):
+            if app.n_messages >= 8:
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        assert app.alert == "critical"  # a later, milder alert does not lower it
+        assert "CRITICAL" in str(app.query_one("#header", Static).content)
+        assert [n.title for n in app._notifications] == ["WARNING", "CRITICAL", "WARNING"]
+
+
+def test_history_detail_lists_events(store: Path) -> None:
+    from gputop_tracker.core import report
+    from gputop_tracker.core import store as st
+
+    assert (
+        track(
+            "--headless",
+            "--mem-limit",
+            "10M",
+            "--",
+            PY,
+            "-c",
+            "x = bytearray(30_000_000); import time; time.sleep(0.6)",
+        ).returncode
+        == 0
+    )
+    entry = st.load(next(store.glob("*.json")))
+    assert entry.session is not None
+    lines = report.events_lines(entry.session.events)
+    assert any("critical" in ln and "--mem-limit" in ln for ln in lines)
+    text = report.to_text(entry.session.summary)  # type: ignore[arg-type]
+    assert "Alerts (" in text and "critical" in text
