@@ -396,3 +396,18 @@ def test_history_detail_lists_events(store: Path) -> None:
     assert any("critical" in ln and "--mem-limit" in ln for ln in lines)
     text = report.to_text(entry.session.summary)  # type: ignore[arg-type]
     assert "Alerts (" in text and "critical" in text
+
+
+def test_gpu_memory_levels_and_gpu_lost() -> None:
+    """GPU memory against the GPU's total, through SummaryBuilder with plain GpuReadings (no GPU needed)."""
+    from gputop_tracker.core.gpu import GpuReading
+    from gputop_tracker.core.summary import SummaryBuilder
+
+    b = SummaryBuilder(main_pid=1, command=["x"], mode="launch", interval=0.5, start_time=100.0)
+    total = 80 * 10**9
+    for i, (used, lost) in enumerate([(10, False), (70, False), (79, False), (79, True)]):
+        g = GpuReading(index=0, uuid="GPU-0", name="fake", memory_total=total, memory_used=used * 10**9, lost=lost)
+        b.add(101.0 + i, [], [g], (64 * 10**9, 1 * 10**9, 0.0))
+    kinds = [(e["type"], e.get("resource")) for e in b.events.events if e["type"] in ev.ALERT_TYPES]
+    assert kinds == [("warning", "gpu0"), ("critical", "gpu0"), ("gpu_lost", "gpu0")]
+    assert b.summary()["events"][0]["percent"] == 87.5
