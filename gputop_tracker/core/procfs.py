@@ -320,11 +320,13 @@ class ProcessTree:
                 and self._smaps_tokens > 0
                 and (
                     h.smaps_stale
-                    or now_mono >= h.smaps_due
-                    and (
-                        rss - shared_resident != h.smaps_anon
-                        or shared_resident != h.smaps_shared
-                        or now_mono - h.smaps_time >= SMAPS_IDLE_PERIOD
+                    or (
+                        now_mono >= h.smaps_due
+                        and (
+                            rss - shared_resident != h.smaps_anon
+                            or shared_resident != h.smaps_shared
+                            or now_mono - h.smaps_time >= SMAPS_IDLE_PERIOD
+                        )
                     )
                 )
             ):
