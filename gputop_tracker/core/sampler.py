@@ -83,6 +83,7 @@ class Engine:
         self.store_dir = paths.store_dir(cfg.store)
         self.session_path: Path | None = None
         self.main_exit: tuple[int | None, int | None] | None = None  # (exit code, signal)
+        self.sampling_errors = 0
         self.builder: SummaryBuilder | None = None
         self.oom_counters: ev.OomCounters | None = None
         self.output_watch = ev.OutputWatch()
@@ -260,28 +261,33 @@ class Engine:
             self._reap(builder)
             if self.main_exit is not None or self.stop_requested:
                 finished = True
-            _new, gone = tree.discover()
-            for h in gone:
-                # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked)
-                # already holds the time of the children it waited for
-                builder.gone(h.pid, h.ppid in tree.handles or h.ppid in builder.reaped_maxrss)
-            if gone:
-                self._check_oom_kill([h.pid for h in gone], None)
-            if tree.root_gone and not tree.handles:
-                finished = True
-            now_mono = time.monotonic()
-            readings = tree.read(now_mono)
-            gpus = gpu.read([r.handle.pid for r in readings])
-            self.last_gpus = gpus
-            if gpus and not selection_done:
-                selection_done = True
-                self._select_gpus(builder, gpus)
-            sample = builder.add(
-                time.time(), readings, gpus, host.read(), want_sample=self.out_fd >= 0 and cfg.stream_samples
-            )
-            if sample is not None:
-                self.send("sample", {"sample": sample})
-            self._poll_output()
+            try:
+                _new, gone = tree.discover()
+                for h in gone:
+                    # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked)
+                    # already holds the time of the children it waited for
+                    builder.gone(h.pid, h.ppid in tree.handles or h.ppid in builder.reaped_maxrss)
+                if gone:
+                    self._check_oom_kill([h.pid for h in gone], None)
+                if tree.root_gone and not tree.handles:
+                    finished = True
+                now_mono = time.monotonic()
+                readings = tree.read(now_mono)
+                gpus = gpu.read([r.handle.pid for r in readings])
+                self.last_gpus = gpus
+                if gpus and not selection_done:
+                    selection_done = True
+                    self._select_gpus(builder, gpus)
+                sample = builder.add(
+                    time.time(), readings, gpus, host.read(), want_sample=self.out_fd >= 0 and cfg.stream_samples
+                )
+                if sample is not None:
+                    self.send("sample", {"sample": sample})
+                self._poll_output()
+            except Exception as e:  # a bug in one sample must never cost the run or its session
+                self._sampling_failed(builder, e)
+                if tree.root_gone and not tree.handles:
+                    finished = True
             if finished:
                 break
             if now_mono >= next_checkpoint:
@@ -303,6 +309,19 @@ class Engine:
         host.close()
         code = self.main_exit[0] if self.main_exit else None
         return code if code is not None else 0
+
+    def _sampling_failed(self, builder: SummaryBuilder, e: Exception) -> None:
+        self.sampling_errors += 1
+        if self.sampling_errors == 1:
+            where = ""
+            tb = e.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            if tb is not None:
+                where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+            builder.notes.append(
+                f"a sample failed ({type(e).__name__}: {e}{where}); tracking went on — please report this"
+            )
 
     def _wait(self, deadline: float, pidfd: int, wake_r: int) -> None:
         while True:
