@@ -323,3 +323,30 @@ def test_front_end_killed_sampler_still_saves_session(store: Path) -> None:
     data = json.loads(files[0].read_text())
     assert data["meta"]["status"] == "finished" and data["summary"]["exit_code"] == 0
     assert data["summary"]["compute_time"]["time"] >= 1.4
+
+
+def test_sighup_is_forwarded(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(out), "--", "sleep", "30"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGHUP)
+    proc.communicate(timeout=15)
+    assert proc.returncode == 129
+    assert json.loads(out.read_text())["exit_signal"] == signal.SIGHUP
+
+
+def test_readers_ignore_unknown_keys(store: Path) -> None:
+    assert track("--headless", "--", "true").returncode == 0
+    (f,) = store.glob("*.json")
+    data = json.loads(f.read_text())
+    data["from_the_future"] = {"x": 1}
+    data["summary"]["new_figure"] = 42
+    data["meta"]["new_meta"] = "y"
+    f.write_text(json.dumps(data))
+    show = track("sessions", "show", f.stem, "-f", "json")
+    assert show.returncode == 0, show.stderr
+    assert "new_figure" not in json.loads(show.stdout)

@@ -1,0 +1,89 @@
+"""The Python API against real memory and CPU, shaped like gpu-tracker's Tracker."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gputop_tracker import Tracker
+from gputop_tracker.core.models import ResourceUsage
+from gputop_tracker.core.tracker import TrackerError
+
+MB = 1000 * 1000
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_with_block_measures_this_process(tmp_path: Path, store: Path) -> None:
+    out = tmp_path / "usage.json"
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    with Tracker(sleep_time=0.1, ram_unit="megabytes", time_unit="seconds", resource_usage_file=out) as t:
+        buf = bytearray(150 * MB)
+        buf[::4096] = b"1" * len(buf[::4096])
+        _burn(0.5)
+        time.sleep(0.3)
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    usage = t.resource_usage
+    assert isinstance(usage, ResourceUsage)
+    assert usage.max_ram.unit == "megabytes"
+    assert usage.max_ram.main.total_rss >= 150  # VmHWM of this process, in MB
+    assert usage.max_ram.main.private_rss >= 140
+    assert 0.7 < usage.compute_time.time < 10
+    # CPU counted from the start of the block, not the life of the test process
+    used = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    assert usage.cpu_time.total == pytest.approx(used, abs=0.15)
+    assert usage.mode == "attach" and usage.n_samples >= 5
+    text = str(t)
+    assert "RAM (peaks)" in text and "megabytes" in text
+    data = t.to_json()
+    assert data["max_ram"]["unit"] == "megabytes" and data["compute_time"]["unit"] == "seconds"
+    assert json.loads(out.read_text())["max_ram"]["main"]["total_rss"] == pytest.approx(
+        data["max_ram"]["main"]["total_rss"]
+    )
+    assert t.session_id and list(store.glob(f"{t.session_id}.json"))
+    del buf
+
+
+def test_start_stop_and_another_process(store: Path) -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "b = bytearray(80_000_000); b[::4096] = b'1' * len(b[::4096]); import time; time.sleep(1.5)",
+        ]
+    )
+    try:
+        t = Tracker(sleep_time=0.1, process_id=child.pid, ram_unit="bytes", save=False)
+        t.start()
+        child.wait()
+        usage = t.stop()
+    finally:
+        child.kill()
+    assert usage.pid == child.pid
+    assert usage.max_ram.main.total_rss >= 80 * MB
+    assert not list(store.glob("*.json"))  # save=False
+    with pytest.raises(TrackerError):
+        t.start()
+
+
+def test_gpu_tracker_defaults_and_errors() -> None:
+    t = Tracker()
+    assert "not stopped" in str(t)
+    with pytest.raises(TrackerError):
+        _ = t.resource_usage
+    with pytest.raises(TrackerError):
+        t.stop()
+    with pytest.raises(ValueError):
+        Tracker(ram_unit="parsecs")
+    with pytest.raises(ValueError):
+        Tracker(sleep_time=0.001)
