@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from gputop_tracker.core.channel import STOP_SIGNAL, Failed, SampleMessage
 from gputop_tracker.core.livestats import LiveStats
 from gputop_tracker.tui.fake import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from gputop_tracker.tui.live import clean_output
 from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.proctable import ProcessTable
 from gputop_tracker.tui.widgets import HelpScreen, QuitScreen, SignalScreen, short_bytes
 
 
@@ -33,12 +34,11 @@ async def settle(app: LiveApp, pilot: object, n: int) -> None:
 
 
 def row_keys(app: LiveApp) -> list[int]:
-    table = app.query_one("#procs", DataTable)
-    return [int(str(r.key.value)) for r in table.ordered_rows]
+    return app.query_one("#procs", ProcessTable).ordered_keys
 
 
 def cell(app: LiveApp, pid: int, col: str) -> str:
-    return str(app.query_one("#procs", DataTable).get_cell(str(pid), col))
+    return app.query_one("#procs", ProcessTable).get_cell(pid, col)
 
 
 def header(app: LiveApp) -> str:
@@ -76,7 +76,7 @@ async def test_rows_are_diffed_by_key_not_refilled(monkeypatch: pytest.MonkeyPat
     app = make_app(src)
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        table = app.query_one("#procs", DataTable)
+        table = app.query_one("#procs", ProcessTable)
 
         def no_clear(*a: object, **k: object) -> None:
             raise AssertionError("table cleared on a sample")
@@ -121,7 +121,7 @@ async def test_sort_cycles_columns() -> None:
         cpus = [p.cpu_percent for p in src.samples[-1].processes]
         by_pid = {p.pid: p.cpu_percent for p in src.samples[-1].processes}
         assert [by_pid[k] for k in row_keys(app)] == sorted(cpus, reverse=True)
-        assert "▼" in str(app.query_one("#procs", DataTable).columns["cpu"].label)  # type: ignore[index]
+        assert "▼" in app.query_one("#procs", ProcessTable).column_label("cpu")
         await pilot.press("s")
         assert app.sort_key == "rss"
         await pilot.pause()
@@ -201,7 +201,7 @@ async def test_after_exit_stays_open_then_quits_with_the_exit_code() -> None:
         assert "exited with code 3" in header(app)
         summary = str(app.query_one("#summary", Static).content)
         assert "session saved: /tmp/gputop-demo/" in summary
-        assert app.query_one("#procs", DataTable).border_title == "processes: peaks over the run"
+        assert app.query_one("#procs", ProcessTable).border_title == "processes: peaks over the run"
         assert cell(app, MAIN_PID, "rss") == short_bytes(src.samples[-1].processes[0].peak_rss)
         await pilot.press("q")
         await pilot.pause()
@@ -235,9 +235,9 @@ async def test_signal_selected_process_with_confirmation(sleeper: subprocess.Pop
     app = make_app(src)
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        table = app.query_one("#procs", DataTable)
+        table = app.query_one("#procs", ProcessTable)
         table.focus()
-        table.move_cursor(row=row_keys(app).index(sleeper.pid))
+        table.move_cursor(row_keys(app).index(sleeper.pid))
         await pilot.pause()
         assert app.selected_pid() == sleeper.pid
         await pilot.press("k")

@@ -20,17 +20,18 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import DataTable, Footer, Log, Static
-from textual.widgets.data_table import ColumnKey
+from textual.widgets import Footer, Log
 
 from gputop_tracker.core import channel
 from gputop_tracker.core.channel import STOP_SIGNAL, EventMessage, Failed, SampleMessage, Started, Summary
 from gputop_tracker.core.livestats import LiveStats
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
+from gputop_tracker.tui.proctable import Cell, ProcessTable
 from gputop_tracker.tui.widgets import (
     GpuPanel,
     HelpScreen,
     HostPanel,
+    Panel,
     QuitScreen,
     SignalScreen,
     SummaryPanel,
@@ -199,8 +200,6 @@ class LiveApp(App[int]):
         self.ended = False  # the source has no more messages
         self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
         self.n_messages = 0
-        self._rows: dict[int, tuple[Text | str, ...]] = {}
-        self._order: list[int] = []
         self._columns: list[str] = []
         self._name_width = 0
         self._gpu_panels: dict[int, GpuPanel] = {}
@@ -210,9 +209,9 @@ class LiveApp(App[int]):
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Static(id="header")
+        yield Panel(id="header")
         with Horizontal(id="main"):
-            table: DataTable[Text | str] = DataTable(id="procs", cursor_type="row", zebra_stripes=False)
+            table = ProcessTable(id="procs")
             table.border_title = "processes"
             yield table
             with VerticalScroll(id="side"):
@@ -228,6 +227,7 @@ class LiveApp(App[int]):
     def on_mount(self) -> None:
         self._apply_width(self.size.width)
         self._draw_header()
+        self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
         self.read_samples()
         self.read_output()
 
@@ -257,12 +257,8 @@ class LiveApp(App[int]):
         # Only on a resize: the widths change, so rebuild the columns once and re-add the rows.
         self._columns = keys
         self._name_width = name_w
-        table = self.query_one("#procs", DataTable)
-        table.clear(columns=True)
-        for key, label, w, right in cols:
-            table.add_column(Text(label, justify="right" if right else "left"), key=key, width=w or name_w)
-        self._rows.clear()
-        self._order = []
+        table = self.query_one("#procs", ProcessTable)
+        table.set_columns([(key, label, w or name_w, right) for key, label, w, right in cols])
         self._label_sort_column()
         if self.latest is not None:
             self._update_table(self.latest)
@@ -418,7 +414,7 @@ class LiveApp(App[int]):
         )
         line1 = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
         line1.truncate(max(self.size.width - 2, 10), overflow="ellipsis")
-        self.query_one("#header", Static).update(Text.assemble(line1, "\n", line2))
+        self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
 
     def _redraw(self) -> None:
         if self.paused:
@@ -436,7 +432,7 @@ class LiveApp(App[int]):
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
             summary.show_final(self.final, self.narrow)
-            self.query_one("#procs", DataTable).border_title = "processes: peaks over the run"
+            self.query_one("#procs", ProcessTable).border_title = "processes: peaks over the run"
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         else:
@@ -456,20 +452,19 @@ class LiveApp(App[int]):
                 side.mount(panel, before=self.query_one("#host"))
             panel.show(g, self.stats.gpus.get(g.index), self.narrow, self.panel_width)
 
-    def _cells(self, p: ProcessSample, depth: int) -> tuple[Text | str, ...]:
+    def _cells(self, p: ProcessSample, depth: int) -> tuple[Cell, ...]:
         style = "bold" if p.role == "main" else ""
         indent = ("  " * (depth - 1) + "└ ") if depth else ""
-        name = Text(indent + p.name, style=style, no_wrap=True, overflow="ellipsis")
         gpu = sum(p.gpu_memory.values())
-        values = {
-            "pid": Text(str(p.pid), justify="right", style=style),
-            "name": name,
-            "cpu": Text(f"{p.cpu_percent:.1f}", justify="right"),
-            "threads": Text(str(p.threads), justify="right"),
-            "rss": Text(short_bytes(p.rss), justify="right"),
-            "private": Text(short_bytes(p.private), justify="right"),
-            "shared": Text(short_bytes(p.shared) if p.pss >= 0 else "-", justify="right"),
-            "gpu": Text(short_bytes(gpu) if gpu else "-", justify="right"),
+        values: dict[str, Cell] = {
+            "pid": (str(p.pid), style),
+            "name": (indent + p.name, style),
+            "cpu": (f"{p.cpu_percent:.1f}", ""),
+            "threads": (str(p.threads), ""),
+            "rss": (short_bytes(p.rss), ""),
+            "private": (short_bytes(p.private), ""),
+            "shared": (short_bytes(p.shared) if p.pss >= 0 else "-", ""),
+            "gpu": (short_bytes(gpu) if gpu else "-", ""),
         }
         return tuple(values[k] for k in self._columns)
 
@@ -497,40 +492,17 @@ class LiveApp(App[int]):
         return out
 
     def _update_table(self, s: Sample | None, processes: list[ProcessSample] | None = None) -> None:
-        table: DataTable[Text | str] = self.query_one("#procs", DataTable)
         if processes is None:
             if self.final is not None and self.final.processes:
                 processes = final_processes(self.final)
             else:
                 processes = s.processes if s is not None else []
-        ordered = self._ordered(processes)
-        seen = set()
-        selected = self.selected_pid()
-        for p, depth in ordered:
-            seen.add(p.pid)
-            cells = self._cells(p, depth)
-            old = self._rows.get(p.pid)
-            if old is None:
-                table.add_row(*cells, key=str(p.pid))
-            else:
-                for col, new, prev in zip(self._columns, cells, old, strict=True):
-                    if new != prev:
-                        table.update_cell(str(p.pid), col, new)
-            self._rows[p.pid] = cells
-        for pid in [pid for pid in self._rows if pid not in seen]:
-            table.remove_row(str(pid))
-            del self._rows[pid]
-        order = [p.pid for p, _ in ordered]
-        if order != self._order:
-            pos = {pid: i for i, pid in enumerate(order)}
-            table.sort("pid", key=lambda cell: pos[int(str(cell))])
-            self._order = order
-            if selected is not None and selected in pos:
-                table.move_cursor(row=pos[selected], animate=False)
+        rows = [(p.pid, self._cells(p, depth)) for p, depth in self._ordered(processes)]
+        self.query_one("#procs", ProcessTable).update_rows(rows)
 
     def _label_sort_column(self) -> None:
-        table = self.query_one("#procs", DataTable)
-        for key, label, _w, right in COLUMNS:
+        table = self.query_one("#procs", ProcessTable)
+        for key, label, _w, _right in COLUMNS:
             if key in table.columns:
                 mark = (
                     " ▼"
@@ -539,20 +511,14 @@ class LiveApp(App[int]):
                     if key == self.sort_key
                     else ""
                 )
-                table.columns[ColumnKey(key)].label = Text(
-                    label + mark, justify="right" if right else "left", style="bold" if mark else ""
-                )
-        table.refresh()
+                table.set_label(key, label + mark, "bold" if mark else "")
 
     def selected_pid(self) -> int | None:
-        table = self.query_one("#procs", DataTable)
-        if table.row_count == 0:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return int(key.value) if key.value is not None else None
+        return self.query_one("#procs", ProcessTable).cursor_key
+
+    def on_process_table_header_selected(self, event: ProcessTable.HeaderSelected) -> None:
+        if event.column in SORTS:
+            self.sort_key = event.column
 
     # ------------------------------------------------------------------ reactives
 
@@ -566,7 +532,6 @@ class LiveApp(App[int]):
             self._draw_header()
 
     def watch_tree_view(self) -> None:
-        self._order = []  # names carry the indentation: every name cell is redrawn
         if self.latest is not None and not self.paused:
             self._update_table(self.latest)
 

@@ -53,6 +53,31 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
+class Panel(Static):
+    """A Static that skips updates with the same content, and lays the screen out again only when its
+    number of lines changed (every sample redraws each panel; most of them keep their height)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._shown: Text | str | None = None
+
+    def update(self, content: object = "", *, layout: bool | None = None) -> None:  # type: ignore[override]
+        if isinstance(content, Text | str):
+            if content == self._shown:
+                return
+            old = self._shown
+            self._shown = content
+            if layout is None:
+                layout = old is None or _n_lines(old) != _n_lines(content)
+        else:
+            self._shown = None
+        super().update(content, layout=True if layout is None else layout)  # type: ignore[arg-type]
+
+
+def _n_lines(t: Text | str) -> int:
+    return (t.plain if isinstance(t, Text) else t).count("\n")
+
+
 class GpuPanel(Vertical):
     """One GPU: utilization and memory bars, the utilization history, temperature and power."""
 
@@ -60,7 +85,7 @@ class GpuPanel(Vertical):
         super().__init__(id=f"gpu-{index}", classes="gpu panel", **kwargs)  # type: ignore[arg-type]
         self.index = index
         # kept as attributes: the app may draw before they are mounted
-        self.text = Static(classes="gpu-text")
+        self.text = Panel(classes="gpu-text")
         self.spark = Sparkline([], classes="gpu-spark")
 
     def compose(self) -> ComposeResult:
@@ -107,7 +132,7 @@ class GpuPanel(Vertical):
             self.spark.data = list(st.util_history)
 
 
-class HostPanel(Static):
+class HostPanel(Panel):
     def show(self, h: HostSample, width: int) -> None:
         bw = max(6, min(30, width - 46))
         frac = h.memory_used / h.memory_total if h.memory_total else None
@@ -122,7 +147,7 @@ class HostPanel(Static):
         )
 
 
-class SummaryPanel(Static):
+class SummaryPanel(Panel):
     """The run so far (or the final report): the figures the report prints."""
 
     def show_live(self, st: LiveStats, compact: bool) -> None:
