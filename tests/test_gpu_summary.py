@@ -190,3 +190,16 @@ def test_simulated_backend_is_labelled() -> None:
     u = ResourceUsage.model_validate(b.summary())
     assert all(x.simulated for x in u.gpus)
     assert "SIMULATED" in to_text(u, Units())
+
+
+def test_samples_carry_each_process_sm_percent_summed_over_gpus() -> None:
+    backend = script(
+        [
+            [g(0, process_sm_util={MAIN: 20.0}), g(1, uuid="GPU-1", process_sm_util={MAIN: 30.0, CHILD: 5.0})],
+            [g(0), g(1, uuid="GPU-1")],
+        ]
+    )
+    first, second = run(builder(), backend, 2)
+    by_pid = {p.pid: p.gpu_sm_percent for p in first.processes}
+    assert by_pid == {MAIN: 50.0, CHILD: 5.0}
+    assert all(p.gpu_sm_percent is None for p in second.processes)  # not reported: unknown, not 0

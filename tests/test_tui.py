@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from textual.widgets import Static
 
-from gputop_tracker.core.channel import STOP_SIGNAL, Failed, SampleMessage
-from gputop_tracker.core.livestats import LiveStats
+from gputop_tracker.core import channel, sampler
+from gputop_tracker.core.channel import STOP_SIGNAL, Failed, Progress, SampleMessage
+from gputop_tracker.core.livestats import SampleHistory
+from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.fake import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from gputop_tracker.tui.live import clean_output
 from gputop_tracker.tui.live_app import LiveApp
@@ -101,7 +105,7 @@ async def test_pause_freezes_display_not_sampling() -> None:
         src.push_sample(7)
         await settle(app, pilot, src.n_scripted)
         assert cell(app, MAIN_PID, "cpu") == before  # display frozen
-        assert app.stats.n_samples == 5  # the run summary still counts it
+        assert app.progress is not None and app.progress.n_samples == 5  # the run summary still counts it
         await pilot.press("p")
         await pilot.pause()
         assert not app.paused and "PAUSED" not in header(app)
@@ -286,18 +290,63 @@ def test_bindings_have_ids_for_remapping() -> None:
     assert {"quit", "pause", "sort", "tree", "signal", "history", "help"} <= ids
 
 
-def test_live_stats_match_the_report_rule() -> None:
+async def test_run_so_far_shows_the_samplers_running_summary() -> None:
+    src = FakeSource(6)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        usage = make_summary(src.samples)  # the figures the final report prints
+        text = str(app.query_one("#summary", Static).content)
+        assert f"peak RAM (tree)  {human_bytes(usage.max_ram.combined.total_rss)}" in text
+        assert f"CPU time         {human_seconds(usage.cpu_time.total)}" in text
+        assert f"processes seen {usage.n_processes}" in text
+        assert "session saved" not in text
+        # the panel shows what the sampler sent, not figures of its own
+        odd = usage.model_copy(update={"peak_threads": 987654, "processes": []})
+        src.push(Progress(odd))
+        src.push(SampleMessage(make_sample(7)), progress=False)
+        await settle(app, pilot, src.n_scripted)
+        assert "peak threads     987654" in str(app.query_one("#summary", Static).content)
+
+
+def test_progress_message_is_decoded_and_validated() -> None:
+    usage = make_summary([make_sample(i) for i in range(3)])
+    line = json.dumps({"kind": "progress", "summary": usage.model_dump(mode="json")}).encode()
+    msg = channel.decode(line)
+    assert isinstance(msg, Progress) and msg.usage == usage
+    with pytest.raises(ValidationError):
+        channel.decode(json.dumps({"kind": "progress", "summary": {"max_ram": "lots"}}).encode())
+
+
+def test_sampler_streams_progress_at_most_once_a_second(tmp_path: Path) -> None:
+    cfg = sampler.EngineConfig(
+        mode="launch", argv=["sleep", "2.6"], interval=0.25, store=str(tmp_path), stream_samples=True
+    )
+    handle = channel.start_spawned(cfg)
+    try:
+        msgs = list(handle.messages())
+    finally:
+        handle.close()
+        handle.wait()
+    kinds = [type(m).__name__ for m in msgs]
+    progress = [m.usage for m in msgs if isinstance(m, Progress)]
+    final = next(m.usage for m in msgs if isinstance(m, channel.Summary))
+    assert kinds.count("SampleMessage") >= 8
+    assert 2 <= len(progress) <= 3, kinds  # 2.6 s of samples every 0.25 s: at 0, ~1, ~2 s
+    assert kinds[kinds.index("Progress") + 1] == "SampleMessage"  # sent just before a sample
+    assert all(u.processes == [] and u.events == [] for u in progress)
+    assert progress[-1].n_samples <= final.n_samples
+    assert progress[-1].max_ram.combined.total_rss <= final.max_ram.combined.total_rss
+    assert final.processes  # the final report keeps its details
+
+
+def test_sample_history_keeps_the_sparkline_points() -> None:
     samples = [make_sample(i) for i in range(10)]
-    st = LiveStats()
+    h = SampleHistory()
     for s in samples:
-        st.add(s)
-    usage = make_summary(samples)
-    assert st.peak_combined == usage.max_ram.combined.total_rss
-    assert st.peak_threads == usage.peak_threads
-    assert st.cpu_seconds == usage.cpu_time.total
-    assert st.mean_cpu_percent == pytest.approx(usage.cpu_utilization.combined.mean_sum_percent)
-    assert st.mean_gpu_util == pytest.approx(usage.gpu_utilization.gpu_percentages.mean_sum_percent)
-    assert list(st.gpus[0].util_history) == [s.gpus[0].utilization_gpu for s in samples]
+        h.add(s)
+    assert h.n_samples == 10
+    assert list(h.gpus[0].util) == [s.gpus[0].utilization_gpu for s in samples]
 
 
 def test_clean_output_strips_terminal_controls() -> None:

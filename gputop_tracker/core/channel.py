@@ -35,6 +35,14 @@ class Summary:
 
 
 @dataclass
+class Progress:
+    """The run so far as the final report counts it (`SummaryBuilder.summary`), without the per-process
+    list and the event timeline; sent just before a sample, at most once a second, while samples are streamed."""
+
+    usage: ResourceUsage
+
+
+@dataclass
 class Failed:
     exit_code: int
     message: str
@@ -47,7 +55,7 @@ class EventMessage:
     event: Event
 
 
-Message = Started | SampleMessage | Summary | Failed | EventMessage
+Message = Started | SampleMessage | Progress | Summary | Failed | EventMessage
 
 
 def decode(line: bytes) -> Message:
@@ -58,6 +66,8 @@ def decode(line: bytes) -> Message:
     kind = data.pop("kind")
     if kind == "sample":
         return SampleMessage(Sample.model_validate(data["sample"]))
+    if kind == "progress":
+        return Progress(ResourceUsage.model_validate(data["summary"]))
     if kind == "summary":
         return Summary(ResourceUsage.model_validate(data["summary"]))
     if kind == "event":

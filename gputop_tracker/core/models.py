@@ -42,6 +42,10 @@ class ProcessSample(Model):
     cpu_percent: float = Field(description="CPU % since the previous sample (100 = one core)")
     threads: int
     gpu_memory: dict[str, int] = Field(default_factory=dict, description="GPU uuid -> bytes")
+    gpu_sm_percent: float | None = Field(
+        default=None,
+        description="SM utilization of this process (NVML process samples), summed over GPUs; None when not reported",
+    )
 
 
 class GpuSample(Model):

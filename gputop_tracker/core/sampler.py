@@ -34,6 +34,7 @@ from gputop_tracker.core.summary import SCHEMA_VERSION, SummaryBuilder
 PR_SET_CHILD_SUBREAPER = 36
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
 MIN_INTERVAL = 0.05
+PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (the report's own summary)
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Engine:
         self._control_buf = b""
         self.n_dumps = 0
         self.last_dump = -1e18
+        self.next_progress = 0.0  # monotonic time of the next "progress" message
         self.last_gpus: list[Any] = []
         self.oom_reported: set[int] = set()
 
@@ -282,6 +284,11 @@ class Engine:
                     time.time(), readings, gpus, host.read(), want_sample=self.out_fd >= 0 and cfg.stream_samples
                 )
                 if sample is not None:
+                    if now_mono >= self.next_progress:
+                        # the report's figures so far, computed where the report is (0.1 ms at 100 processes);
+                        # sent before the sample, so a view draws both in one update
+                        self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
+                        self.send("progress", {"summary": builder.summary(details=False)})
                     self.send("sample", {"sample": sample})
                 self._poll_output()
             except Exception as e:  # a bug in one sample must never cost the run or its session

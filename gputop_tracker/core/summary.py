@@ -372,9 +372,13 @@ class SummaryBuilder:
         main_pid = self.main_pid
         procs = self.procs
         gpu_by_pid: dict[int, dict[str, int]] = {}
+        sm_by_pid: dict[int, float] = {}
         for g in gpus:
             for pid, used in g.processes.items():
                 gpu_by_pid.setdefault(pid, {})[g.uuid] = used
+            if want_sample:
+                for pid, util in g.process_sm_util.items():
+                    sm_by_pid[pid] = sm_by_pid.get(pid, 0.0) + util
 
         m_rss = m_priv = m_shared = 0
         d_pss = d_priv = d_max_rss = 0
@@ -485,6 +489,7 @@ class SummaryBuilder:
                         "cpu_percent": r.cpu_percent,
                         "threads": r.threads,
                         "gpu_memory": gmem or {},
+                        "gpu_sm_percent": sm_by_pid.get(pid),
                     }
                 )
         # Σ PSS counts shared pages once; it is never less than the largest single process's RSS.
@@ -787,8 +792,12 @@ class SummaryBuilder:
 
     # ------------------------------------------------------------------ output
 
-    def summary(self) -> dict[str, Any]:
-        """The report as a `models.ResourceUsage` dict (bytes and seconds)."""
+    def summary(self, *, details: bool = True) -> dict[str, Any]:
+        """The report as a `models.ResourceUsage` dict (bytes and seconds).
+
+        `details=False` leaves out the per-process list and the event timeline (empty lists): the live
+        view's once-a-second progress needs only the run's figures, at a fraction of the size.
+        """
         mx = self.max
         sources: dict[str, str] = {}
         notes = list(self.notes)
@@ -890,7 +899,11 @@ class SummaryBuilder:
             )
         if self.events.dropped:
             notes.append(f"{self.events.dropped} process/peak events not kept (more than the cap per session)")
-        fits = {p.pid: p.leak_fit() if p.lk_n >= LEAK_MIN_SAMPLES else None for p in self.procs.values()}
+        fits = (
+            {p.pid: p.leak_fit() if p.lk_n >= LEAK_MIN_SAMPLES else None for p in self.procs.values()}
+            if details
+            else {}
+        )
         leak_pids = {lk["pid"] for lk in leaks}
         energy = [e for st in self.gpus.values() if st.counted and (e := _energy_j(st)) is not None]
         for line in sorted(self.gpu_problems):
@@ -983,9 +996,9 @@ class SummaryBuilder:
                     "rss_r2": fit[1] if fit else None,
                     "leak_suspected": p.pid in leak_pids,
                 }
-                for p in sorted(self.procs.values(), key=lambda p: p.first_seen)
+                for p in (sorted(self.procs.values(), key=lambda p: p.first_seen) if details else ())
             ],
-            "events": list(self.events.events),
+            "events": list(self.events.events) if details else [],
             "leak_suspects": leaks,
             "alerts": {
                 "warn_at": self.warn_at,

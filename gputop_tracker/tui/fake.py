@@ -12,7 +12,7 @@ import queue
 import signal
 from collections.abc import Iterator
 
-from gputop_tracker.core.channel import STOP_SIGNAL, Message, SampleMessage, Started, Summary
+from gputop_tracker.core.channel import STOP_SIGNAL, Message, Progress, SampleMessage, Started, Summary
 from gputop_tracker.core.models import (
     ComputeTime,
     CPUTime,
@@ -84,6 +84,9 @@ def make_sample(
                 cpu_percent=cpu,
                 threads=threads,
                 gpu_memory=gpu_mem if pid == MAIN_PID else {},
+                gpu_sm_percent=round(sum(45 + 40 * math.sin(i / 7.0 + g) for g in range(n_gpus)), 1)
+                if pid == MAIN_PID and n_gpus
+                else None,
             )
         )
     gpus = []
@@ -277,20 +280,36 @@ class FakeSource:
         self.closed = False
         self.ended = False
         self._queue: queue.Queue[Message | None] = queue.Queue()
-        self._queue.put(Started(self.main_pid, SESSION_ID, self.store))
-        for sample in self.samples:
-            self._queue.put(SampleMessage(sample))
+        self._queued = 0
+        self._put(Started(self.main_pid, SESSION_ID, self.store))
+        for k in range(len(self.samples)):
+            self._put(self._progress(k + 1))
+            self._put(SampleMessage(self.samples[k]))
         if finished:
             self._end(exit_code=exit_code)
 
     @property
     def n_scripted(self) -> int:
         """Messages queued so far (what a test waits for the view to have taken)."""
-        return 1 + len(self.samples) + (1 if self.ended else 0)
+        return self._queued
 
-    def push(self, msg: Message) -> None:
+    def _progress(self, n: int) -> Progress:
+        """The running summary over the first n samples, as the sampler sends it (no per-process list)."""
+        usage = make_summary(self.samples[:n], exit_code=None, status="running", store=self.store)
+        return Progress(usage.model_copy(update={"processes": [], "session_path": None}))
+
+    def push(self, msg: Message, *, progress: bool = True) -> None:
+        """Queue a message; a sample comes after the running summary that includes it, as from the sampler
+        (`progress=False`: the sample alone)."""
         if isinstance(msg, SampleMessage):
             self.samples.append(msg.sample)
+            if progress:
+                self._put(self._progress(len(self.samples)))
+        self._put(msg)
+
+    def _put(self, msg: Message | None) -> None:
+        if msg is not None:
+            self._queued += 1
         self._queue.put(msg)
 
     def push_sample(self, i: int | None = None) -> Sample:
@@ -305,8 +324,8 @@ class FakeSource:
         summary = make_summary(
             self.samples, exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store
         )
-        self._queue.put(Summary(summary))
-        self._queue.put(None)
+        self._put(Summary(summary))
+        self._put(None)
 
     def messages(self) -> Iterator[Message]:
         while not self.closed:

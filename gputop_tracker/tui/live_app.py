@@ -23,8 +23,16 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Log
 
 from gputop_tracker.core import channel
-from gputop_tracker.core.channel import STOP_SIGNAL, EventMessage, Failed, SampleMessage, Started, Summary
-from gputop_tracker.core.livestats import LiveStats
+from gputop_tracker.core.channel import (
+    STOP_SIGNAL,
+    EventMessage,
+    Failed,
+    Progress,
+    SampleMessage,
+    Started,
+    Summary,
+)
+from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.tui.proctable import Cell, ProcessTable
 from gputop_tracker.tui.widgets import (
@@ -86,8 +94,9 @@ COLUMNS = [
     ("private", "private", 7, True),
     ("shared", "shared", 7, True),
     ("gpu", "GPU mem", 7, True),
+    ("sm", "SM %", 5, True),
 ]
-DROP_ORDER = ["shared", "threads", "private"]
+DROP_ORDER = ["shared", "sm", "threads", "private"]
 MIN_NAME = 16
 
 
@@ -190,7 +199,8 @@ class LiveApp(App[int]):
         self.mode = mode
         self.store_dir = store_dir
         self.output_path = output_path
-        self.stats = LiveStats()
+        self.history = SampleHistory()
+        self.progress: ResourceUsage | None = None  # the sampler's running summary (the report's figures)
         self.main_pid: int | None = None
         self.session_id: str | None = None
         self.latest: Sample | None = None
@@ -286,11 +296,13 @@ class LiveApp(App[int]):
         self.n_messages += 1
         msg = event.msg
         if isinstance(msg, SampleMessage):
-            self.stats.add(msg.sample)  # the summary counts every sample, paused or not
+            self.history.add(msg.sample)  # sparklines keep every sample, paused or not
             self.latest = msg.sample
             if not self.paused:
                 with self.batch_update():  # one screen update per sample, not one per widget
                     self._redraw()
+        elif isinstance(msg, Progress):
+            self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, Started):
             self.main_pid = msg.pid
             self.session_id = msg.session_id
@@ -390,7 +402,9 @@ class LiveApp(App[int]):
         style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
         if self.failure is not None or (self.final is not None and self.final.exit_code not in (0, None)):
             style = "bold red"
-        elapsed = self.final.compute_time.time if self.final is not None else self.stats.elapsed
+        elapsed = (
+            self.final.compute_time.time if self.final is not None else self.latest.elapsed if self.latest else 0.0
+        )
         n = self.latest.tree.n_processes if self.latest else 0
         extras: list[tuple[str, str] | str] = []
         if self.paused:
@@ -435,8 +449,8 @@ class LiveApp(App[int]):
             self.query_one("#procs", ProcessTable).border_title = "processes: peaks over the run"
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
-        else:
-            summary.show_live(self.stats, self.narrow)
+        elif self.progress is not None:
+            summary.show_live(self.progress, self.narrow)
 
     @property
     def panel_width(self) -> int:
@@ -450,7 +464,12 @@ class LiveApp(App[int]):
             if panel is None:
                 panel = self._gpu_panels[g.index] = GpuPanel(g.index)
                 side.mount(panel, before=self.query_one("#host"))
-            panel.show(g, self.stats.gpus.get(g.index), self.narrow, self.panel_width)
+            mean = (
+                next((x.mean_utilization for x in self.progress.gpus if x.index == g.index), None)
+                if self.progress
+                else None
+            )
+            panel.show(g, self.history.gpus.get(g.index), mean, self.narrow, self.panel_width)
 
     def _cells(self, p: ProcessSample, depth: int) -> tuple[Cell, ...]:
         style = "bold" if p.role == "main" else ""
@@ -465,6 +484,7 @@ class LiveApp(App[int]):
             "private": (short_bytes(p.private), ""),
             "shared": (short_bytes(p.shared) if p.pss >= 0 else "-", ""),
             "gpu": (short_bytes(gpu) if gpu else "-", ""),
+            "sm": ("-" if p.gpu_sm_percent is None else f"{p.gpu_sm_percent:.0f}", ""),
         }
         return tuple(values[k] for k in self._columns)
 

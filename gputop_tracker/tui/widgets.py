@@ -11,7 +11,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Sparkline, Static
 
-from gputop_tracker.core.livestats import GpuStats, LiveStats
+from gputop_tracker.core.livestats import GpuHistory
 from gputop_tracker.core.models import GpuSample, HostSample, ResourceUsage
 from gputop_tracker.core.units import human_bytes, human_seconds
 
@@ -92,7 +92,8 @@ class GpuPanel(Vertical):
         yield self.text
         yield self.spark
 
-    def show(self, g: GpuSample, st: GpuStats | None, compact: bool, width: int) -> None:
+    def show(self, g: GpuSample, hist: GpuHistory | None, mean: float | None, compact: bool, width: int) -> None:
+        """`mean`: this GPU's mean utilization over the run, from the sampler's running summary."""
         label = " SIMULATED" if g.simulated else ""
         lost = " LOST" if g.lost else ""
         frac_mem = g.memory_used / g.memory_total if g.memory_used is not None and g.memory_total else None
@@ -117,7 +118,6 @@ class GpuPanel(Vertical):
             self.border_subtitle = (label + lost).strip() or None
             bw = max(6, width - 26)
             limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
-            mean = st.mean_utilization if st else None
             t = Text.assemble(
                 ("util ", "bold"),
                 bar(None if util is None else util / 100, bw),
@@ -128,8 +128,8 @@ class GpuPanel(Vertical):
                 f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}",
             )
         self.text.update(t)
-        if st is not None and not compact:
-            self.spark.data = list(st.util_history)
+        if hist is not None and not compact:
+            self.spark.data = list(hist.util)  # a reactive: an equal list draws nothing
 
 
 class HostPanel(Panel):
@@ -150,51 +150,27 @@ class HostPanel(Panel):
 class SummaryPanel(Panel):
     """The run so far (or the final report): the figures the report prints."""
 
-    def show_live(self, st: LiveStats, compact: bool) -> None:
-        gpu = ""
-        if st.gpus:
-            gpu = f"GPU {short_bytes(st.peak_gpu_memory)} {pct(st.mean_gpu_util)}"
-        if compact:
-            self.update(
-                Text.assemble(
-                    ("peak ", "bold"),
-                    f"RAM {short_bytes(st.peak_combined)}  CPU {human_seconds(st.cpu_seconds)} "
-                    f"({st.mean_cpu_percent:.0f}%)  thr {st.peak_threads}  {gpu}",
-                )
-            )
-            return
-        self.border_title = "run so far"
-        lines = [
-            f"peak RAM (tree)  {human_bytes(st.peak_combined)}",
-            f"peak private     {human_bytes(st.peak_private)}",
-            f"CPU time         {human_seconds(st.cpu_seconds)} ({st.cpu_time_percent:.0f}% of a core)",
-            f"CPU util mean    {st.mean_cpu_percent:.1f}%  max {st.cpu_percent_max:.1f}%",
-            f"peak threads     {st.peak_threads}   processes seen {len(st.processes_seen)}",
-        ]
-        if st.gpus:
-            lines.append(f"peak GPU memory  {human_bytes(st.peak_gpu_memory)}")
-            lines.append(
-                f"GPU util mean    {pct(st.mean_gpu_util)}  max {pct(st.gpu_util_max)} (Σ {len(st.gpus)} GPUs)"
-            )
-        self.update("\n".join(lines))
+    def show_live(self, u: ResourceUsage, compact: bool) -> None:
+        """The sampler's running summary (`channel.Progress`): the figures the report will print."""
+        self.show_final(u, compact, live=True)
 
-    def show_final(self, u: ResourceUsage, compact: bool, note: str = "") -> None:
+    def show_final(self, u: ResourceUsage, compact: bool, note: str = "", *, live: bool = False) -> None:
         ram = u.max_ram
         ct = u.cpu_time
         gp = u.gpu_utilization.gpu_percentages
         saved = f"session saved: {u.session_path}" if u.session_path else "session not saved"
         if compact:
             gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {pct(gp.mean_sum_percent)}" if u.gpus else ""
-            self.update(
-                Text.assemble(
-                    ("final peak ", "bold green"),
-                    f"RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
-                    f"({u.cpu_utilization.combined.mean_sum_percent:.0f}%)  thr {u.peak_threads}{gpu}\n",
-                    (saved, "italic"),
-                )
-            )
+            parts: list[str | tuple[str, str]] = [
+                ("peak " if live else "final peak ", "bold" if live else "bold green"),
+                f"RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
+                f"({u.cpu_utilization.combined.mean_sum_percent:.0f}%)  thr {u.peak_threads}{gpu}",
+            ]
+            if not live:
+                parts += ["\n", (saved, "italic")]
+            self.update(Text.assemble(*parts))
             return
-        self.border_title = "final summary"
+        self.border_title = "run so far" if live else "final summary"
         lines = [
             f"peak RAM (tree)  {human_bytes(ram.combined.total_rss)}",
             f"peak private     {human_bytes(ram.combined.private_rss)}",
@@ -209,7 +185,8 @@ class SummaryPanel(Panel):
                 f"GPU util mean    {pct(gp.mean_sum_percent)}  max {pct(gp.max_sum_percent)}"
                 f" (Σ {u.gpu_utilization.n_expected_gpus} GPUs)"
             )
-        lines.append(saved)
+        if not live:
+            lines.append(saved)
         if note:
             lines.append(note)
         self.update("\n".join(lines))
@@ -306,7 +283,8 @@ and the session is saved by the sampler whatever happens here.
 [b]?[/b]  this help
 
 [b]Columns[/b]: RSS = resident set; private = USS (only this process holds it);
-shared = RSS - private; GPU = memory this process holds on all GPUs.
+shared = RSS - private; GPU mem = memory this process holds on all GPUs;
+SM % = its share of the GPUs' streaming multiprocessors (NVML, summed over GPUs).
 [b]Run so far[/b]: the figures the final report prints — peak RAM of the tree
 (Σ PSS, or the largest exact single-process peak), exact CPU-seconds, mean utilization.
 The command's stdin is /dev/null; its stdout and stderr go to the output pane and to
