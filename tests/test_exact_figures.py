@@ -164,3 +164,10 @@ def test_fork_shares_pages_and_sum_of_pss_counts_them_once(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert r["max_ram"]["combined_sampled"] == pytest.approx(310 * MB, rel=0.05)
     assert r["max_ram"]["combined_upper_bound"] >= 600 * MB
+
+
+def test_tiny_command_is_not_given_the_samplers_memory(tmp_path: Path) -> None:
+    """exec() leaves the replaced image's peak in ru_maxrss; `true` must not be reported at the sampler's size."""
+    _, r = track_json(tmp_path, "--", "true")
+    assert r["max_ram"]["main"]["total_rss"] < 4 * MB
+    assert r["max_ram"]["combined"]["total_rss"] < 4 * MB

@@ -85,6 +85,7 @@ class Engine:
         self.session_path: Path | None = None
         self.main_exit: tuple[int | None, int | None] | None = None  # (exit code, signal)
         self.sampling_errors = 0
+        self.spawner_hwm = 0
         self.builder: SummaryBuilder | None = None
         self.oom_counters: ev.OomCounters | None = None
         self.output_watch = ev.OutputWatch()
@@ -163,6 +164,7 @@ class Engine:
                     pass
 
         try:
+            self.spawner_hwm = _own_hwm()
             self.popen = subprocess.Popen(
                 cfg.argv,
                 stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
@@ -229,6 +231,7 @@ class Engine:
             simulated_gpus=gpu.simulated,
             gpu_note=gpu.note,
         )
+        builder.spawner_hwm = self.spawner_hwm
         builder.gpu_problems = gpu.problems  # live: notes the GPU backend gathers while running
         self.builder = builder
         self._setup_events(builder)
@@ -627,6 +630,18 @@ class Engine:
                 self._oom(
                     str(req.get("message", "out-of-memory error"))[:1000], "api", pid if isinstance(pid, int) else None
                 )
+
+
+def _own_hwm() -> int:
+    """VmHWM of this process, bytes."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _readable(fd: int) -> bool:

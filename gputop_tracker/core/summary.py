@@ -281,6 +281,9 @@ class SummaryBuilder:
         self.banked_system = 0.0
         self.live_cpu: dict[int, tuple[float, float]] = {}
         self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
+        # exec() records the peak of the image it replaces in ru_maxrss: for the command we launched that
+        # is the sampler's own (vfork or fork alike), so main's ru_maxrss means something only above it
+        self.spawner_hwm = 0
         self.cpu_user = 0.0
         self.cpu_system = 0.0
         self.cpu_source = "sampled"
@@ -305,6 +308,8 @@ class SummaryBuilder:
         self.banked_system += system
         self.live_cpu.pop(pid, None)
         self.cpu_source = "exact"
+        if pid == self.main_pid and maxrss <= self.spawner_hwm:
+            maxrss = 0  # no more than the sampler's own image: says nothing about the command
         self.reaped_maxrss[pid] = maxrss
         p = self.procs.get(pid)
         self._exited(pid, p, exit_code)
@@ -805,7 +810,7 @@ class SummaryBuilder:
         desc = [p for p in self.procs.values() if p.role == "descendant"]
         main_ru = self.reaped_maxrss.get(self.main_pid)
         main_peak = max(mx["main_rss"], main.peak_rss if main else 0)
-        if main_ru is not None and not desc and main_ru >= main_peak:
+        if main_ru and not desc and main_ru >= main_peak:
             main_peak = main_ru  # a main process that exited before any sample still has its peak
             sources["max_ram.main.total_rss"] = "exact (ru_maxrss)"
         elif main and main.peak_rss >= mx["main_rss"]:
