@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from gputop_tracker import __version__
 from gputop_tracker.core import paths
-from gputop_tracker.core.sampler import MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.units import UnitError, Units, parse_size
 
 PROG = "gputop-track"
@@ -260,6 +260,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     # which the command receives itself, from a kill aimed at us, which we must pass on.
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     handle = start_forked(cfg)
+    # pydantic and the models load now, on this core, while the sampler starts the command on the other
+    import gputop_tracker.core.models  # noqa: F401
     interrupted: list[int] = []
 
     def relay() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gputop_tracker.core.sampler import EngineConfig, config_json, run_forked_child
+from gputop_tracker.core.config import EngineConfig, config_json
 
 if TYPE_CHECKING:
     from gputop_tracker.core.models import Event, ResourceUsage, Sample
@@ -158,6 +158,9 @@ def start_forked(cfg: EngineConfig) -> SamplerHandle:
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        # imported here, in the child: it loads while the front end loads pydantic on the other core
+        from gputop_tracker.core.sampler import run_forked_child
+
         run_forked_child(cfg, w)
     os.close(w)
     return SamplerHandle(pid, r)

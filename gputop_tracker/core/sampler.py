@@ -20,54 +20,20 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gputop_tracker.core import cgroup as cgroups
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
+from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
 from gputop_tracker.core.procfs import HostReader, ProcessTree
 from gputop_tracker.core.summary import SCHEMA_VERSION, SummaryBuilder
 
 PR_SET_CHILD_SUBREAPER = 36
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
-MIN_INTERVAL = 0.05
 PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (the report's own summary)
-
-
-@dataclass
-class EngineConfig:
-    mode: str  # "launch" | "attach"
-    argv: list[str] = field(default_factory=list)
-    pid: int = 0
-    interval: float = 0.5
-    n_expected_cores: int | None = None
-    gpus: str | None = None  # --gpus list; None = CUDA_VISIBLE_DEVICES of the command, else all
-    simulate_gpus: int = 0
-    store: str | None = None
-    save: bool = True
-    stream_samples: bool = False
-    stdin: int | None = None  # fds for the command; None = inherit
-    stdout: int | None = None
-    stderr: int | None = None
-    process_group: int | None = None  # join this process group (the terminal's job) ...
-    new_session: bool = False  # ... or start a new session (live TUI: keys must not signal it)
-    exclude: list[int] = field(default_factory=list)
-    use_cgroup: bool = True
-    session_id: str | None = None
-    # alerts and the OOM flight recorder (issue 7)
-    mem_limit: int | None = None  # bytes; the RAM limit alerts are a percentage of
-    enforce_mem_limit: bool = False  # also set it as the limit of the cgroup we create for the command
-    warn_at: float = 80.0
-    critical_at: float = 95.0
-    flight_seconds: float = 60.0  # the flight recorder keeps this many seconds of samples
-    oom_dumps: int = 5  # dump bundles kept in the store (0 = never write one)
-    oom_dump_mb: float = 200.0  # and at most this many MB of them
-    watch_output: bool = False  # tee the command's stdout/stderr through a pipe, looking for CUDA/PyTorch OOMs
-    output_path: str | None = None  # the command's output file (live TUI): scanned for OOM messages
-    control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
 
 
 class Engine:
@@ -699,10 +665,6 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing else may write into the message pipe
     sys.exit(Engine(cfg, out_fd).run())
-
-
-def config_json(cfg: EngineConfig) -> str:
-    return json.dumps(asdict(cfg))
 
 
 if __name__ == "__main__":

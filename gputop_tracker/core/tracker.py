@@ -25,9 +25,9 @@ from gputop_tracker.core.channel import (
     Summary,
     start_spawned,
 )
+from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.events import check_levels, is_oom_exception
 from gputop_tracker.core.models import Event, ResourceUsage
-from gputop_tracker.core.sampler import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.units import Units, parse_size
 
 EventCallback = Callable[[Event], object]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gputop_tracker.core import channel, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
-from gputop_tracker.core.sampler import EngineConfig
+from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.units import Units
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown

@@ -1,0 +1,46 @@
+"""What the front end asks the sampler process to do. Light on purpose: the CLI imports it before it
+forks the sampler, and the sampler's own modules load in the child while the front end loads pydantic."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+MIN_INTERVAL = 0.05
+
+
+@dataclass
+class EngineConfig:
+    mode: str  # "launch" | "attach"
+    argv: list[str] = field(default_factory=list)
+    pid: int = 0
+    interval: float = 0.5
+    n_expected_cores: int | None = None
+    gpus: str | None = None  # --gpus list; None = CUDA_VISIBLE_DEVICES of the command, else all
+    simulate_gpus: int = 0
+    store: str | None = None
+    save: bool = True
+    stream_samples: bool = False
+    stdin: int | None = None  # fds for the command; None = inherit
+    stdout: int | None = None
+    stderr: int | None = None
+    process_group: int | None = None  # join this process group (the terminal's job) ...
+    new_session: bool = False  # ... or start a new session (live TUI: keys must not signal it)
+    exclude: list[int] = field(default_factory=list)
+    use_cgroup: bool = True
+    session_id: str | None = None
+    # alerts and the OOM flight recorder (issue 7)
+    mem_limit: int | None = None  # bytes; the RAM limit alerts are a percentage of
+    enforce_mem_limit: bool = False  # also set it as the limit of the cgroup we create for the command
+    warn_at: float = 80.0
+    critical_at: float = 95.0
+    flight_seconds: float = 60.0  # the flight recorder keeps this many seconds of samples
+    oom_dumps: int = 5  # dump bundles kept in the store (0 = never write one)
+    oom_dump_mb: float = 200.0  # and at most this many MB of them
+    watch_output: bool = False  # tee the command's stdout/stderr through a pipe, looking for CUDA/PyTorch OOMs
+    output_path: str | None = None  # the command's output file (live TUI): scanned for OOM messages
+    control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
+
+
+def config_json(cfg: EngineConfig) -> str:
+    return json.dumps(asdict(cfg))
