@@ -85,6 +85,8 @@ class ProcHandle:
         "ppid",
         "pss",
         "rss",
+        "rss_pages",
+        "shared_pages",
         "smaps_anon",
         "smaps_cost",
         "smaps_due",
@@ -93,6 +95,7 @@ class ProcHandle:
         "smaps_time",
         "starttime",
         "stat_fd",
+        "stat_rss",
         "statm_fd",
         "status_due",
         "status_fd",
@@ -117,6 +120,9 @@ class ProcHandle:
         self.faults = -1
         self.status_due = 0.0
         self.rss = 0
+        self.rss_pages = -1  # statm is re-read only when stat's rss or fault counts moved
+        self.shared_pages = 0
+        self.stat_rss = -1  # stat's own rss field (a slightly different approximation than statm's)
         self.threads = 0
         self.zombie = False
         self.uss = -1  # -1 = smaps_rollup never read
@@ -276,13 +282,20 @@ class ProcessTree:
             r.handle = h
             try:
                 name, f = parse_stat(os.pread(h.stat_fd, 1024, 0))
-                statm = os.pread(h.statm_fd, 256, 0).split()
                 faults = int(f[7]) + int(f[9])
+                stat_rss = int(f[21])
                 status = None
-                if faults != h.faults or now_mono >= h.status_due:
-                    status = _pread(h.status_fd)
-                    h.faults = faults
-                    h.status_due = now_mono + STATUS_PERIOD
+                # Without a page fault RSS cannot have grown, so VmHWM and statm's split are unchanged:
+                # an idle process costs one read of stat.
+                if faults != h.faults or stat_rss != h.stat_rss or now_mono >= h.status_due:
+                    statm = os.pread(h.statm_fd, 256, 0).split()
+                    h.rss_pages, h.shared_pages = int(statm[1]), int(statm[2])
+                    h.stat_rss = stat_rss
+                    if faults != h.faults or now_mono >= h.status_due:
+                        status = _pread(h.status_fd)
+                        h.faults = faults
+                        h.status_due = now_mono + STATUS_PERIOD
+                rss_pages = h.rss_pages
             except (OSError, ValueError):
                 del self.handles[h.pid]  # reaped: its files now answer ESRCH
                 h.close()
@@ -306,13 +319,13 @@ class ProcessTree:
                 r.cpu_percent = 100.0 * (ticks - h.cpu_ticks) / CLOCK_TICKS / dt if dt > 0 else 0.0
             h.cpu_ticks = ticks
             h.last_time = now_mono
-            rss = int(statm[1]) * PAGE_SIZE
-            shared_resident = int(statm[2]) * PAGE_SIZE
+            rss = rss_pages * PAGE_SIZE
+            shared_resident = h.shared_pages * PAGE_SIZE
             if status is not None and (i := status.find(b"VmHWM:")) >= 0:
                 hwm = int(status[i + 6 : status.index(b"kB", i)]) * 1024
                 if hwm > h.hwm:
                     h.hwm = hwm
-            r.hwm = max(h.hwm, rss)
+            r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads
             if (

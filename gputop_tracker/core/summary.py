@@ -416,11 +416,16 @@ class SummaryBuilder:
             p.cmdline = h.cmdline
             if r.hwm > p.peak_rss:
                 p.peak_rss = r.hwm
-            p.peak_private = max(p.peak_private, r.private)
-            p.peak_pss = max(p.peak_pss, r.pss)
-            p.peak_threads = max(p.peak_threads, r.threads)
-            p.cpu_seconds = max(p.cpu_seconds, r.utime_stime)
-            p.max_cpu = max(p.max_cpu, r.cpu_percent)
+            if r.private > p.peak_private:
+                p.peak_private = r.private
+            if r.pss > p.peak_pss:
+                p.peak_pss = r.pss
+            if r.threads > p.peak_threads:
+                p.peak_threads = r.threads
+            if r.utime_stime > p.cpu_seconds:
+                p.cpu_seconds = r.utime_stime
+            if r.cpu_percent > p.max_cpu:
+                p.max_cpu = r.cpu_percent
             self.live_cpu[pid] = (r.user_total, r.system_total)
             live_user += r.user_total
             live_system += r.system_total
@@ -464,7 +469,8 @@ class SummaryBuilder:
                 rec_procs.append((pid, r.rss, r.private, r.pss, p.peak_rss, round(r.cpu_percent, 1), r.threads, gsum))
             c_pss += r.pss
             c_priv += r.private
-            c_max_rss = max(c_max_rss, r.rss)
+            if r.rss > c_max_rss:
+                c_max_rss = r.rss
             if is_main:
                 m_rss, m_priv, m_shared = r.rss, r.private, r.rss - r.private
                 m_cpu = r.cpu_percent
@@ -473,7 +479,8 @@ class SummaryBuilder:
             else:
                 d_pss += r.pss
                 d_priv += r.private
-                d_max_rss = max(d_max_rss, r.rss)
+                if r.rss > d_max_rss:
+                    d_max_rss = r.rss
                 d_cpu += r.cpu_percent
                 d_thr += r.threads
                 g_desc += gsum
