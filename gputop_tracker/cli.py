@@ -262,6 +262,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     handle = start_forked(cfg)
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
+
     interrupted: list[int] = []
 
     def relay() -> None:
