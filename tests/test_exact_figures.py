@@ -171,3 +171,63 @@ def test_tiny_command_is_not_given_the_samplers_memory(tmp_path: Path) -> None:
     _, r = track_json(tmp_path, "--", "true")
     assert r["max_ram"]["main"]["total_rss"] < 4 * MB
     assert r["max_ram"]["combined"]["total_rss"] < 4 * MB
+
+
+def test_forked_children_sharing_pages_are_not_counted_many_times(tmp_path: Path) -> None:
+    """30 children forked from a 200 MB parent share its pages: the tree holds ~200 MB, not 30 x 200."""
+    code = (
+        "import os, time\nb = bytearray(200_000_000)\nb[::4096] = b'1' * len(b[::4096])\n"
+        "kids = [os.fork() or (time.sleep(3), os._exit(0)) for _ in range(30)]\n"
+        "[os.waitpid(k, 0) for k in kids]"
+    )
+    proc, r = track_json(tmp_path, "--interval", "0.2", "--mem-limit", "4G", "--", PY, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    ram = r["max_ram"]
+    assert ram["combined_sampled"] < 400 * MB
+    assert ram["combined"]["total_rss"] < 400 * MB
+    assert ram["combined"]["private_rss"] <= ram["combined"]["total_rss"]
+    assert "CRITICAL" not in proc.stderr and "WARNING" not in proc.stderr.upper().replace("WARN-AT", "")
+
+
+def test_page_cache_is_not_reported_as_process_memory(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.write(os.urandom(1 << 20) * 300)  # 314 MB, now in the page cache of *this* cgroup
+    os.posix_fadvise(os.open(big, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
+    proc, r = track_json(tmp_path, "--", "sh", "-c", f"cat {big} > /dev/null; sleep 0.6")
+    assert proc.returncode == 0, proc.stderr
+    ram = r["max_ram"]
+    assert ram["combined"]["total_rss"] < 50 * MB
+    if ram["cgroup_peak"] is not None and ram["cgroup_peak"] > 100 * MB:
+        assert ram["peak_source"] == "upper_bound"
+
+
+def test_orphan_never_seen_in_the_tree_is_adopted_by_the_subreaper(tmp_path: Path) -> None:
+    """A daemonized grandchild whose parent exits at once is reparented to us: it is tracked."""
+    k = tmp_path / "k.json"
+    script = f"sh -c '{PY} {WORKLOADS} hold {k} 150 2.5 &' ; sleep 3"
+    proc, r = track_json(tmp_path, "--interval", "0.3", "--", "sh", "-c", script, env={"GPUTOP_TRACKER_NO_CGROUP": "1"})
+    assert proc.returncode == 0, proc.stderr
+    pythons = [p for p in r["processes"] if p["name"].startswith("python")]
+    assert pythons and max(p["peak_rss"] for p in pythons) >= 150 * MB
+    assert r["max_ram"]["descendants"]["total_rss"] >= 150 * MB
+
+
+def test_child_peak_is_not_credited_to_main(tmp_path: Path) -> None:
+    k = tmp_path / "k.json"
+    proc, r = track_json(
+        tmp_path,
+        "--interval",
+        "1",
+        "--",
+        PY,
+        WORKLOADS,
+        "spike_child",
+        str(k),
+        "500",
+        "50",
+        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
+    )
+    assert proc.returncode == 0
+    assert r["max_ram"]["main"]["total_rss"] < 100 * MB
+    assert r["max_ram"]["combined"]["total_rss"] >= 500 * MB

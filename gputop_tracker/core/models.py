@@ -132,6 +132,9 @@ class MaxRAM(Model):
     peak_source: str = Field("sampled", description="where max_ram.combined.total_rss comes from")
     combined_sampled: float = Field(0.0, description="largest Σ PSS seen in one sample (a lower bound)")
     combined_upper_bound: float | None = Field(None, description="Σ of per-process exact peaks")
+    cgroup_peak: float | None = Field(
+        None, description="peak of the job's memory cgroup as the kernel counts it, page cache included"
+    )
 
 
 class MaxGPURAM(Model):
@@ -335,6 +338,8 @@ class ResourceUsage(Model):
         ram.combined_sampled *= r
         if ram.combined_upper_bound is not None:
             ram.combined_upper_bound *= r
+        if ram.cgroup_peak is not None:
+            ram.cgroup_peak *= r
         for v in (ram.main, ram.descendants, ram.combined):
             v.total_rss *= r
             v.private_rss *= r

@@ -74,6 +74,7 @@ class ProcHandle:
     """A tracked process with its /proc files kept open. Reads fail with OSError once it is gone."""
 
     __slots__ = (
+        "anon0",
         "cmdline",
         "cpu_ticks",
         "faults",
@@ -108,7 +109,11 @@ class ProcHandle:
         self.pid = pid
         self.stat_fd = stat_fd
         self.statm_fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
-        self.status_fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+        try:
+            self.status_fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+        except OSError:
+            os.close(self.statm_fd)
+            raise
         self.ppid = ppid
         self.name = name
         self.starttime = starttime
@@ -126,6 +131,7 @@ class ProcHandle:
         self.threads = 0
         self.zombie = False
         self.uss = -1  # -1 = smaps_rollup never read
+        self.anon0 = -1  # RssAnon when first read: until smaps is read, only growth past it is surely private
         self.pss = 0
         self.smaps_anon = 0  # RssAnon (statm resident - shared) when smaps_rollup was read
         self.smaps_shared = 0  # statm shared (file + shmem pages) then
@@ -171,6 +177,19 @@ class Reading:
         self.cpu_percent = 0.0
 
 
+def _is_subreaper() -> bool:
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        if libc.prctl(37, ctypes.byref(flag), 0, 0, 0) != 0:  # PR_GET_CHILD_SUBREAPER
+            return False
+        return bool(flag.value)
+    except (OSError, AttributeError):
+        return False
+
+
 def _open_stat(pid: int) -> tuple[int, bytes] | None:
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
@@ -192,6 +211,8 @@ class ProcessTree:
     def __init__(self, root: int, exclude: set[int] | None = None) -> None:
         self.root = root
         self.exclude = set(exclude or ())
+        # As a child subreaper we inherit the tree's orphans (double forks): our children are the tree's.
+        self.reaper = os.getpid() if _is_subreaper() else None
         self.handles: dict[int, ProcHandle] = {}
         self._others: set[int] = set()  # pids seen and known not to be ours
         self._smaps_tokens = SMAPS_BURST
@@ -200,6 +221,7 @@ class ProcessTree:
         self.root_gone = False
         self._loadavg = os.open("/proc/loadavg", os.O_RDONLY)
         self._last_pid = b""
+        self._last_pid_n = 0
         self._vanished: list[ProcHandle] = []
 
     def _adopt(self, pid: int, fd: int, data: bytes) -> ProcHandle | None:
@@ -221,6 +243,11 @@ class ProcessTree:
         if last_pid == self._last_pid and (self.handles or self.root_gone):
             return [], gone
         self._last_pid = last_pid
+        last_n = int(last_pid)
+        if last_n < self._last_pid_n:
+            # PIDs wrapped around: a pid we judged not ours may have been handed to a new process
+            self._others.clear()
+        self._last_pid_n = last_n
         present = {int(n) for n in os.listdir("/proc") if n.isdigit()}
         listed_gone = [h for pid, h in self.handles.items() if pid not in present]
         for h in listed_gone:  # (those in `gone` already were removed and closed by read())
@@ -257,7 +284,7 @@ class ProcessTree:
             changed = False
             for pid in list(candidates):
                 ppid, fd, data = candidates[pid]
-                if ppid in self.handles:
+                if ppid in self.handles or (ppid == self.reaper and pid != self.root):
                     del candidates[pid]
                     adopted = self._adopt(pid, fd, data)
                     if adopted is not None:
@@ -265,7 +292,8 @@ class ProcessTree:
                         new.append(adopted)
                         # After a fork parent and child share every page copy-on-write: the parent's
                         # USS/PSS must be re-read with the child's, or Σ PSS counts those pages twice.
-                        self.handles[ppid].smaps_stale = True
+                        if ppid in self.handles:
+                            self.handles[ppid].smaps_stale = True
                     changed = True
         for pid, (_, fd, _) in candidates.items():
             os.close(fd)
@@ -333,8 +361,11 @@ class ProcessTree:
                 and self._smaps_tokens > 0
                 and (
                     h.smaps_stale
+                    or h.uss < 0
                     or (
-                        now_mono >= h.smaps_due
+                        # routine re-reads keep half the burst for processes never read yet
+                        self._smaps_tokens > SMAPS_BURST / 2
+                        and now_mono >= h.smaps_due
                         and (
                             rss - shared_resident != h.smaps_anon
                             or shared_resident != h.smaps_shared
@@ -353,8 +384,14 @@ class ProcessTree:
                 r.private = max(0, min(rss, h.uss + d_anon))
                 r.pss = max(0, min(rss, h.pss + d_anon + d_shared))
             else:
-                r.private = max(0, rss - shared_resident)
-                r.pss = rss
+                # Not read yet (out of budget). A forked child shares all its pages copy-on-write and
+                # statm cannot tell: count only what grew since we first saw it, a lower bound.
+                anon = rss - shared_resident
+                if h.anon0 < 0:
+                    h.anon0 = anon
+                r.private = r.pss = max(0, anon - h.anon0)
+            if r.private > r.pss:
+                r.private = r.pss
             r.rss = rss
             out.append(r)
         return out

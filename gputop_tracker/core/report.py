@@ -96,10 +96,12 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     ]
     for name, v, how in rows:
         add(f"  {name:<16}{f.ram(v.total_rss):>12} {f.ram(v.private_rss):>12} {f.ram(v.shared_rss):>12}   {how}")
-    if ram.peak_source != "cgroup" and ram.combined_upper_bound is not None:
-        add(f"  {'combined ≤':<16}{f.ram(ram.combined_upper_bound):>12}   upper bound: Σ of per-process exact peaks")
-    elif ram.peak_source == "cgroup":
+    if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
+        add(f"  {'combined ≤':<16}{f.ram(ram.combined_upper_bound):>12}   upper bound: Σ of per-process peaks")
+    else:
         add(f"  {'combined (Σ)':<16}{f.ram(ram.combined_sampled):>12}   largest Σ PSS seen in one sample")
+    if ram.cgroup_peak is not None and ram.peak_source != "cgroup":
+        add(f"  {'job cgroup':<16}{f.ram(ram.cgroup_peak):>12}   peak of the job's memory cgroup (page cache included)")
     add(f"  {'system':<16}{f.ram(ram.system):>12}   of {f.ram(ram.system_capacity)} (whole machine, sampled)")
     if u.smaps_max_age is not None:
         add(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")

@@ -299,6 +299,7 @@ class SummaryBuilder:
         self.stride = 1
         self._pending: list[list[float | None]] = []
         self._mean_cols: list[int] = []
+        self._mean_cols_for = -1
 
     # ------------------------------------------------------------------ inputs
 
@@ -316,11 +317,8 @@ class SummaryBuilder:
         if p is not None:
             p.cpu_seconds = max(p.cpu_seconds, user + system)
             p.exit_code = exit_code
-            # ru_maxrss of a child covers its reaped descendants too: it is this process's own peak
-            # only when it had none (main's own is settled in summary()).
-            if maxrss > p.peak_rss and (pid != self.main_pid or not self._has_descendants()):
-                p.peak_rss = maxrss
-                p.peak_source = "ru_maxrss"
+            # ru_maxrss also covers the children it waited for (seen or not) and the image exec
+            # replaced: it bounds the largest single process of the tree, never this one's own peak.
 
     def _has_descendants(self) -> bool:
         return any(p.role == "descendant" for p in self.procs.values())
@@ -334,6 +332,8 @@ class SummaryBuilder:
             self.banked_system += last[1]
         p = self.procs.get(pid)
         if p is not None:
+            if p.pid not in self.reaped_maxrss:
+                p.peak_source = "VmHWM at its last sample (a lower bound)"
             self._exited(pid, p, None)
 
     def _exited(self, pid: int, p: _Proc | None, code: int | None) -> None:
@@ -556,6 +556,7 @@ class SummaryBuilder:
         gpu_util_sum = 0.0
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
         rec_gpus: list[tuple[Any, ...]] = []
+        tree_mem_by_gpu: list[int] = []
         for g in gpus:
             st = self.gpus.get(g.index)
             if st is None:
@@ -575,6 +576,7 @@ class SummaryBuilder:
             if g.memory_used is not None and st.total:
                 self._check_gpu(now, g.index, g.memory_used, st.total)
             tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
+            tree_mem_by_gpu.append(tree_mem)
             st.tree_peak = max(st.tree_peak, tree_mem)
             rec_gpus.append((g.index, g.memory_used, g.memory_total, g.utilization_gpu, tree_mem))
             if g.memory_used is not None:
@@ -656,8 +658,8 @@ class SummaryBuilder:
             mem_used,
             round(host_cpu, 1),
         ]
-        for g in gpus:
-            row.append(sum(used for pid, used in g.processes.items() if pid in procs))
+        for g, tree_mem in zip(gpus, tree_mem_by_gpu, strict=True):
+            row.append(tree_mem)
             row.append(g.utilization_gpu)
         self._append_row(row)
         if self.recorder is not None and rec_procs and c_total > 0:  # not the empty read just after a death
@@ -788,7 +790,8 @@ class SummaryBuilder:
             self.stride *= 2
 
     def _merge(self, rows: list[list[float | None]]) -> list[float | None]:
-        if not self._mean_cols or len(self._mean_cols) > len(self.columns):
+        if self._mean_cols_for != len(self.columns):  # GPU columns may have been added since
+            self._mean_cols_for = len(self.columns)
             self._mean_cols = [i for i, c in enumerate(self.columns) if c.endswith(MEAN_COLUMNS_SUFFIX)]
         out: list[float | None] = list(rows[0])
         for i in range(1, len(out)):
@@ -815,43 +818,51 @@ class SummaryBuilder:
         notes = list(self.notes)
         main = self.procs.get(self.main_pid)
         desc = [p for p in self.procs.values() if p.role == "descendant"]
-        main_ru = self.reaped_maxrss.get(self.main_pid)
         main_peak = max(mx["main_rss"], main.peak_rss if main else 0)
-        if main_ru and not desc and main_ru >= main_peak:
-            main_peak = main_ru  # a main process that exited before any sample still has its peak
-            sources["max_ram.main.total_rss"] = "exact (ru_maxrss)"
-        elif main and main.peak_rss >= mx["main_rss"]:
+        if main and main.peak_rss >= mx["main_rss"] and main.peak_rss:
             sources["max_ram.main.total_rss"] = f"exact ({main.peak_source})"
         else:
             sources["max_ram.main.total_rss"] = "sampled"
         desc_single = max((p.peak_rss for p in desc), default=0)
         desc_peak = max(mx["desc_total"], desc_single)
         sources["max_ram.descendants.total_rss"] = (
-            "sampled (lower bound; largest single descendant is exact)" if desc else "no descendants"
+            "sampled lower bound (each descendant's own peak is its VmHWM)" if desc else "no descendants"
         )
-        # the largest single process ever in the tree: VmHWM, and ru_maxrss of what we reaped
+        # The largest single process ever in the tree: VmHWM of those we saw, and ru_maxrss of those we
+        # reaped (which covers the children they waited for, even ones no sample saw).
         single_max = max(main_peak, desc_single, *self.reaped_maxrss.values(), 0)
         comb_sampled = mx["comb_total"]
-        upper = sum(p.peak_rss for p in self.procs.values()) or None
-        if self.cgroup_peak is not None and self.cgroup_peak >= single_max:
+        # Σ of per-process peaks bounds the tree from above — for the processes we saw.
+        upper = max(sum(p.peak_rss for p in self.procs.values()), single_max) or None
+        low = max(single_max, comb_sampled)
+        if self.cgroup_peak is not None and low <= self.cgroup_peak <= (upper or 0):
             comb_peak = self.cgroup_peak
             peak_source = "cgroup"
             sources["max_ram.combined.total_rss"] = f"exact ({self.cgroup_source})"
+        elif self.cgroup_peak is not None and self.cgroup_peak > (upper or 0):
+            # The cgroup also charges page cache (files read or written): more than every process's
+            # peak together held. Report the processes' bound; the raw figure stays in cgroup_peak.
+            comb_peak = max(low, upper or 0)
+            peak_source = "upper_bound"
+            sources["max_ram.combined.total_rss"] = (
+                "Σ of per-process peaks (an upper bound); the job cgroup's peak "
+                f"({self.cgroup_peak} bytes, cgroup_peak) is larger because it counts page cache"
+            )
         elif self.cgroup_peak is not None:
-            # The cgroup is not charged for file pages (libraries) already cached by others, so one
-            # process's RSS can exceed it; the tree held at least that process.
-            comb_peak = single_max
+            # The cgroup is not charged for file pages (libraries) cached by others before the job, so
+            # one process's RSS can exceed it; the tree held at least that process.
+            comb_peak = low
             peak_source = "VmHWM"
             sources["max_ram.combined.total_rss"] = (
                 f"exact (largest single process; the job cgroup's peak, {self.cgroup_peak} bytes, "
                 "does not count shared file pages charged elsewhere)"
             )
         else:
-            comb_peak = max(comb_sampled, single_max)
+            comb_peak = low
             peak_source = "sampled"
             sources["max_ram.combined.total_rss"] = (
                 "sampled lower bound (with the largest exact single-process peak); "
-                "combined_upper_bound = Σ per-process exact peaks"
+                "combined_upper_bound = Σ per-process peaks"
             )
         for k in ("private_rss", "shared_rss"):
             sources[f"max_ram.*.{k}"] = "sampled (smaps_rollup USS/PSS, carried forward between reads)"
@@ -941,11 +952,12 @@ class SummaryBuilder:
                 },
                 "combined": {
                     "total_rss": comb_peak,
-                    "private_rss": mx["comb_private"],
-                    "shared_rss": mx["comb_shared"],
+                    "private_rss": min(mx["comb_private"], comb_peak),
+                    "shared_rss": min(mx["comb_shared"], comb_peak),
                 },
                 "peak_source": peak_source,
                 "combined_sampled": comb_sampled,
+                "cgroup_peak": self.cgroup_peak,
                 "combined_upper_bound": upper,
             },
             "max_gpu_ram": {
