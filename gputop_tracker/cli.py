@@ -13,12 +13,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from gputop_tracker import __version__
-from gputop_tracker.core import paths
+from gputop_tracker.core import paths, validate
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.units import UnitError, Units, parse_size
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.channel import SamplerHandle
 
 PROG = "gputop-track"
 DEFAULT_INTERVAL = 0.5
@@ -110,24 +113,30 @@ def build_parser() -> Parser:
 def build_sessions_parser() -> Parser:
     p = Parser(prog=f"{PROG} sessions", description="Saved sessions.")
     p.add_argument("--store", metavar="DIR", help="session store")
+    # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
+    # given before the action (or None) stays
+    common = Parser(add_help=False)
+    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help="session store")
     sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    sub.add_parser("list", help="every saved session, newest first")
-    show = sub.add_parser("show", help="the report of one session")
+    sub.add_parser("list", help="every saved session, newest first", parents=[common])
+    show = sub.add_parser("show", help="the report of one session", parents=[common])
     show.add_argument("id")
     show.add_argument("-f", "--format", choices=("text", "json"), default="text")
     show.add_argument("--ru", "--ram-unit", dest="ram_unit")
     show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit")
     show.add_argument("--tu", "--time-unit", dest="time_unit")
-    export = sub.add_parser("export", help="a session as JSON (everything) or CSV (the timeline)")
+    export = sub.add_parser("export", help="a session as JSON (everything) or CSV (the timeline)", parents=[common])
     export.add_argument("id")
     export.add_argument("-f", "--format", choices=("json", "csv"), default="json")
     export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    events = sub.add_parser("events", help="the event timeline of a session (alerts, peaks, processes, OOM)")
+    events = sub.add_parser(
+        "events", help="the event timeline of a session (alerts, peaks, processes, OOM)", parents=[common]
+    )
     events.add_argument("id")
     events.add_argument("-f", "--format", choices=("text", "json", "csv"), default="text")
     events.add_argument("-t", "--type", action="append", metavar="TYPE", help="only events of TYPE (repeatable)")
     events.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    delete = sub.add_parser("delete", help="delete a session")
+    delete = sub.add_parser("delete", help="delete a session", parents=[common])
     delete.add_argument("id")
     return p
 
@@ -163,14 +172,42 @@ def _check_attach(pid: int) -> None:
     if pid == os.getpid():
         raise UsageError("cannot attach to gputop-track itself")
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except FileNotFoundError:
-        raise UsageError(f"no process with PID {pid}") from None
-    except OSError as e:
-        raise UsageError(f"cannot read process {pid}: {e.strerror}") from None
-    if state == b"Z":
-        raise UsageError(f"process {pid} has already exited (zombie)")
+        validate.check_pid(pid)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric flag finite and in range: NaN and inf pass a plain `<` test."""
+    try:
+        validate.number("--interval", args.interval, MIN_INTERVAL, validate.MAX_INTERVAL)
+        if args.n_expected_cores is not None:
+            validate.integer("--n-expected-cores", args.n_expected_cores, 1)
+        validate.integer("--simulate-gpus", args.simulate_gpus, 0, validate.MAX_SIMULATED_GPUS)
+        validate.number("--warn-at", args.warn_at, 0, 100, above=True)
+        validate.number("--critical-at", args.critical_at, 0, 100, above=True)
+        validate.number("--oom-window", args.oom_window, 0, validate.MAX_WINDOW)
+        validate.integer("--oom-dumps", args.oom_dumps, 0)
+        validate.number("--oom-dump-mb", args.oom_dump_mb, 0, 1e9, above=True)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _check_output(name: str) -> None:
+    """-o FILE can be written: a regular file (new or replaced) needs a writable directory; a FIFO, a device
+    or /dev/stdout is written in place."""
+    out = Path(name)
+    if out.is_dir():
+        raise UsageError(f"--output {name} is a directory")
+    if out.exists() and not out.is_file():
+        if not os.access(out, os.W_OK):
+            raise UsageError(f"--output {name} is not writable")
+        return
+    parent = Path(os.path.realpath(out)).parent
+    if not parent.exists():
+        raise UsageError(f"--output: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--output: directory {parent} is not writable")
 
 
 def track(args: argparse.Namespace) -> int:
@@ -188,12 +225,7 @@ def track(args: argparse.Namespace) -> int:
         raise UsageError("give either --attach PID or a command after --, not both")
     if args.attach is None and not command:
         raise UsageError("nothing to track: give a command after -- or --attach PID (see --help)")
-    if args.interval < MIN_INTERVAL:
-        raise UsageError(f"--interval must be at least {MIN_INTERVAL} s, not {args.interval:g}")
-    if args.n_expected_cores is not None and args.n_expected_cores < 1:
-        raise UsageError("--n-expected-cores must be at least 1")
-    if args.simulate_gpus < 0:
-        raise UsageError("--simulate-gpus must be 0 or more")
+    _check_numbers(args)
     if args.attach is not None:
         _check_attach(args.attach)
     mem_limit = parse_size(args.mem_limit) if args.mem_limit else None
@@ -207,18 +239,10 @@ def track(args: argparse.Namespace) -> int:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
     if args.enforce_mem_limit and args.attach is not None:
         raise UsageError("--enforce-mem-limit applies to a launched command, not --attach")
-    if args.oom_dumps < 0 or args.oom_dump_mb <= 0 or args.oom_window < 0:
-        raise UsageError("--oom-dumps must be >= 0, --oom-dump-mb > 0 and --oom-window >= 0")
     if args.watch_output and args.attach is not None:
         raise UsageError("--watch-output applies to a launched command, not --attach")
     if args.output:
-        out = Path(args.output)
-        if out.is_dir():
-            raise UsageError(f"--output {args.output} is a directory")
-        if not out.parent.exists():
-            raise UsageError(f"--output: directory {out.parent} does not exist")
-        if not os.access(out.parent, os.W_OK):
-            raise UsageError(f"--output: directory {out.parent} is not writable")
+        _check_output(args.output)
     cfg = EngineConfig(
         mode="attach" if args.attach is not None else "launch",
         argv=command,
@@ -236,6 +260,9 @@ def track(args: argparse.Namespace) -> int:
         flight_seconds=args.oom_window,
         oom_dumps=args.oom_dumps,
         oom_dump_mb=args.oom_dump_mb,
+        # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
+        # in, it would count as one of the tracked process's descendants
+        exclude=[os.getpid()],
     )
     interactive = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
@@ -263,18 +290,9 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
 
-    interrupted: list[int] = []
-
-    def relay() -> None:
-        while True:
-            info = signal.sigwaitinfo(FORWARDED)
-            sig = info.si_signo
-            interrupted.append(sig)
-            from_terminal = info.si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
-            if cfg.mode == "attach" or not from_terminal:
-                handle.signal(sig)
-
-    threading.Thread(target=relay, name="signal-relay", daemon=True).start()
+    relay = SignalRelay(handle, attach=cfg.mode == "attach")
+    interrupted = relay.interrupted
+    threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
     usage = None
     failure = None
     started = None
@@ -292,6 +310,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     finally:
         handle.close()
         handle.wait()
+        relay.reaped.set()
     alerts.finish()
     if failure is not None:
         print(f"{PROG}: {failure.message}", file=sys.stderr)
@@ -300,6 +319,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
         where = f"; partial session {started.session_id} in {started.store}" if started else ""
         return die(f"the sampler stopped unexpectedly (status {handle.exit_status}){where}", 1)
     write_report(usage, args, units)
+    if cfg.save and not usage.session_path:
+        not_saved(usage)
     if cfg.mode == "attach":
         return 128 + interrupted[0] if interrupted else 0
     if usage.exit_code is None:  # detached
@@ -307,27 +328,87 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     return usage.exit_code
 
 
+class SignalRelay:
+    """Passes SIGINT, SIGTERM and SIGHUP aimed at us on to the sampler (which passes them to the command),
+    but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it.
+    Once the sampler has been reaped (`reaped` set) nothing is forwarded: its PID may belong to another
+    process by then (a tiny window remains between the reaping and the flag)."""
+
+    def __init__(self, handle: SamplerHandle, *, attach: bool) -> None:
+        self.handle = handle
+        self.attach = attach
+        self.interrupted: list[int] = []
+        self.reaped = threading.Event()
+
+    def forward(self, sig: int, si_code: int) -> None:
+        self.interrupted.append(sig)
+        from_terminal = si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
+        if (self.attach or not from_terminal) and not self.reaped.is_set():
+            self.handle.signal(sig)
+
+    def run(self) -> None:
+        while True:
+            info = signal.sigwaitinfo(FORWARDED)
+            self.forward(info.si_signo, info.si_code)
+
+
 def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
-    """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost."""
+    """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost.
+    A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code."""
     from gputop_tracker.core import report
     from gputop_tracker.core.models import ResourceUsage
-    from gputop_tracker.core.store import write_atomic
+    from gputop_tracker.core.store import write_output
 
     assert isinstance(usage, ResourceUsage)
     text = report.to_json(usage, units) + "\n" if args.format == "json" else report.to_text(usage, units)
     if args.output:
         try:
-            write_atomic(Path(args.output), text.encode())
+            write_output(Path(args.output), text.encode())
         except OSError as e:
-            print(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows", file=sys.stderr)
-            sys.stderr.write(text)
+            _stderr(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows\n{text}")
         else:
             if usage.session_path:
-                print(f"{PROG}: report written to {args.output}; session {usage.session_id}", file=sys.stderr)
+                _stderr(f"{PROG}: report written to {args.output}; session {usage.session_id}\n")
         return
-    stream = sys.stdout if args.format == "json" else sys.stderr
-    stream.write(text)
-    stream.flush()
+    if args.format == "text":
+        _stderr(text)
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        stdout_failed()
+        where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""
+        _stderr(f"{PROG}: error: cannot write the report to stdout: {e.strerror}{where}\n")
+
+
+def not_saved(usage: object) -> None:
+    """One line on stderr when the session could not be saved (the reason is among the summary's notes)."""
+    from gputop_tracker.core.models import ResourceUsage
+
+    assert isinstance(usage, ResourceUsage)
+    reason = next((n for n in usage.notes if n.startswith("session NOT saved")), "session NOT saved")
+    _stderr(f"{PROG}: {reason}\n")
+
+
+def _stderr(text: str) -> None:
+    """Write to stderr; if stderr itself is gone there is no one left to tell."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def stdout_failed() -> None:
+    """After stdout failed (EPIPE, ENOSPC): point it at /dev/null, so the flush at exit neither fails nor
+    prints a traceback, and nothing later writes into a dead pipe."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 class AlertPrinter:

@@ -14,7 +14,7 @@ from gputop_tracker.core import paths, report, store
 from gputop_tracker.core.models import Session
 from gputop_tracker.core.units import UnitError, Units, human_bytes, human_seconds
 
-PROG = "gputop-track sessions"
+PROG = "gputop-track"  # errors start `gputop-track: error:`, as every bad input of the tool
 
 
 def _err(message: str, code: int = 2) -> int:
@@ -32,22 +32,33 @@ def _open(store_dir: Path, session_id: str) -> Session:
 def run(args: argparse.Namespace) -> int:
     store_dir = paths.store_dir(args.store)
     try:
-        if args.action == "list":
-            return list_sessions(store_dir)
-        if args.action == "show":
-            return show(store_dir, args)
-        if args.action == "export":
-            return export(store_dir, args)
-        if args.action == "events":
-            return events(store_dir, args)
-        if args.action == "delete":
-            path = store.delete(store_dir, args.id)
-            print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
-            return 0
+        code = _dispatch(store_dir, args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
     except (LookupError, UnitError) as e:
         return _err(str(e.args[0]))
     except OSError as e:
-        return _err(f"{e.filename or ''}: {e.strerror}", 1)
+        if e.filename is None:  # stdout: a closed pipe (`| head`) or a full disk
+            from gputop_tracker.cli import stdout_failed
+
+            stdout_failed()
+            return _err(f"cannot write to stdout: {e.strerror}", 1)
+        return _err(f"{e.filename}: {e.strerror}", 1)
+
+
+def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return list_sessions(store_dir)
+    if args.action == "show":
+        return show(store_dir, args)
+    if args.action == "export":
+        return export(store_dir, args)
+    if args.action == "events":
+        return events(store_dir, args)
+    if args.action == "delete":
+        path = store.delete(store_dir, args.id)
+        print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
+        return 0
     return _err(f"unknown action {args.action}")
 
 
@@ -78,10 +89,10 @@ def show(store_dir: Path, args: argparse.Namespace) -> int:
     if s.summary is None:
         return _err(f"session {s.meta.id} has no summary yet")
     units = Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
-    if args.format == "json":
-        print(report.to_json(s.summary, units))
-    else:
-        sys.stdout.write(report.to_text(s.summary, units))
+    sys.stdout.write(
+        report.to_json(s.summary, units) + "\n" if args.format == "json" else report.to_text(s.summary, units)
+    )
+    sys.stdout.flush()
     return 0
 
 
@@ -100,10 +111,11 @@ def export(store_dir: Path, args: argparse.Namespace) -> int:
     s = _open(store_dir, args.id)
     text = timeline_csv(s) if args.format == "csv" else json.dumps(s.model_dump(mode="json"), indent=2) + "\n"
     if args.output:
-        store.write_atomic(Path(args.output), text.encode())
+        store.write_output(Path(args.output), text.encode())
         print(f"exported {s.meta.id} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+        sys.stdout.flush()
     return 0
 
 
@@ -149,8 +161,9 @@ def events(store_dir: Path, args: argparse.Namespace) -> int:
         lines = report.events_lines(found, limit=len(found))
         text = "\n".join(lines) + "\n" if lines else f"no events in session {s.meta.id}\n"
     if args.output:
-        store.write_atomic(Path(args.output), text.encode())
+        store.write_output(Path(args.output), text.encode())
         print(f"exported {len(found)} events of {s.meta.id} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+        sys.stdout.flush()
     return 0

@@ -87,3 +87,50 @@ def test_gpu_tracker_defaults_and_errors() -> None:
         Tracker(ram_unit="parsecs")
     with pytest.raises(ValueError):
         Tracker(sleep_time=0.001)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"sleep_time": float("nan")},
+        {"sleep_time": float("inf")},
+        {"warn_at": float("nan")},
+        {"critical_at": -1.0},
+        {"flight_seconds": float("inf")},
+        {"flight_seconds": float("nan")},
+        {"oom_dump_mb": float("nan")},
+        {"oom_dumps": -1},
+        {"mem_limit": float("inf")},
+        {"mem_limit": "1e400"},
+        {"n_expected_cores": 0},
+        {"simulate_gpus": -1},
+        {"process_id": 0},
+        {"process_id": -3},
+    ],
+)
+def test_bad_arguments_are_value_errors(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        Tracker(**kwargs)  # type: ignore[arg-type]
+
+
+def test_missing_process_raises_on_start(store: Path) -> None:
+    t = Tracker(process_id=999_999_999, save=False)
+    with pytest.raises(TrackerError, match="no process with PID 999999999"):
+        t.start()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with pytest.raises(TrackerError):
+        Tracker(process_id=dead.pid).start()
+    assert not list(store.glob("*.json"))
+
+
+def test_resource_usage_file_through_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "usage.json"
+    target.write_text("")
+    target.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    with Tracker(sleep_time=0.1, save=False, resource_usage_file=link):
+        time.sleep(0.2)
+    assert link.is_symlink() and "max_ram" in json.loads(target.read_text())
+    assert target.stat().st_mode & 0o777 == 0o640

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -33,11 +34,15 @@ def new_session_id(now: float | None = None) -> str:
     return f"{stamp}-{host}-{os.getpid()}-{secrets.token_hex(2)}"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `path` whole or not at all: a temporary file beside it, renamed over it. The file gets `mode`
+    (else mkstemp's 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -48,6 +53,40 @@ def write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for a moment, for every thread)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write a file the user named (`-o FILE`) as a shell's `>` would leave it, but atomically where it can.
+
+    A FIFO, a device or anything else that is not a regular file (also through a symlink: /dev/stdout) is
+    opened and written in place, never replaced. A regular file is replaced atomically, through its
+    symlinks (the link stays a link), keeping its permissions. A new file gets 0666 less the umask.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    target = Path(os.path.realpath(path))  # a (dangling) symlink: write its target
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    write_atomic(target, data, mode)
 
 
 def save_session(store: Path, session: dict[str, Any]) -> Path:
@@ -168,14 +207,27 @@ def list_entries(store: Path, *, timeline: bool = True) -> list[Entry]:
     return [load(p, timeline=timeline) for p in files]
 
 
+def _check_id(session_id: str) -> None:
+    if not session_id or "/" in session_id or "\0" in session_id or session_id.startswith("."):
+        raise LookupError(f"invalid session id {session_id!r}: give an id (or its start) as `sessions list` shows")
+
+
 def find(store: Path, session_id: str) -> Path:
-    """The file of a session id, or of the only session whose id starts with it."""
-    exact = paths.session_file(store, session_id)
-    if exact.exists():
-        return exact
-    matches = sorted(p for p in store.glob(f"{session_id}*{SUFFIX}") if not p.name.startswith("."))
+    """The file of a session id, or of the only session whose id starts with it. Only plain names of the
+    store are matched: an id with '/' or starting with '.' is refused."""
+    _check_id(session_id)
+    try:
+        names = [n.name for n in store.iterdir()]
+    except FileNotFoundError:
+        names = []
+    except NotADirectoryError:
+        raise LookupError(f"the store {store} is not a directory") from None
+    sessions = [n for n in names if n.endswith(SUFFIX) and not n.startswith(".")]
+    if session_id + SUFFIX in sessions:
+        return store / (session_id + SUFFIX)
+    matches = sorted(n for n in sessions if n.startswith(session_id))
     if len(matches) == 1:
-        return matches[0]
+        return store / matches[0]
     if not matches:
         raise LookupError(f"no session {session_id!r} in {store}")
     raise LookupError(f"{session_id!r} matches {len(matches)} sessions; give more of the id")
@@ -188,6 +240,7 @@ def delete(store: Path, session_id: str) -> Path:
     paths.output_file(store, sid).unlink(missing_ok=True)
     import shutil
 
-    for dump in store.glob(f"{sid}.oom-*"):  # its OOM dump bundles go with it
-        shutil.rmtree(dump, ignore_errors=True)
+    for dump in store.iterdir():  # its OOM dump bundles go with it
+        if dump.name.startswith(f"{sid}.oom-"):
+            shutil.rmtree(dump, ignore_errors=True)
     return path

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker.core import report
+from gputop_tracker.core import report, validate
 from gputop_tracker.core.channel import (
     STOP_SIGNAL,
     EventMessage,
@@ -38,7 +38,10 @@ class TrackerError(RuntimeError):
 
 
 class Tracker:
-    """Tracks a process (this one by default) and all its descendants between start() and stop()."""
+    """Tracks a process (this one by default) and all its descendants between start() and stop().
+
+    Single use: one start() and one stop() (stop() again returns the same usage); start() after that raises
+    TrackerError. Make a new Tracker for another run."""
 
     def __init__(
         self,
@@ -64,11 +67,21 @@ class Tracker:
         oom_dumps: int = 5,
         oom_dump_mb: float = 200.0,
     ) -> None:
-        if sleep_time < MIN_INTERVAL:
-            raise ValueError(f"sleep_time must be at least {MIN_INTERVAL} s")
+        # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
+        validate.number("sleep_time", sleep_time, MIN_INTERVAL, validate.MAX_INTERVAL)
+        validate.number("warn_at", warn_at, 0, 100, above=True)
+        validate.number("critical_at", critical_at, 0, 100, above=True)
         check_levels(warn_at, critical_at)
-        if oom_dumps < 0 or oom_dump_mb <= 0 or flight_seconds < 0:
-            raise ValueError("oom_dumps must be >= 0, oom_dump_mb > 0 and flight_seconds >= 0")
+        validate.number("flight_seconds", flight_seconds, 0, validate.MAX_WINDOW)
+        validate.integer("oom_dumps", oom_dumps, 0)
+        validate.number("oom_dump_mb", oom_dump_mb, 0, 1e9, above=True)
+        validate.integer("simulate_gpus", simulate_gpus, 0, validate.MAX_SIMULATED_GPUS)
+        validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
+        validate.integer("n_join_attempts", n_join_attempts, 0)
+        if n_expected_cores is not None:
+            validate.integer("n_expected_cores", n_expected_cores, 1)
+        if process_id is not None:
+            validate.integer("process_id", process_id, 1)
         self.units = Units.parse(ram_unit, gpu_ram_unit, time_unit)
         self.process_id = process_id if process_id is not None else os.getpid()
         self.resource_usage_file = Path(resource_usage_file) if resource_usage_file else None
@@ -106,7 +119,11 @@ class Tracker:
 
     def start(self) -> Tracker:
         if self._handle is not None:
-            raise TrackerError("this Tracker has already been started")
+            raise TrackerError("this Tracker has already been started (a Tracker is single-use: make a new one)")
+        try:  # the process must be alive now: an attach to nothing would give an empty summary
+            validate.check_pid(self.process_id)
+        except ValueError as e:
+            raise TrackerError(f"cannot track process_id={self.process_id}: {e}") from None
         self._handle = start_spawned(self._cfg)
         messages = self._handle.messages()
         for msg in messages:
@@ -163,9 +180,9 @@ class Tracker:
         if self._usage is None:
             raise TrackerError("the sampler process ended without a summary")
         if self.resource_usage_file is not None:
-            from gputop_tracker.core.store import write_atomic
+            from gputop_tracker.core.store import write_output
 
-            write_atomic(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
+            write_output(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
         return self.resource_usage
 
     def __enter__(self) -> Tracker:

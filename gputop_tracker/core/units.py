@@ -113,23 +113,31 @@ _SIZE_SUFFIXES = {
 }
 
 
+MAX_SIZE = 2**63 - 1  # what the kernel's memory limits take
+
+
 def parse_size(text: str | int | float) -> int:
     """'4G', '500M', '1.5GB' (decimal, like every figure of the tool), '2GiB' (binary) or bytes -> bytes."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        if text <= 0:
-            raise UnitError(f"invalid size {text!r}: must be more than 0")
-        return int(text)
-    s = str(text).strip().lower().replace(" ", "")
-    i = len(s)
-    while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
-        i -= 1
-    number, suffix = s[:i], s[i:]
-    if suffix not in _SIZE_SUFFIXES or not number:
-        raise UnitError(f"invalid size {text!r}: use e.g. 4G, 500M, 2GiB or a number of bytes")
-    try:
-        value = float(number) * _SIZE_SUFFIXES[suffix]
-    except ValueError:
-        raise UnitError(f"invalid size {text!r}: use e.g. 4G, 500M, 2GiB or a number of bytes") from None
+    if isinstance(text, int) and not isinstance(text, bool):
+        value: float = text
+    elif isinstance(text, float):
+        value = text
+    else:
+        s = str(text).strip().lower().replace(" ", "")
+        i = len(s)
+        while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
+            i -= 1
+        number, suffix = s[:i], s[i:]
+        if suffix not in _SIZE_SUFFIXES or not number:
+            raise UnitError(f"invalid size {text!r}: use e.g. 4G, 500M, 2GiB or a number of bytes")
+        try:
+            value = float(number) * _SIZE_SUFFIXES[suffix]
+        except (ValueError, OverflowError):
+            raise UnitError(f"invalid size {text!r}: use e.g. 4G, 500M, 2GiB or a number of bytes") from None
+    if value != value:  # NaN (math.isnan would overflow on a huge int)
+        raise UnitError(f"invalid size {text!r}: not a number")
+    if value > MAX_SIZE:
+        raise UnitError(f"invalid size {text!r}: too large (at most {MAX_SIZE} bytes)")
     if value < 1:
         raise UnitError(f"invalid size {text!r}: must be at least 1 byte")
     return int(value)

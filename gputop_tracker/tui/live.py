@@ -110,6 +110,8 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     cfg.stream_samples = True
     cfg.new_session = True
     cfg.session_id = cfg.session_id or new_session_id()
+    if os.getpid() not in cfg.exclude:  # attached to an ancestor (our shell), we are not its descendant
+        cfg.exclude.append(os.getpid())
     store = paths.store_dir(cfg.store)
     write_fd = devnull = -1
     output_path = None
@@ -148,6 +150,10 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     final = app.final
     if final is not None and final.session_path:
         print(f"gputop-track: session {final.session_id} saved: {final.session_path}", file=sys.stderr)
+    elif final is not None and cfg.save:
+        from gputop_tracker.cli import not_saved
+
+        not_saved(final)
     if app.failure is not None:
         print(f"gputop-track: {app.failure.message}", file=sys.stderr)
     if code is None:  # the app crashed; Textual printed the traceback

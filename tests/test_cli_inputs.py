@@ -1,0 +1,240 @@
+"""Bad input, odd outputs and a failing stdout: one line and exit 2 for bad input, nothing measured lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from helpers import track
+
+from gputop_tracker.cli import SI_KERNEL, SignalRelay
+from gputop_tracker.core import store as store_mod
+
+PY = sys.executable
+
+
+def _one_error_line(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("gputop-track: error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--interval", "nan"],
+        ["--interval", "inf"],
+        ["--interval", "1e9"],
+        ["--oom-window", "inf"],
+        ["--oom-window", "nan"],
+        ["--oom-window", "-1"],
+        ["--oom-dump-mb", "nan"],
+        ["--oom-dump-mb", "inf"],
+        ["--oom-dumps", "-1"],
+        ["--mem-limit", "1e400"],
+        ["--mem-limit", "-4G"],
+        ["--mem-limit", "nan"],
+        ["--warn-at", "-5"],
+        ["--warn-at", "nan"],
+        ["--critical-at", "nan"],
+        ["--critical-at", "inf"],
+        ["--nec", "0"],
+        ["--simulate-gpus", "-1"],
+        ["--simulate-gpus", "100000"],
+    ],
+)
+def test_numeric_flags_must_be_finite_and_in_range(args: list[str]) -> None:
+    _one_error_line(track("--headless", *args, "--", "true"))
+
+
+def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> None:
+    out = tmp_path / "att.json"
+    pid_file = tmp_path / "pid"
+    script = (
+        f"{PY} -m gputop_tracker --headless -f json -o {out} --interval 0.1 --attach $$ & p=$!; "
+        f"echo $p > {pid_file}; sleep 1.5; kill -INT $p; wait $p"
+    )
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    front_end = int(pid_file.read_text())
+    pids = {p["pid"] for p in json.loads(out.read_text())["processes"]}
+    assert front_end not in pids, pids
+    names = {p["name"] for p in json.loads(out.read_text())["processes"]}
+    assert names <= {"bash", "sleep"}, names  # the shell and its sleep; not the front end's python
+
+
+def test_output_through_a_symlink_keeps_the_link_and_the_mode(tmp_path: Path) -> None:
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    proc = track("--headless", "-f", "json", "-o", str(link), "--", "true")
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert json.loads(target.read_text())["exit_code"] == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_new_output_file_gets_umask_permissions(tmp_path: Path) -> None:
+    out = tmp_path / "new.json"
+    proc = subprocess.run(
+        ["sh", "-c", f'umask 022; exec "$0" -m gputop_tracker --headless -f json -o {out} -- true', PY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def _read_fifo(path: Path, into: list[bytes]) -> threading.Thread:
+    def read() -> None:
+        with open(path, "rb") as f:
+            into.append(f.read())
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+def test_output_to_a_fifo_is_written_not_replaced(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = _read_fifo(fifo, got)
+    proc = track("--headless", "-f", "json", "-o", str(fifo), "--", "true")
+    reader.join(10)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert json.loads(got[0])["exit_code"] == 0
+
+
+def test_sessions_export_and_events_to_a_fifo_and_symlink(tmp_path: Path, store: Path) -> None:
+    assert track("--headless", "--", "true").returncode == 0
+    (session,) = store.glob("*.json")
+    sid = session.stem
+    fifo = tmp_path / "export.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = _read_fifo(fifo, got)
+    proc = track("sessions", "export", sid, "-o", str(fifo))
+    reader.join(10)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and json.loads(got[0])["meta"]["id"] == sid
+    target = tmp_path / "events.json"
+    target.write_text("")
+    link = tmp_path / "events-link.json"
+    link.symlink_to(target)
+    proc = track("sessions", "events", sid, "-f", "json", "-o", str(link))
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and isinstance(json.loads(target.read_text()), list)
+
+
+def test_write_output_unit(tmp_path: Path) -> None:
+    dev = Path("/dev/null")
+    store_mod.write_output(dev, b"x")  # a device: written, not replaced (we could not replace it anyway)
+    assert stat.S_ISCHR(os.stat(dev).st_mode)
+    regular = tmp_path / "r"
+    regular.write_bytes(b"old")
+    regular.chmod(0o604)
+    store_mod.write_output(regular, b"new")
+    assert regular.read_bytes() == b"new" and stat.S_IMODE(regular.stat().st_mode) == 0o604
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "made")
+    store_mod.write_output(dangling, b"made")
+    assert dangling.is_symlink() and (tmp_path / "made").read_bytes() == b"made"
+
+
+def test_broken_pipe_on_stdout_keeps_exit_code_and_session(store: Path) -> None:
+    script = '"$0" -m gputop_tracker --headless -f json -- sh -c "sleep 0.5; exit 3" | true; exit ${PIPESTATUS[0]}'
+    proc = subprocess.run(["bash", "-c", script, PY], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gputop-track: error:") and "stdout" in lines[0], proc.stderr
+    assert len(list(store.glob("*.json"))) == 1
+
+
+def test_full_disk_on_stdout_keeps_exit_code(store: Path) -> None:
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "--", "sh", "-c", "exit 5"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 5, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert len(list(store.glob("*.json"))) == 1
+
+
+def test_sessions_broken_pipe_is_one_line(store: Path) -> None:
+    for _ in range(2):
+        assert track("--headless", "--", "true").returncode == 0
+    script = '"$0" -m gputop_tracker sessions list > /dev/full'
+    proc = subprocess.run(["bash", "-c", script, PY], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("gputop-track: error:")
+
+
+def test_sessions_store_before_or_after_the_action(tmp_path: Path) -> None:
+    other = tmp_path / "other-store"
+    assert track("--headless", "--store", str(other), "--", "true").returncode == 0
+    (session,) = other.glob("*.json")
+    for args in (["sessions", "--store", str(other), "list"], ["sessions", "list", "--store", str(other)]):
+        proc = track(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert session.stem in proc.stdout
+    proc = track("sessions", "show", session.stem[:16], "--store", str(other))
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("bad_id", ["*", "[", "../x", "/etc/passwd", ".hidden", ""])
+def test_session_ids_are_plain_prefixes(store: Path, bad_id: str) -> None:
+    assert track("--headless", "--", "true").returncode == 0
+    for action in ("show", "export", "events", "delete"):
+        _one_error_line(track("sessions", action, bad_id))
+    assert len(list(store.glob("*.json"))) == 1
+
+
+def test_unsaved_session_says_so(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    out = tmp_path / "r.json"
+    proc = track("--headless", "-f", "json", "-o", str(out), "--store", str(not_a_dir), "--", "sh", "-c", "exit 4")
+    assert proc.returncode == 4
+    assert json.loads(out.read_text())["exit_code"] == 4  # the report is still written
+    assert "session NOT saved" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+class _FakeHandle:
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+
+    def signal(self, sig: int) -> None:
+        self.sent.append(sig)
+
+
+def test_signal_relay_stops_once_the_sampler_is_reaped() -> None:
+    handle = _FakeHandle()
+    relay = SignalRelay(handle, attach=False)  # type: ignore[arg-type]
+    relay.forward(signal.SIGTERM, 0)
+    relay.forward(signal.SIGINT, SI_KERNEL)  # Ctrl-C on the terminal: the command has it already
+    assert handle.sent == [signal.SIGTERM]
+    relay.reaped.set()
+    relay.forward(signal.SIGTERM, 0)
+    assert handle.sent == [signal.SIGTERM]
+    assert relay.interrupted == [signal.SIGTERM, signal.SIGINT, signal.SIGTERM]
