@@ -703,9 +703,9 @@ def export_session(entry: store.Entry, path: Path) -> str:
     if full.session is None:
         raise LookupError(f"session {entry.id} is unreadable: {full.error}")
     if path.suffix.lower() == ".csv":
-        store.write_atomic(path, timeline_csv(full.session).encode())
+        store.write_output(path, timeline_csv(full.session).encode())
         return "csv"
-    store.write_atomic(path, (json.dumps(full.session.model_dump(mode="json"), indent=2) + "\n").encode())
+    store.write_output(path, (json.dumps(full.session.model_dump(mode="json"), indent=2) + "\n").encode())
     return "json"
 
 
