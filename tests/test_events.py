@@ -411,3 +411,91 @@ def test_gpu_memory_levels_and_gpu_lost() -> None:
     kinds = [(e["type"], e.get("resource")) for e in b.events.events if e["type"] in ev.ALERT_TYPES]
     assert kinds == [("warning", "gpu0"), ("critical", "gpu0"), ("gpu_lost", "gpu0")]
     assert b.summary()["events"][0]["percent"] == 87.5
+
+
+# The machine-wide oom_kill counter (a fake /proc/vmstat) rises at 0.25 s while the command runs; it either
+# exits normally (an unrelated OOM elsewhere: not ours) or is SIGKILLed right after (ours).
+MACHINE_OOM = r"""
+import json, os, sys, threading, time
+from pathlib import Path
+from gputop_tracker.core import events as ev, sampler
+fake = Path(sys.argv[2])
+fake.write_text("pgfault 1\noom_kill 7\n")
+orig = ev.OomCounters
+sampler.ev.OomCounters = lambda d, v: orig(d, v, machine=fake)
+def bump():
+    time.sleep(0.25)
+    fake.write_text("pgfault 1\noom_kill 8\n")
+threading.Thread(target=bump, daemon=True).start()
+r, w = os.pipe()
+cfg = sampler.EngineConfig(mode="launch", argv=["sh", "-c", sys.argv[3]], interval=0.1, store=sys.argv[1],
+                           use_cgroup=False)
+code = sampler.Engine(cfg, w).run()
+os.close(w)
+data = os.read(r, 1 << 22)
+s = [json.loads(ln) for ln in data.splitlines() if ln.startswith(b'{"kind":"summary"')][-1]["summary"]
+print(json.dumps({"code": code, "ooms": [e for e in s["events"] if e["type"] == "oom"], "notes": s["notes"]}))
+"""
+
+
+@pytest.mark.parametrize(("cmd", "ours"), [("sleep 0.6 & wait; sleep 0.4", False), ("sleep 0.3; kill -9 $$", True)])
+def test_machine_wide_oom_counter_needs_a_sigkill_of_ours(tmp_path: Path, cmd: str, ours: bool) -> None:
+    proc = subprocess.run(
+        [PY, "-c", MACHINE_OOM, str(tmp_path / "store"), str(tmp_path / "vmstat"), cmd],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    note = "the command was killed by the kernel's OOM killer"
+    if ours:
+        assert out["code"] == 137 and len(out["ooms"]) == 1 and note in out["notes"], out
+    else:
+        assert out["code"] == 0 and out["ooms"] == [] and note not in out["notes"], out
+
+
+@pytest.mark.skipif(not _cgroup_limit_works(), reason="cannot create a memory cgroup with a limit here")
+def test_unrelated_real_oom_kill_is_not_ours(tmp_path: Path, store: Path) -> None:
+    """A hog OOM-killed in a small cgroup of its own while a normal run is tracked: no OOM event, no dump."""
+    hog_cg = cgroups.create_job_cgroup(f"testhog-{os.getpid()}")
+    assert hog_cg is not None and hog_cg.set_limit(50 * MB)
+    out = tmp_path / "out.json"
+    try:
+        run = subprocess.Popen(
+            [
+                PY,
+                "-m",
+                "gputop_tracker",
+                "--headless",
+                "-f",
+                "json",
+                "-o",
+                str(out),
+                "--interval",
+                "0.1",
+                "--",
+                "sh",
+                "-c",
+                "sleep 1.5 & wait; sleep 0.5",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.7)
+        join = hog_cg.join_fd()
+        hog = subprocess.run(
+            [PY, "-c", GROW_FOREVER], preexec_fn=lambda: os.write(join, str(os.getpid()).encode()), timeout=30
+        )
+        os.close(join)
+        assert hog.returncode == -9
+        _stdout, stderr = run.communicate(timeout=30)
+    finally:
+        hog_cg.remove()
+    assert run.returncode == 0, stderr
+    assert "OOM" not in stderr, stderr
+    summary = json.loads(out.read_text())
+    assert not [e for e in summary["events"] if e["type"] == "oom"]
+    assert not [n for n in summary["notes"] if "OOM killer" in n]
+    assert not ev.dump_dirs(store)

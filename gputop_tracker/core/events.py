@@ -228,19 +228,24 @@ def _counter(path: Path, key: str) -> int | None:
 
 
 class OomCounters:
-    """The kernel's oom_kill counters: the job cgroup's (v1 memory.oom_control, v2 memory.events) and the
-    machine's (/proc/vmstat). A rise between two reads means the OOM killer killed something."""
+    """The kernel's oom_kill counters. With a job cgroup whose counter we can read (v1 memory.oom_control,
+    v2 memory.events), only that one: it counts kills inside the job and nothing else. Without one, the
+    machine's (/proc/vmstat), which also counts every unrelated kill on the machine — so the caller must
+    match a rise with a death of its own, close in time. A rise between two reads means the OOM killer killed
+    something; every read (`rose`) moves the baseline, so call it every sample."""
 
-    def __init__(self, cgroup_dir: Path | None, version: str | None) -> None:
+    def __init__(self, cgroup_dir: Path | None, version: str | None, machine: Path = Path("/proc/vmstat")) -> None:
         self.sources: list[tuple[str, Path, str]] = []
         if cgroup_dir is not None:
             name = "memory.oom_control" if version == "v1" else "memory.events"
-            self.sources.append((f"cgroup {name} oom_kill", cgroup_dir / name, "oom_kill"))
-        self.sources.append(("/proc/vmstat oom_kill", Path("/proc/vmstat"), "oom_kill"))
+            if _counter(cgroup_dir / name, "oom_kill") is not None:
+                self.sources.append((f"cgroup {name} oom_kill", cgroup_dir / name, "oom_kill"))
+        if not self.sources:
+            self.sources.append((f"{machine} oom_kill", machine, "oom_kill"))
         self.last = [_counter(p, k) for _, p, k in self.sources]
 
     def rose(self) -> str | None:
-        """The first counter (the job's own before the machine's) that rose since the last call, or None."""
+        """The counter's rise since the last call ("<label> <before> -> <now>"), or None."""
         found = None
         for i, (label, path, key) in enumerate(self.sources):
             now = _counter(path, key)

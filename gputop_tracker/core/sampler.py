@@ -17,8 +17,10 @@ import resource
 import select
 import shlex
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,12 @@ from gputop_tracker.core.summary import SCHEMA_VERSION, SummaryBuilder
 PR_SET_CHILD_SUBREAPER = 36
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
 PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (the report's own summary)
+DROPPABLE = frozenset({"sample", "progress"})  # dropped while the front end does not read; the rest is queued
+OUT_QUEUE_MAX = 8 << 20  # bytes of queued messages (events, summary) held for a front end that does not read
+FINAL_FLUSH_SECONDS = 5.0  # the final summary waits this long for a stopped front end, then we give up
+TEE_BUFFER_MAX = 16 << 20  # --watch-output: bytes held per destination before we stop reading the command's pipe
+TEE_LINGER_SECONDS = 5.0  # --watch-output: how long we keep copying after the command exited (background writers)
+OOM_SIGKILL_WINDOW = 3.0  # seconds between an oom_kill counter rise and a child we reaped dead of SIGKILL
 
 
 class Engine:
@@ -64,20 +72,78 @@ class Engine:
         self.next_progress = 0.0  # monotonic time of the next "progress" message
         self.last_gpus: list[Any] = []
         self.oom_reported: set[int] = set()
+        # OOM attribution: a counter rise is matched with a death of ours in the same or the next sample
+        # (or, for a child we reaped dead of SIGKILL, within OOM_SIGKILL_WINDOW seconds)
+        self._check_no = 0
+        self._oom_rise: tuple[str, int, float] | None = None  # (label, check number, monotonic time)
+        self._oom_deaths: list[tuple[int, int | None, int, float]] = []  # (pid, signal or None, check, time)
+        self._reaped_at: dict[int, float] = {}  # pids we reaped (their status is known) -> monotonic time
+        self._outbuf = bytearray()  # messages the front end has not taken yet (whole lines)
+        self.dropped_messages = 0
+        self.tee_out: dict[int, bytearray] = {}  # --watch-output: destination fd -> bytes not yet written there
+        self._tee_bulk: dict[int, bool] = {}  # destination takes whole buffers (file, or already non-blocking)
+        self.wake_r = -1
+        if out_fd >= 0:
+            try:
+                os.set_blocking(out_fd, False)  # a stopped front end must never stall sampling
+            except OSError:
+                pass
 
     # ------------------------------------------------------------------ messages
 
     def send(self, kind: str, payload: dict[str, Any]) -> None:
+        """One message to the front end, never blocking: `sample`/`progress` are dropped (and counted) while
+        the pipe is full, the others queued (bounded) and written on later sends or when the pipe drains."""
         if self.out_fd < 0:
             return
         data = json.dumps({"kind": kind, **payload}, separators=(",", ":")).encode() + b"\n"
+        if self._outbuf:
+            self._flush_out()
+        if self._outbuf:
+            if kind in DROPPABLE or len(self._outbuf) + len(data) > OUT_QUEUE_MAX:
+                self.dropped_messages += 1
+            else:
+                self._outbuf += data
+            return
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(self.out_fd, view)
-                view = view[n:]
+            n = os.write(self.out_fd, data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
         except OSError:  # the front end is gone: keep tracking, still save the session
-            self.out_fd = -1
+            self._out_gone()
+            return
+        if n == 0 and kind in DROPPABLE:
+            self.dropped_messages += 1
+        elif n < len(data):
+            self._outbuf += data[n:]  # the rest of a line already begun must follow, whatever its kind
+
+    def _out_gone(self) -> None:
+        self.out_fd = -1
+        self._outbuf.clear()
+
+    def _flush_out(self) -> None:
+        while self._outbuf and self.out_fd >= 0:
+            try:
+                n = os.write(self.out_fd, self._outbuf)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._out_gone()
+                return
+            del self._outbuf[:n]
+
+    def _final_flush(self, timeout: float = FINAL_FLUSH_SECONDS) -> None:
+        """At the very end: wait (bounded) for a front end that stopped reading to take the queued messages."""
+        deadline = time.monotonic() + timeout
+        while self._outbuf and self.out_fd >= 0:
+            self._flush_out()
+            left = deadline - time.monotonic()
+            if not self._outbuf or left <= 0:
+                break
+            try:
+                select.select([], [self.out_fd], [], min(left, 0.5))
+            except (OSError, ValueError):
+                break
 
     # ------------------------------------------------------------------ signals
 
@@ -165,13 +231,19 @@ class Engine:
     # ------------------------------------------------------------------ run
 
     def run(self) -> int:
-        cfg = self.cfg
-        wake_r = self._install_signals()
+        """Track to the end and save the session; the command's exit code. Never leaves the command untracked
+        without a session: if tracking itself fails, what was measured is saved (with a note), the job cgroup
+        removed, and we still wait for the command and return its exit code."""
         try:
-            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            pass
+            return self._run()
+        except Exception as e:
+            return self._crashed(e)
+        finally:
+            self._final_flush()
+
+    def _run(self) -> int:
+        cfg = self.cfg
+        self.wake_r = wake_r = self._install_signals()
         start = time.time()
         if cfg.mode == "launch":
             if not self.launch():
@@ -179,6 +251,12 @@ class Engine:
         else:
             self.main_pid = cfg.pid
             self.cgroup = cgroups.existing_job_cgroup(cfg.pid)
+        # many open handles for a large tree: raised only now, so the command keeps the limits it was given
+        try:
+            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
         try:
             pidfd = os.pidfd_open(self.main_pid)
         except OSError:
@@ -222,10 +300,9 @@ class Engine:
             ],
             pid=self.main_pid,
         )
-        self._save(builder, running=True)
         selection_done = False
         next_tick = time.monotonic()
-        next_checkpoint = next_tick + CHECKPOINT_PERIOD
+        next_checkpoint = next_tick  # the first checkpoint right after the first sample, never before it
         finished = False
         while True:
             self._forward_signals()
@@ -234,15 +311,16 @@ class Engine:
                 finished = True
             try:
                 _new, gone = tree.discover()
+                now_mono = time.monotonic()
                 for h in gone:
                     # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked)
                     # already holds the time of the children it waited for
                     builder.gone(h.pid, h.ppid in tree.handles or h.ppid in builder.reaped_maxrss)
-                if gone:
-                    self._check_oom_kill([h.pid for h in gone], None)
+                    if self._reaped_at.pop(h.pid, None) is None:  # vanished: its exit status is unknown to us
+                        self._oom_deaths.append((h.pid, None, self._check_no, now_mono))
+                self._check_oom_kill()
                 if tree.root_gone and not tree.handles:
                     finished = True
-                now_mono = time.monotonic()
                 readings = tree.read(now_mono)
                 gpus = gpu.read([r.handle.pid for r in readings])
                 self.last_gpus = gpus
@@ -266,6 +344,7 @@ class Engine:
                     finished = True
             if finished:
                 break
+            now_mono = time.monotonic()
             if now_mono >= next_checkpoint:
                 next_checkpoint = now_mono + CHECKPOINT_PERIOD
                 builder.smaps_max_age = tree.oldest_smaps_age(now_mono)
@@ -277,7 +356,7 @@ class Engine:
             if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
                 self.stop_requested = True
         builder.smaps_max_age = tree.oldest_smaps_age(time.monotonic())
-        self._drain_tees()
+        self._linger_tees()
         self._poll_output()
         self._finish(builder)
         gpu.close()
@@ -285,6 +364,45 @@ class Engine:
         host.close()
         code = self.main_exit[0] if self.main_exit else None
         return code if code is not None else 0
+
+    def _crashed(self, e: Exception) -> int:
+        """Tracking failed outside a sample (a bug): save what was measured, clean up, still wait for the command."""
+        what = f"{type(e).__name__}: {e}"
+        builder = self.builder
+        if builder is not None:
+            builder.notes.append(f"tracking failed ({what}); the figures stop there — please report this")
+        if self.cfg.mode == "launch" and self.popen is not None:
+            # the command keeps running: go on forwarding signals to it and wait for it, as we would have
+            while self.main_exit is None:
+                try:
+                    self._forward_signals()
+                    self._reap(builder)
+                    if self.main_exit is None:
+                        self._wait(time.monotonic() + 0.2, -1, self.wake_r)
+                except Exception:
+                    try:  # no bookkeeping left to trust: just wait for the command itself
+                        _pid, status = os.waitpid(self.main_pid, 0)
+                        code = os.waitstatus_to_exitcode(status)
+                        self.main_exit = (128 - code, -code) if code < 0 else (code, None)
+                    except ChildProcessError:
+                        self.main_exit = (None, None)
+        try:
+            self._linger_tees()
+        except Exception:
+            pass
+        saved = False
+        if builder is not None:
+            try:
+                self._finish(builder)
+                saved = True
+            except Exception as e2:
+                what += f"; the session could not be saved either ({type(e2).__name__}: {e2})"
+        if not saved:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            self.send("error", {"exit_code": 1, "message": f"sampler crashed: {what}"})
+        final = self.main_exit[0] if self.main_exit else None
+        return final if final is not None else 1
 
     def _sampling_failed(self, builder: SummaryBuilder, e: Exception) -> None:
         self.sampling_errors += 1
@@ -305,12 +423,20 @@ class Engine:
             if timeout <= 0:
                 return
             fds = [
-                wake_r,
+                *([wake_r] if wake_r >= 0 else []),
                 *([pidfd] if pidfd >= 0 else []),
-                *self.tees,
+                *self._tee_readable(),
                 *([self.control_fd] if self.control_fd >= 0 else []),
             ]
-            ready, _, _ = select.select(fds, [], [], timeout)
+            wfds = [t for t, buf in self.tee_out.items() if buf]
+            if self._outbuf and self.out_fd >= 0:
+                wfds.append(self.out_fd)
+            ready, writable, _ = select.select(fds, wfds, [], timeout)
+            for fd in writable:
+                if fd == self.out_fd:
+                    self._flush_out()
+                if fd in self.tee_out:
+                    self._flush_tee(fd)
             for fd in ready:
                 if fd in self.tees:
                     self._tee(fd)
@@ -335,7 +461,7 @@ class Engine:
                 except ProcessLookupError:
                     pass
 
-    def _reap(self, builder: SummaryBuilder) -> None:
+    def _reap(self, builder: SummaryBuilder | None) -> None:
         if self.cfg.mode != "launch":
             return
         while True:
@@ -346,9 +472,12 @@ class Engine:
             if pid == 0:
                 return
             code = os.waitstatus_to_exitcode(status)
-            builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code)
-            if code == -signal.SIGKILL:
-                self._check_oom_kill([pid], code)
+            if builder is not None:
+                builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code)
+            now = time.monotonic()
+            self._reaped_at[pid] = now
+            if code == -signal.SIGKILL:  # the only way the OOM killer kills: a candidate
+                self._oom_deaths.append((pid, signal.SIGKILL, self._check_no, now))
             if pid == self.main_pid:
                 if self.popen is not None:
                     self.popen.returncode = code
@@ -383,13 +512,17 @@ class Engine:
         if self.main_exit is not None:
             builder.exit_code, builder.exit_signal = self.main_exit
             builder.status = "killed" if self.main_exit[1] else "exited"
-            if self.main_pid in self.oom_reported:
+            if self.main_exit[1] == signal.SIGKILL and self.main_pid in self.oom_reported:
                 builder.notes.append("the command was killed by the kernel's OOM killer")
         elif self.cfg.mode == "attach":
             builder.status = "stopped" if _alive(self.main_pid) else "exited"
         else:
             builder.status = "detached"
             builder.notes.append("tracking stopped while the command was still running (detached)")
+        if self.dropped_messages:
+            builder.notes.append(
+                f"{self.dropped_messages} live-view messages dropped while the front end was not reading"
+            )
         builder.events.add("stop", builder.end_time, f"tracking stopped: {builder.status}", pid=self.main_pid)
         summary = self._save(builder, running=False)
         self.send("summary", {"summary": summary})
@@ -420,7 +553,10 @@ class Engine:
         }
         if self.cfg.save:
             try:
-                store.save_session(self.store_dir, session)
+                if running:  # a checkpoint: atomic, but not worth an fsync (the final save has one)
+                    _write_checkpoint(paths.session_file(self.store_dir, self.session_id), session)
+                else:
+                    store.save_session(self.store_dir, session)
             except OSError as e:
                 if not running:
                     summary["notes"].append(f"session NOT saved: {e}")
@@ -443,19 +579,46 @@ class Engine:
             except OSError:
                 self.output_fd = -1
 
-    def _check_oom_kill(self, pids: list[int], code: int | None) -> None:
-        """Processes died (SIGKILL, or vanished unreaped): if an oom_kill counter rose, the OOM killer did it."""
+    def _check_oom_kill(self) -> None:
+        """Once a sample: did an oom_kill counter rise (the baseline moves every sample) while one of ours died
+        of SIGKILL (reaped by us) or vanished with a status we never saw? Then the OOM killer did it.
+
+        A rise and an unknown death match in the same or the next sample; a SIGKILL we reaped, within
+        OOM_SIGKILL_WINDOW seconds (the victim can take a while to exit). Exits we reaped with any other
+        status are never candidates, whatever happened elsewhere on the machine."""
         if self.oom_counters is None or self.builder is None:
             return
+        self._check_no += 1
+        now = time.monotonic()
         rose = self.oom_counters.rose()
-        if rose is None:
+        if rose is not None:
+            self._oom_rise = (rose, self._check_no, now)
+        for pid in [p for p, t in self._reaped_at.items() if now - t > max(30.0, 3 * self.interval)]:
+            del self._reaped_at[pid]
+
+        def near(sig: int | None, check: int, t: float, rise: tuple[str, int, float]) -> bool:
+            if sig == signal.SIGKILL and abs(t - rise[2]) <= max(OOM_SIGKILL_WINDOW, 3 * self.interval):
+                return True
+            return abs(check - rise[1]) <= 1
+
+        window = max(OOM_SIGKILL_WINDOW, 3 * self.interval)
+        self._oom_deaths = [d for d in self._oom_deaths if now - d[3] <= window]
+        rise = self._oom_rise
+        if rise is None:
             return
-        pid = pids[0]
+        matched = [d for d in self._oom_deaths if near(d[1], d[2], d[3], rise)]
+        if not matched:
+            if now - rise[2] > window:
+                self._oom_rise = None
+            return
+        pid, sig, _check, _t = next((d for d in matched if d[0] == self.main_pid), matched[0])
+        self._oom_rise = None
+        self._oom_deaths = [d for d in self._oom_deaths if d not in matched]
         self.oom_reported.add(pid)
         p = self.builder.procs.get(pid)
         name = p.name if p else "?"
-        how = "killed (SIGKILL)" if code is not None else "gone"
-        self._oom(f"process {pid} ({name}) {how} by the OOM killer ({rose})", "kernel", pid)
+        how = "killed (SIGKILL)" if sig is not None else "gone"
+        self._oom(f"process {pid} ({name}) {how} by the OOM killer ({rise[0]})", "kernel", pid)
 
     def _oom(self, message: str, source: str, pid: int | None) -> None:
         builder = self.builder
@@ -535,10 +698,17 @@ class Engine:
         if line is not None:
             self._oom(f"out-of-memory error in the command's output: {line}", "output", self.main_pid or None)
 
+    # ------------------------------------------------------------------ --watch-output tee
+
+    def _tee_readable(self) -> list[int]:
+        """The command's pipes we read now: not those whose destination already holds TEE_BUFFER_MAX unwritten
+        bytes (the command then blocks on its own writes, as it would without --watch-output)."""
+        return [r for r, t in self.tees.items() if len(self.tee_out.get(t, b"")) < TEE_BUFFER_MAX]
+
     def _tee(self, fd: int) -> None:
         try:
             data = os.read(fd, 1 << 16)
-        except BlockingIOError:
+        except (BlockingIOError, InterruptedError):
             return
         except OSError:
             data = b""
@@ -547,22 +717,92 @@ class Engine:
             del self.tees[fd]
             return
         target = self.tees[fd]
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(target, view) :]
-        except BlockingIOError:
-            select.select([], [target], [], 1.0)
-        except OSError:
-            pass
+        self.tee_out.setdefault(target, bytearray()).extend(data)
+        self._flush_tee(target)
         self._scan(data)
 
-    def _drain_tees(self) -> None:
-        for fd in list(self.tees):
-            for _ in range(64):
-                if fd not in self.tees or not _readable(fd):
-                    break
-                self._tee(fd)
+    def _flush_tee(self, target: int) -> None:
+        """Write what we can to `target` without blocking; the rest stays buffered, never dropped.
+
+        We never set O_NONBLOCK on the destination (it is shared: a terminal, the user's pipe): a file or an
+        already non-blocking fd takes the whole buffer; anything else gets PIPE_BUF-sized writes, each only once
+        select() says it is writable (a pipe then has room for it: the write cannot block)."""
+        buf = self.tee_out.get(target)
+        if not buf:
+            return
+        bulk = self._tee_bulk.get(target)
+        if bulk is None:
+            try:
+                bulk = stat.S_ISREG(os.fstat(target).st_mode) or not os.get_blocking(target)
+            except OSError:
+                bulk = False
+            self._tee_bulk[target] = bulk
+        while buf:
+            if not bulk and not _writable(target):
+                return
+            try:
+                n = os.write(target, buf if bulk else buf[: select.PIPE_BUF])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the destination is gone (EPIPE...): what the command would have hit
+                buf.clear()
+                return
+            del buf[:n]
+
+    def _linger_tees(self) -> None:
+        """After tracking ends: keep copying until every writer closed the pipes (background processes of the
+        command still write) and everything was written, for at most TEE_LINGER_SECONDS; then a small helper
+        process takes over the copying, so a late writer never dies of SIGPIPE and no byte is lost."""
+        if not self.tees and not any(self.tee_out.values()):
+            return
+        deadline = time.monotonic() + TEE_LINGER_SECONDS
+        while self.tees or any(self.tee_out.values()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            wfds = [t for t, buf in self.tee_out.items() if buf]
+            try:
+                ready, writable, _ = select.select(self._tee_readable(), wfds, [], min(left, 0.5))
+            except OSError:
+                break
+            for t in writable:
+                self._flush_tee(t)
+            for fd in ready:
+                if fd in self.tees:
+                    self._tee(fd)
+        if self.tees or any(self.tee_out.values()):
+            self._hand_over_tees()
+
+    def _hand_over_tees(self) -> None:
+        try:
+            pid = os.fork()
+        except OSError:
+            return
+        if pid:  # the helper copies on; we forget the pipes (our copies closed: EOF is the helper's business)
+            for fd in self.tees:
+                os.close(fd)
+            self.tees.clear()
+            self.tee_out.clear()
+            return
+        try:  # the helper: copy until every writer closed the pipes, nothing else
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+                signal.signal(s, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            keep = {*self.tees, *self.tee_out}
+            for fd in (self.out_fd, self.control_fd, self.output_fd, self.wake_r):
+                if fd >= 0 and fd not in keep:
+                    os.close(fd)
+            self.out_fd = -1
+            self.builder = None  # no events, no dumps: the session is the sampler's, already saved
+            while self.tees or any(self.tee_out.values()):
+                wfds = [t for t, buf in self.tee_out.items() if buf]
+                ready, writable, _ = select.select(self._tee_readable(), wfds, [])
+                for t in writable:
+                    self._flush_tee(t)
+                for fd in ready:
+                    self._tee(fd)
+        finally:
+            os._exit(0)
 
     def _poll_output(self) -> None:
         if self.output_fd < 0:
@@ -612,6 +852,29 @@ def _own_hwm() -> int:
 
 def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
+
+
+def _writable(fd: int) -> bool:
+    try:
+        return bool(select.select([], [fd], [], 0)[1])
+    except (OSError, ValueError):
+        return False
+
+
+def _write_checkpoint(path: Path, session: dict[str, Any]) -> None:
+    """A running session's checkpoint: written whole and renamed (atomic), without the final save's fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(session, separators=(",", ":")).encode())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _alive(pid: int) -> bool:
