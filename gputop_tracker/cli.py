@@ -279,8 +279,16 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     from gputop_tracker.core.channel import EventMessage, Failed, Started, Summary, start_forked
 
     cfg.watch_output = args.watch_output
+    shares_terminal_job = False
     if cfg.mode == "launch":
-        cfg.process_group = os.getpgrp()  # the command stays in the terminal's job: it may read the tty
+        if in_terminal_foreground():
+            # The command stays in the terminal's job: it may read the tty, and Ctrl-C reaches it directly.
+            cfg.process_group = os.getpgrp()
+            shares_terminal_job = True
+        else:
+            # Batch, pipe or background: its own process group, so a signal sent to our whole group
+            # (timeout, kill -TERM -PGID) reaches it once — forwarded by us — not twice.
+            cfg.process_group = 0
         if args.format == "json" and not args.output:
             cfg.stdout = 2  # stdout carries only the JSON report; the command's stdout goes to stderr
     # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
@@ -290,7 +298,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
 
-    relay = SignalRelay(handle, attach=cfg.mode == "attach")
+    relay = SignalRelay(handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job)
     interrupted = relay.interrupted
     threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
     usage = None
@@ -328,21 +336,36 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     return usage.exit_code
 
 
+def in_terminal_foreground() -> bool:
+    """Whether we run in the foreground job of a controlling terminal (an interactive shell's command)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 class SignalRelay:
     """Passes SIGINT, SIGTERM and SIGHUP aimed at us on to the sampler (which passes them to the command),
     but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it.
     Once the sampler has been reaped (`reaped` set) nothing is forwarded: its PID may belong to another
     process by then (a tiny window remains between the reaping and the flag)."""
 
-    def __init__(self, handle: SamplerHandle, *, attach: bool) -> None:
+    def __init__(self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True) -> None:
         self.handle = handle
         self.attach = attach
+        self.shares_terminal_job = shares_terminal_job
         self.interrupted: list[int] = []
         self.reaped = threading.Event()
 
     def forward(self, sig: int, si_code: int) -> None:
         self.interrupted.append(sig)
-        from_terminal = si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
+        from_terminal = self.shares_terminal_job and si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
         if (self.attach or not from_terminal) and not self.reaped.is_set():
             self.handle.signal(sig)
 

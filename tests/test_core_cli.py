@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -350,3 +351,34 @@ def test_readers_ignore_unknown_keys(store: Path) -> None:
     show = track("sessions", "show", f.stem, "-f", "json")
     assert show.returncode == 0, show.stderr
     assert "new_figure" not in json.loads(show.stdout)
+
+
+COUNT_SIGTERMS = """
+import signal, sys, time
+n = 0
+def on_term(*_):
+    global n
+    n += 1
+    print(f"SIGTERM {n}", flush=True)
+signal.signal(signal.SIGTERM, on_term)
+deadline = time.time() + 3
+while time.time() < deadline:
+    time.sleep(0.05)
+sys.exit(0)
+"""
+
+
+def test_signal_to_our_process_group_reaches_the_command_once() -> None:
+    """`timeout`, `kill -TERM -PGID`: the whole group is signalled; the command must see it once, not twice."""
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "--no-save", "--", PY, "-c", COUNT_SIGTERMS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert out.count("SIGTERM") == 1, out
+    assert proc.returncode == 0
