@@ -152,6 +152,7 @@ class Reading:
     """What one sample read of one process (plain slots: this runs for every process every sample)."""
 
     __slots__ = (
+        "child_faults",
         "cpu_percent",
         "handle",
         "hwm",
@@ -172,6 +173,7 @@ class Reading:
         self.hwm = 0
         self.threads = 0
         self.utime_stime = 0.0
+        self.child_faults = 0
         self.user_total = 0.0  # utime + cutime, seconds (reaped children's time is in cutime)
         self.system_total = 0.0  # stime + cstime
         self.cpu_percent = 0.0
@@ -334,6 +336,7 @@ class ProcessTree:
             r.system_total = (int(f[12]) + int(f[14])) / CLOCK_TICKS
             r.utime_stime = ticks / CLOCK_TICKS
             r.threads = int(f[17])
+            r.child_faults = int(f[8]) + int(f[10])  # cminflt + cmajflt: > 0 once it has reaped a child
             h.ppid = int(f[1])
             h.zombie = f[0] == b"Z"
             if name != h.name:  # exec'd (a shell or a pyenv shim becoming python): name and argv changed

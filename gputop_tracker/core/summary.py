@@ -284,6 +284,7 @@ class SummaryBuilder:
         # exec() records the peak of the image it replaces in ru_maxrss: for the command we launched that
         # is the sampler's own (vfork or fork alike), so main's ru_maxrss means something only above it
         self.spawner_hwm = 0
+        self.main_reaped_children = False  # main's cminflt/cmajflt were > 0 at some sample
         self.cpu_user = 0.0
         self.cpu_system = 0.0
         self.cpu_source = "sampled"
@@ -313,6 +314,18 @@ class SummaryBuilder:
             maxrss = 0  # no more than the sampler's own image: says nothing about the command
         self.reaped_maxrss[pid] = maxrss
         p = self.procs.get(pid)
+        if (
+            pid == self.main_pid
+            and p is not None
+            and maxrss > p.peak_rss
+            and not self.main_reaped_children
+            and not any(q.role == "descendant" for q in self.procs.values())
+        ):
+            # ru_maxrss covers the process and the children it waited for: with no child ever seen and
+            # none reaped by the last sample (cminflt 0), it is main's own exact peak — which its last
+            # VmHWM read may have missed if it grew after that sample and exited before the next.
+            p.peak_rss = maxrss
+            p.peak_source = "ru_maxrss"
         self._exited(pid, p, exit_code)
         if p is not None:
             p.cpu_seconds = max(p.cpu_seconds, user + system)
@@ -399,6 +412,8 @@ class SummaryBuilder:
             pid = h.pid
             p = procs.get(pid)
             is_main = pid == main_pid
+            if is_main and r.child_faults:
+                self.main_reaped_children = True
             if p is None:
                 p = procs[pid] = _Proc(r, "main" if is_main else "descendant", now)
                 p.lk_y0 = r.rss
