@@ -20,7 +20,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -553,10 +552,8 @@ class Engine:
         }
         if self.cfg.save:
             try:
-                if running:  # a checkpoint: atomic, but not worth an fsync (the final save has one)
-                    _write_checkpoint(paths.session_file(self.store_dir, self.session_id), session)
-                else:
-                    store.save_session(self.store_dir, session)
+                # a running checkpoint is atomic but not worth an fsync (the final save has one)
+                store.save_session(self.store_dir, session, durable=not running)
             except OSError as e:
                 if not running:
                     summary["notes"].append(f"session NOT saved: {e}")
@@ -859,22 +856,6 @@ def _writable(fd: int) -> bool:
         return bool(select.select([], [fd], [], 0)[1])
     except (OSError, ValueError):
         return False
-
-
-def _write_checkpoint(path: Path, session: dict[str, Any]) -> None:
-    """A running session's checkpoint: written whole and renamed (atomic), without the final save's fsync."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(session, separators=(",", ":")).encode())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _alive(pid: int) -> bool:

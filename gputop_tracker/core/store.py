@@ -34,9 +34,9 @@ def new_session_id(now: float | None = None) -> str:
     return f"{stamp}-{host}-{os.getpid()}-{secrets.token_hex(2)}"
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> None:
     """Write `path` whole or not at all: a temporary file beside it, renamed over it. The file gets `mode`
-    (else mkstemp's 0600)."""
+    (else mkstemp's 0600). `durable=False` skips the fsync (a checkpoint the final save will supersede)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -44,8 +44,9 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
             if mode is not None:
                 os.fchmod(f.fileno(), mode)
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -89,9 +90,9 @@ def write_output(path: Path, data: bytes) -> None:
     write_atomic(target, data, mode)
 
 
-def save_session(store: Path, session: dict[str, Any]) -> Path:
+def save_session(store: Path, session: dict[str, Any], *, durable: bool = True) -> Path:
     path = paths.session_file(store, session["meta"]["id"])
-    write_atomic(path, json.dumps(session, separators=(",", ":")).encode())
+    write_atomic(path, json.dumps(session, separators=(",", ":")).encode(), durable=durable)
     return path
 
 
