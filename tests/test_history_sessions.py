@@ -14,7 +14,7 @@ from typing import Any
 
 from gputop_tracker.core import store
 from gputop_tracker.core.models import SCHEMA_VERSION, ResourceUsage
-from gputop_tracker.core.summary import BASE_COLUMNS
+from gputop_tracker.core.summary import TIMELINE_COLUMNS
 
 BASE_TIME = 1_735_732_800.0  # 2025-01-01 12:00:00 UTC
 GB = 1e9
@@ -64,7 +64,7 @@ def make_session(
     sid = session_id(i, host, start)
     interval = max(1.0, duration / 240)
     n = rows if rows is not None else max(2, int(duration / interval) + 1)
-    columns = list(BASE_COLUMNS)
+    columns = list(TIMELINE_COLUMNS)
     for g in range(n_gpus):
         columns += [f"gpu{g}_memory", f"gpu{g}_util"]
     gpu_peak = [rnd.uniform(4, 70) * GB for _ in range(n_gpus)]

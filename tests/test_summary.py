@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gputop_tracker.core.summary import TIMELINE_CAP, SummaryBuilder
+from gputop_tracker.core.accumulators import TIMELINE_CAP
+from gputop_tracker.core.summary import SummaryBuilder
 
 
 def test_timeline_of_a_day_at_1s_stays_small_and_keeps_the_peak() -> None:
@@ -12,7 +13,7 @@ def test_timeline_of_a_day_at_1s_stays_small_and_keeps_the_peak() -> None:
     n = 86_400
     for i in range(n):
         mem = 1_000_000_000 + (5_000_000_000 if i == 50_001 else 0)  # a one-sample spike
-        b._append_row([float(i), mem, mem, 0, mem, 0, 50.0, 50.0, float(i), 4, 1, 0, 8_000_000_000, 30.0])
+        b.timeline_data.append([float(i), mem, mem, 0, mem, 0, 50.0, 50.0, float(i), 4, 1, 0, 8_000_000_000, 30.0])
     tl = b.timeline()
     assert len(tl["rows"]) <= TIMELINE_CAP
     assert tl["stride"] >= 8

@@ -59,6 +59,34 @@ class GpuReading:
     compute_instance_id: int | None = None
 
 
+#: the reading's own fields a streamed sample carries (`models.GpuSample` adds tree_memory, counted, simulated,
+#: energy_j and tree_sm_util); a test checks this list against the model with extra="forbid"
+SAMPLE_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "memory_total",
+    "memory_used",
+    "utilization_gpu",
+    "utilization_memory",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "lost",
+    "pci_bus_id",
+    "memory_reserved",
+    "clock_sm_mhz",
+    "clock_memory_mhz",
+    "fan_percent",
+    "sm_activity",
+    "sm_occupancy",
+    "tensor_activity",
+    "dram_bandwidth",
+    "unattributed_memory",
+    "mig_parent",
+)
+
+
 class GpuBackend:
     """The interface. `read` is called once per sample with the tracked pids."""
 

@@ -20,6 +20,11 @@ SMAPS_MIN_PERIOD = 1.0
 SMAPS_IDLE_PERIOD = 10.0  # a process whose statm did not move is re-read only this often
 SMAPS_BUDGET = 0.002
 SMAPS_BURST = 0.05
+# A process never read (or forked since its last read) is read first, whatever the bucket holds — within
+# SMAPS_FIRST_CAP seconds of reads per sample, and while the bucket's debt stays under SMAPS_DEBT — so every
+# process of a small tree has its private/shared figures within about one interval of its start.
+SMAPS_FIRST_CAP = 0.05
+SMAPS_DEBT = 0.2
 # VmHWM (in /proc/PID/status, the costliest read) can only have risen if the process faulted pages in
 # since we last looked; otherwise it is re-read at most this often.
 STATUS_PERIOD = 2.0
@@ -89,8 +94,8 @@ class ProcHandle:
         "rss_pages",
         "shared_pages",
         "smaps_anon",
-        "smaps_cost",
         "smaps_due",
+        "smaps_rss",
         "smaps_shared",
         "smaps_stale",
         "smaps_time",
@@ -135,8 +140,8 @@ class ProcHandle:
         self.pss = 0
         self.smaps_anon = 0  # RssAnon (statm resident - shared) when smaps_rollup was read
         self.smaps_shared = 0  # statm shared (file + shmem pages) then
+        self.smaps_rss = 0  # statm resident then
         self.smaps_time = 0.0
-        self.smaps_cost = 0.0
         self.smaps_due = 0.0
         self.smaps_stale = False  # forked: its pages are now shared copy-on-write with the child
 
@@ -158,7 +163,9 @@ class Reading:
         "hwm",
         "private",
         "pss",
+        "pss_shared",
         "rss",
+        "shared",
         "system_total",
         "threads",
         "user_total",
@@ -168,8 +175,10 @@ class Reading:
     def __init__(self) -> None:
         self.handle: ProcHandle
         self.rss = 0
-        self.private = 0
-        self.pss = 0
+        self.private = 0  # USS, a lower bound between smaps reads
+        self.pss = 0  # PSS, a lower bound between smaps reads
+        self.shared = 0  # RSS - USS: pages shared with another process, a lower bound
+        self.pss_shared = 0  # PSS - USS: this process's share of its shared pages, a lower bound
         self.hwm = 0
         self.threads = 0
         self.utime_stime = 0.0
@@ -204,6 +213,27 @@ def _open_stat(pid: int) -> tuple[int, bytes] | None:
         return None
 
 
+def _carry_forward(r: Reading, h: ProcHandle, anon: int, file_shmem: int) -> None:
+    """USS, PSS and the shared figures between two smaps_rollup reads, each a lower bound of the truth.
+
+    statm splits RSS into anonymous pages and file/shmem pages, and says nothing of who shares them. New
+    anonymous pages are private (a fork since the read makes us re-read), so their growth counts as private
+    at once: a spike shows. New file or shmem pages may be private (a file mapped by this process alone) or
+    shared: they count nowhere until the next read. Any decrease may have hit any figure: it is taken off
+    every one of them.
+    """
+    d_anon = anon - h.smaps_anon
+    d_file = file_shmem - h.smaps_shared
+    loss = min(0, d_anon) + min(0, d_file)
+    rss = anon + file_shmem
+    private = max(0, min(rss, h.uss + d_anon + min(0, d_file)))
+    pss = max(0, min(rss, h.pss + d_anon + min(0, d_file)))
+    r.private = min(private, pss)
+    r.pss = pss
+    r.shared = max(0, min(rss - r.private, h.smaps_rss - h.uss + loss))
+    r.pss_shared = max(0, min(pss - r.private, h.pss - h.uss + loss))
+
+
 class ProcessTree:
     """The tracked tree: a root pid and every process descended from it since tracking began.
 
@@ -219,7 +249,7 @@ class ProcessTree:
         self._others: set[int] = set()  # pids seen and known not to be ours
         self._smaps_tokens = SMAPS_BURST
         self._smaps_refill = time.monotonic()
-        self.smaps_reads = 0
+        self._first_reads_spent = 0.0
         self.root_gone = False
         self._loadavg = os.open("/proc/loadavg", os.O_RDONLY)
         self._last_pid = b""
@@ -359,33 +389,10 @@ class ProcessTree:
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads
-            if (
-                not h.zombie
-                and self._smaps_tokens > 0
-                and (
-                    h.smaps_stale
-                    or h.uss < 0
-                    or (
-                        # routine re-reads keep half the burst for processes never read yet
-                        self._smaps_tokens > SMAPS_BURST / 2
-                        and now_mono >= h.smaps_due
-                        and (
-                            rss - shared_resident != h.smaps_anon
-                            or shared_resident != h.smaps_shared
-                            or now_mono - h.smaps_time >= SMAPS_IDLE_PERIOD
-                        )
-                    )
-                )
-            ):
+            if not h.zombie and self._smaps_due(h, now_mono, rss - shared_resident, shared_resident):
                 self._read_smaps(h, now_mono, rss - shared_resident, shared_resident)
             if h.uss >= 0:
-                # Between smaps reads, anonymous growth is private (heap growth is): a spike shows at
-                # once. Shared growth waits for the next read (its sharers are unknown until then), so
-                # Σ PSS stays a lower bound; shrinking is applied at once.
-                d_anon = (rss - shared_resident) - h.smaps_anon
-                d_shared = min(0, shared_resident - h.smaps_shared)
-                r.private = max(0, min(rss, h.uss + d_anon))
-                r.pss = max(0, min(rss, h.pss + d_anon + d_shared))
+                _carry_forward(r, h, rss - shared_resident, shared_resident)
             else:
                 # Not read yet (out of budget). A forked child shares all its pages copy-on-write and
                 # statm cannot tell: count only what grew since we first saw it, a lower bound.
@@ -393,23 +400,33 @@ class ProcessTree:
                 if h.anon0 < 0:
                     h.anon0 = anon
                 r.private = r.pss = max(0, anon - h.anon0)
-            if r.private > r.pss:
-                r.private = r.pss
             r.rss = rss
             out.append(r)
         return out
 
+    def _smaps_due(self, h: ProcHandle, now: float, anon: int, file_shmem: int) -> bool:
+        """Is it time to read this process's smaps_rollup? First reads come first, at a cost bounded per sample."""
+        if h.smaps_stale or h.uss < 0:
+            return self._first_reads_spent < SMAPS_FIRST_CAP and self._smaps_tokens > -SMAPS_DEBT
+        # routine re-reads keep half the burst for processes never read yet
+        return (
+            self._smaps_tokens > SMAPS_BURST / 2
+            and now >= h.smaps_due
+            and (anon != h.smaps_anon or file_shmem != h.smaps_shared or now - h.smaps_time >= SMAPS_IDLE_PERIOD)
+        )
+
     def _refill_smaps(self, now: float) -> None:
         self._smaps_tokens = min(SMAPS_BURST, self._smaps_tokens + (now - self._smaps_refill) * SMAPS_BUDGET)
         self._smaps_refill = now
+        self._first_reads_spent = 0.0
 
     def _read_smaps(self, h: ProcHandle, now: float, anon: int, shared: int) -> None:
         t0 = time.perf_counter()
         got = read_smaps_rollup(h.pid)
         cost = time.perf_counter() - t0
         self._smaps_tokens -= cost
-        self.smaps_reads += 1
-        h.smaps_cost = cost
+        if h.smaps_stale or h.uss < 0:
+            self._first_reads_spent += cost
         h.smaps_stale = False
         h.smaps_due = now + max(SMAPS_MIN_PERIOD, cost / SMAPS_BUDGET / 4)
         if got is None:
@@ -417,6 +434,7 @@ class ProcessTree:
         h.uss, h.pss = got
         h.smaps_anon = anon
         h.smaps_shared = shared
+        h.smaps_rss = anon + shared
         h.smaps_time = now
 
     def oldest_smaps_age(self, now: float) -> float | None:

@@ -24,13 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import cgroup as cgroups
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
 from gputop_tracker.core.procfs import HostReader, ProcessTree
-from gputop_tracker.core.summary import SCHEMA_VERSION, SummaryBuilder
+from gputop_tracker.core.summary import Outcome, SummaryBuilder
 
 PR_SET_CHILD_SUBREAPER = 36
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
@@ -264,26 +265,13 @@ class Engine:
         exclude = {os.getpid(), *cfg.exclude}
         tree = ProcessTree(self.main_pid, exclude=exclude)
         host = HostReader()
-        builder = SummaryBuilder(
-            main_pid=self.main_pid,
-            command=cfg.argv if cfg.mode == "launch" else [],
-            mode=cfg.mode,
-            interval=self.interval,
-            start_time=start,
-            n_expected_cores=cfg.n_expected_cores,
-            simulated_gpus=gpu.simulated,
-            gpu_note=gpu.note,
-        )
-        builder.spawner_hwm = self.spawner_hwm
-        builder.gpu_problems = gpu.problems  # live: notes the GPU backend gathers while running
+        builder = self._new_builder(start, gpu)
         self.builder = builder
-        self._setup_events(builder)
-        if cfg.mode == "attach":
-            builder.command = _cmdline(self.main_pid)
-        if self.cgroup and (limit := self.cgroup.limit()):
-            builder.notes.append(f"memory limit of the job's cgroup: {limit} bytes")
-            if not cfg.mem_limit:
-                builder.mem_limit, builder.mem_limit_source = limit, "the job's cgroup limit"
+        if cfg.output_path:
+            try:
+                self.output_fd = os.open(cfg.output_path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.output_fd = -1
         self.oom_counters = ev.OomCounters(
             self.cgroup.path if self.cgroup else None, self.cgroup.version if self.cgroup else None
         )
@@ -311,10 +299,10 @@ class Engine:
             try:
                 _new, gone = tree.discover()
                 now_mono = time.monotonic()
+                # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked) already
+                # holds the time of the children it waited for: the CPU ledger knows
+                builder.vanished([h.pid for h in gone], alive=tree.handles.keys())
                 for h in gone:
-                    # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked)
-                    # already holds the time of the children it waited for
-                    builder.gone(h.pid, h.ppid in tree.handles or h.ppid in builder.reaped_maxrss)
                     if self._reaped_at.pop(h.pid, None) is None:  # vanished: its exit status is unknown to us
                         self._oom_deaths.append((h.pid, None, self._check_no, now_mono))
                 self._check_oom_kill()
@@ -346,7 +334,7 @@ class Engine:
             now_mono = time.monotonic()
             if now_mono >= next_checkpoint:
                 next_checkpoint = now_mono + CHECKPOINT_PERIOD
-                builder.smaps_max_age = tree.oldest_smaps_age(now_mono)
+                builder.set_smaps_age(tree.oldest_smaps_age(now_mono))
                 self._save(builder, running=True)
             next_tick += self.interval
             if next_tick < time.monotonic():  # a slow sample: skip ahead, never pile up
@@ -354,7 +342,7 @@ class Engine:
             self._wait(next_tick, pidfd, wake_r)
             if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
                 self.stop_requested = True
-        builder.smaps_max_age = tree.oldest_smaps_age(time.monotonic())
+        builder.set_smaps_age(tree.oldest_smaps_age(time.monotonic()))
         self._linger_tees()
         self._poll_output()
         self._finish(builder)
@@ -369,7 +357,7 @@ class Engine:
         what = f"{type(e).__name__}: {e}"
         builder = self.builder
         if builder is not None:
-            builder.notes.append(f"tracking failed ({what}); the figures stop there — please report this")
+            builder.note(f"tracking failed ({what}); the figures stop there — please report this")
         if self.cfg.mode == "launch" and self.popen is not None:
             # the command keeps running: go on forwarding signals to it and wait for it, as we would have
             while self.main_exit is None:
@@ -412,9 +400,7 @@ class Engine:
                 tb = tb.tb_next
             if tb is not None:
                 where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
-            builder.notes.append(
-                f"a sample failed ({type(e).__name__}: {e}{where}); tracking went on — please report this"
-            )
+            builder.note(f"a sample failed ({type(e).__name__}: {e}{where}); tracking went on — please report this")
 
     def _wait(self, deadline: float, pidfd: int, wake_r: int) -> None:
         while True:
@@ -493,36 +479,36 @@ class Engine:
             spec = env.get("CUDA_VISIBLE_DEVICES")
             reason = f"CUDA_VISIBLE_DEVICES={spec}"
         if spec is None:
-            builder.gpu_selection_reason = "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES"
+            builder.select_gpus(None, "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES")
             return
         chosen, problems = resolve_gpu_selection(gpus, spec)
-        builder.gpu_uuids = chosen
-        builder.gpu_selection_reason = reason
+        builder.select_gpus(chosen, reason)
         for p in problems:
-            builder.notes.append(f"GPU selection: {p}")
+            builder.note(f"GPU selection: {p}")
 
     def _finish(self, builder: SummaryBuilder) -> None:
+        outcome = Outcome(status="exited", smaps_max_age=builder.outcome.smaps_max_age)
         if self.cgroup is not None:
             peak = self.cgroup.peak()
             if peak is not None:
-                builder.cgroup_peak = peak
-                builder.cgroup_source = self.cgroup.source
+                outcome.cgroup_peak, outcome.cgroup_source = peak, self.cgroup.source
             self.cgroup.remove()
         if self.main_exit is not None:
-            builder.exit_code, builder.exit_signal = self.main_exit
-            builder.status = "killed" if self.main_exit[1] else "exited"
+            outcome.exit_code, outcome.exit_signal = self.main_exit
+            outcome.status = "killed" if self.main_exit[1] else "exited"
             if self.main_exit[1] == signal.SIGKILL and self.main_pid in self.oom_reported:
-                builder.notes.append("the command was killed by the kernel's OOM killer")
+                outcome.notes.append("the command was killed by the kernel's OOM killer")
         elif self.cfg.mode == "attach":
-            builder.status = "stopped" if _alive(self.main_pid) else "exited"
+            outcome.status = "stopped" if _alive(self.main_pid) else "exited"
         else:
-            builder.status = "detached"
-            builder.notes.append("tracking stopped while the command was still running (detached)")
+            outcome.status = "detached"
+            outcome.notes.append("tracking stopped while the command was still running (detached)")
         if self.dropped_messages:
-            builder.notes.append(
+            outcome.notes.append(
                 f"{self.dropped_messages} live-view messages dropped while the front end was not reading"
             )
-        builder.events.add("stop", builder.end_time, f"tracking stopped: {builder.status}", pid=self.main_pid)
+        builder.finish(outcome)
+        builder.events.add("stop", builder.end_time, f"tracking stopped: {outcome.status}", pid=self.main_pid)
         summary = self._save(builder, running=False)
         self.send("summary", {"summary": summary})
 
@@ -544,7 +530,7 @@ class Engine:
                 "host": builder.host,
                 "start_time": builder.start_time,
                 "end_time": None if running else builder.end_time,
-                "exit_code": builder.exit_code,
+                "exit_code": builder.outcome.exit_code,
                 "interval": self.interval,
             },
             "summary": summary,
@@ -562,19 +548,33 @@ class Engine:
 
     # ------------------------------------------------------------------ events and OOM dumps
 
-    def _setup_events(self, builder: SummaryBuilder) -> None:
+    def _new_builder(self, start: float, gpu: Any) -> SummaryBuilder:
         cfg = self.cfg
-        builder.warn_at, builder.critical_at = cfg.warn_at, cfg.critical_at
-        if cfg.mem_limit:
-            builder.mem_limit, builder.mem_limit_source = cfg.mem_limit, "--mem-limit"
-        if cfg.flight_seconds > 0:
-            builder.recorder = ev.FlightRecorder(cfg.flight_seconds, self.interval)
-        builder.events.sink = lambda e: self.send("event", {"event": e})
-        if cfg.output_path:
-            try:
-                self.output_fd = os.open(cfg.output_path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                self.output_fd = -1
+        mem_limit, limit_source = cfg.mem_limit, "--mem-limit"
+        cgroup_limit = self.cgroup.limit() if self.cgroup else None
+        if not mem_limit and cgroup_limit:
+            mem_limit, limit_source = cgroup_limit, "the job's cgroup limit"
+        builder = SummaryBuilder(
+            main_pid=self.main_pid,
+            command=cfg.argv if cfg.mode == "launch" else _cmdline(self.main_pid),
+            mode=cfg.mode,
+            interval=self.interval,
+            start_time=start,
+            n_expected_cores=cfg.n_expected_cores,
+            simulated_gpus=gpu.simulated,
+            gpu_note=gpu.note,
+            gpu_problems=gpu.problems,  # live: notes the GPU backend gathers while running
+            spawner_hwm=self.spawner_hwm,
+            mem_limit=mem_limit,
+            mem_limit_source=limit_source,
+            warn_at=cfg.warn_at,
+            critical_at=cfg.critical_at,
+            recorder=ev.FlightRecorder(cfg.flight_seconds, self.interval) if cfg.flight_seconds > 0 else None,
+            event_sink=lambda e: self.send("event", {"event": e}),
+        )
+        if cgroup_limit:
+            builder.note(f"memory limit of the job's cgroup: {cgroup_limit} bytes")
+        return builder
 
     def _check_oom_kill(self) -> None:
         """Once a sample: did an oom_kill counter rise (the baseline moves every sample) while one of ours died
@@ -612,8 +612,8 @@ class Engine:
         self._oom_rise = None
         self._oom_deaths = [d for d in self._oom_deaths if d not in matched]
         self.oom_reported.add(pid)
-        p = self.builder.procs.get(pid)
-        name = p.name if p else "?"
+        who = self.builder.process_label(pid)
+        name = who[0] if who else "?"
         how = "killed (SIGKILL)" if sig is not None else "gone"
         self._oom(f"process {pid} ({name}) {how} by the OOM killer ({rise[0]})", "kernel", pid)
 
@@ -644,14 +644,7 @@ class Engine:
             return None
         self.n_dumps += 1
         directory = self.store_dir / f"{self.session_id}{ev.DUMP_INFIX}{self.n_dumps}"
-        last = builder.recorder.ring[-1] if builder.recorder.ring else None
-        processes = []
-        for row in last[3] if last else []:
-            p = builder.procs.get(row[0])
-            entry = dict(zip(ev.FlightRecorder.PROC, row, strict=False))
-            if p is not None:
-                entry.update(ppid=p.ppid, name=p.name, cmdline=p.cmdline, role=p.role)
-            processes.append(entry)
+        processes = builder.last_recorded_processes()
         gpus = [
             {k: v for k, v in vars(g).items() if not k.startswith("process_")} | {"processes": g.processes}
             for g in self.last_gpus
@@ -662,7 +655,7 @@ class Engine:
             "cgroup_limit": self.cgroup.limit() if self.cgroup else None,
             "cgroup": str(self.cgroup.path) if self.cgroup else None,
             "system_memory": builder.system_capacity,
-            "gpu_memory": {str(i): st.total for i, st in builder.gpus.items()},
+            "gpu_memory": builder.gpu_totals(),
             "warn_at": cfg.warn_at,
             "critical_at": cfg.critical_at,
         }
@@ -686,7 +679,7 @@ class Engine:
             )
             ev.prune_dumps(self.store_dir, cfg.oom_dumps, int(cfg.oom_dump_mb * 1e6))
         except OSError as e:
-            builder.notes.append(f"OOM dump NOT written: {e}")
+            builder.note(f"OOM dump NOT written: {e}")
             return None
         return path if path.exists() else None
 

@@ -1,0 +1,108 @@
+"""The rules that decide which peak is reported and how it is labelled: pure functions, unit-tested branch by
+branch with synthetic readings (tests/test_peak_rules.py).
+
+The promise they keep: a figure labelled exact equals the kernel's own figure; a lower bound can never be
+above the truth and an upper bound never below it; where we cannot know, the label says so and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AGREE = 0.02  # two readings of the same peak that differ by less than this are the same figure
+PAGE_SLACK = 64 * 1024  # a few pages: statm/VmHWM and ru_maxrss round differently
+
+
+@dataclass(frozen=True)
+class Peak:
+    value: int
+    exact: bool
+    source: str  # short machine name: VmHWM, ru_maxrss, sampled, cgroup, upper_bound
+    label: str  # the sentence the report prints beside the figure
+
+
+def agree(a: int, b: int) -> bool:
+    return abs(a - b) <= max(PAGE_SLACK, AGREE * max(a, b))
+
+
+def reaped_process_peak(sampled: int, maxrss: int, *, floor: int = 0, own_only: bool = False) -> Peak:
+    """Peak RSS of a process we reaped with wait4.
+
+    `sampled` is the largest VmHWM we read while it lived (a lower bound: it may have grown after our last
+    read). `maxrss` is its rusage ru_maxrss: the peak of every image it ran and of every child it waited for,
+    so an upper bound of its own peak. `floor` is what the image exec replaced may have held (for the command
+    we fork ourselves, our own size at the fork): a maxrss not above it says nothing about the command.
+    `own_only`: it never had a child, so maxrss is its own peak exactly.
+    """
+    if own_only and maxrss > floor + PAGE_SLACK:
+        return Peak(max(maxrss, sampled), True, "ru_maxrss", "exact (ru_maxrss)")
+    if maxrss and agree(sampled, max(maxrss, sampled)):
+        return Peak(max(sampled, maxrss), True, "VmHWM", "exact (VmHWM; ru_maxrss agrees)")
+    if maxrss <= floor + PAGE_SLACK:
+        why = f"its ru_maxrss ({maxrss} bytes) is that of the image exec replaced, not the command's"
+    else:
+        why = f"ru_maxrss ({maxrss} bytes) bounds it from above but also covers the children it waited for"
+    return Peak(sampled, False, "sampled", f"lower bound (VmHWM at its last sample; {why})")
+
+
+@dataclass(frozen=True)
+class TreeBounds:
+    """What is known of the whole tree's peak before the cgroup is consulted."""
+
+    largest_single: int  # largest single-process peak known (VmHWM, ru_maxrss): a lower bound of the tree
+    sampled: int  # largest Σ PSS seen in one sample: a lower bound
+    seen_sum: int  # Σ of the per-process peaks of every process seen (some may be lower bounds)
+    upper: int | None  # that Σ when every one is exact and no process went unseen: an upper bound; else None
+    upper_why: str = ""  # why there is no upper bound
+
+
+def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: str | None = None) -> Peak:
+    """The tree's peak (combined total) and its label."""
+    low = max(b.largest_single, b.sampled)
+    upper = b.upper
+    one_process = upper is not None and agree(upper, low)
+    if cgroup_peak is not None:
+        where = cgroup_source or "the job's cgroup"
+        ceiling = upper if upper is not None else max(b.seen_sum, low)
+        if low <= cgroup_peak <= ceiling + PAGE_SLACK:
+            return Peak(cgroup_peak, True, "cgroup", f"exact ({where})")
+        if cgroup_peak < low and agree(cgroup_peak, low):
+            # two kernel counters of the same peak: the cgroup does not charge the job for file pages (libraries)
+            # cached by others before it started, so it reads a little below the largest process's own peak
+            return Peak(low, True, "cgroup", f"exact ({where}, agreeing with the largest process's own peak)")
+        if cgroup_peak > ceiling:
+            # The cgroup also charges page cache (files read or written) and kernel memory (page tables,
+            # slab) that no process maps: more than every process's own peak together.
+            extra = (
+                f"the job cgroup's peak ({cgroup_peak} bytes, cgroup_peak) is larger: it also counts page cache "
+                "and kernel memory (page tables, slab)"
+            )
+            if one_process:
+                return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
+            if upper is not None:
+                return Peak(upper, False, "upper_bound", f"upper bound (Σ of per-process exact peaks; {extra})")
+            return Peak(
+                cgroup_peak,
+                False,
+                "upper_bound",
+                f"upper bound (the job cgroup's peak, which also counts page cache and kernel memory; "
+                f"at least {low} bytes: {b.upper_why or 'some per-process peaks are lower bounds'})",
+            )
+        # below what one process alone held: file pages (libraries) charged to others before the job
+        extra = (
+            f"the job cgroup's peak ({cgroup_peak} bytes) is lower: it does not count shared file pages "
+            "charged elsewhere"
+        )
+        if one_process:
+            return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
+        return Peak(low, False, "sampled", f"lower bound (largest single process or Σ PSS sampled; {extra})")
+    if one_process:
+        return Peak(low, True, "VmHWM", "exact (one process held memory; its own exact peak)")
+    why = f"; no upper bound: {b.upper_why}" if upper is None and b.upper_why else ""
+    bound = "; combined_upper_bound = Σ per-process exact peaks" if upper is not None else ""
+    return Peak(
+        low,
+        False,
+        "sampled",
+        f"sampled lower bound (largest of Σ PSS per sample and the largest single-process peak{bound}{why})",
+    )
