@@ -123,8 +123,8 @@ def test_report_says_which_peak_is_exact(tmp_path: Path) -> None:
     proc = track("--headless", "--", PY, "-c", "import os; os.fork() or os._exit(0); os.wait()")
     assert proc.returncode == 0
     text = proc.stderr
-    assert "exact (" in text
-    assert "sampled" in text
+    assert "exact" in text  # CPU time always; a peak where a kernel counter backs it
+    assert "bound" in text or "sampled" in text
     _, r = track_json(tmp_path, "--", "true")
     for key in ("max_ram.main.total_rss", "max_ram.combined.total_rss", "cpu_time"):
         assert r["sources"][key]
@@ -163,7 +163,7 @@ def test_fork_shares_pages_and_sum_of_pss_counts_them_once(tmp_path: Path) -> No
     proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, "-c", code)
     assert proc.returncode == 0, proc.stderr
     assert r["max_ram"]["combined_sampled"] == pytest.approx(310 * MB, rel=0.05)
-    assert r["max_ram"]["combined_upper_bound"] >= 600 * MB
+    assert sum(p["peak_rss"] for p in r["processes"]) >= 600 * MB  # what summing RSS would say
 
 
 def test_tiny_command_is_not_given_the_samplers_memory(tmp_path: Path) -> None:

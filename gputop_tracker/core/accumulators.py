@@ -201,7 +201,8 @@ class ProcessStats:
             self.max_cpu = r.cpu_percent
         if gpu_bytes > self.peak_gpu:
             self.peak_gpu = gpu_bytes
-        self.trend.add(now, rss)
+        if rss:  # an exiting process (or a zombie) holds no memory any more: not a point of its RSS curve
+            self.trend.add(now, rss)
 
     def peak_events(self, events: EventLog, now: float, rss: int, gpu_bytes: int) -> None:
         """A `peak` event each time RSS or GPU memory passes the next step over the last one reported."""
