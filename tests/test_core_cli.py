@@ -245,7 +245,8 @@ def test_cpu_seconds_of_a_burner_match_rusage(tmp_path: Path) -> None:
     kernel = kernel_figures(k)["cpu_self"]
     assert r["cpu_time"]["total"] == pytest.approx(kernel, rel=0.02, abs=0.03)
     assert r["cpu_time"]["source"] == "exact"
-    assert r["cpu_utilization"]["main"]["max_sum_percent"] > 70
+    # sampled percentages: some interval is at least as busy as the run on average (whatever the load)
+    assert r["cpu_utilization"]["main"]["max_sum_percent"] >= 0.8 * r["cpu_time"]["mean_percent"] > 0
 
 
 def test_sessions_commands(tmp_path: Path, store: Path) -> None:

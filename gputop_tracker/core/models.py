@@ -233,11 +233,15 @@ class ProcessSummary(Model):
     first_seen: float
     last_seen: float
     peak_rss: int
-    peak_rss_source: str = Field(description="VmHWM or ru_maxrss (exact) or sampled")
+    peak_rss_source: str = Field(description="how peak_rss was measured: exact (VmHWM, ru_maxrss) or a bound, and why")
+    peak_rss_exact: bool = Field(False, description="peak_rss equals the kernel's own figure for this process")
+    peak_rss_before_attach: int | None = Field(
+        None, description="attach: VmHWM at the attach when above RSS then — a peak from before tracking began"
+    )
     peak_private: int = 0
     peak_pss: int = 0
     peak_threads: int = 0
-    cpu_seconds: float = 0.0
+    cpu_seconds: float = Field(0.0, description="utime + stime while tracked (attach: from the attach)")
     max_cpu_percent: float = 0.0
     peak_gpu_memory: int = 0
     exit_code: int | None = None

@@ -81,12 +81,14 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
                 return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
             if upper is not None:
                 return Peak(upper, False, "upper_bound", f"upper bound (Σ of per-process exact peaks; {extra})")
+            # the processes' own figures say less than the cgroup: report what they surely held, and the cgroup
+            # as the ceiling (page cache is what a job that reads files mostly has there)
             return Peak(
-                cgroup_peak,
+                low,
                 False,
-                "upper_bound",
-                f"upper bound (the job cgroup's peak, which also counts page cache and kernel memory; "
-                f"at least {low} bytes: {b.upper_why or 'some per-process peaks are lower bounds'})",
+                "sampled",
+                f"sampled lower bound (largest single process or Σ PSS sampled); at most {cgroup_peak} bytes, the "
+                "job cgroup's peak, which also counts page cache and kernel memory",
             )
         # below what one process alone held: file pages (libraries) charged to others before the job
         extra = (

@@ -553,9 +553,9 @@ class SummaryBuilder:
         seen_sum = sum(singles)
         why = ""
         if self.vanished_by_others:
-            why = f"{self.vanished_by_others} processes were reaped by their parents: their peaks are lower bounds"
+            why = f"processes reaped by their parents ({self.vanished_by_others}) have lower-bound peaks"
         elif self.unseen_reaped:
-            why = f"{self.unseen_reaped} processes lived and died between samples"
+            why = f"processes lived and died between samples ({self.unseen_reaped})"
         elif any(not pk.exact for pk in peaks.values()):
             why = "some per-process peaks are lower bounds"
         return TreeBounds(
@@ -759,6 +759,12 @@ class SummaryBuilder:
             f"{lk['slope_bytes_per_s'] / 1e6:.1f} MB/s (R² {lk['r2']:.2f}, {lk['n_samples']} samples)"
             for lk in leaks
         ]
+        for p in self.procs.values():
+            if p.peak_before_attach is not None:
+                notes.append(
+                    f"process {p.pid} ({p.name}) had a peak RSS of {p.peak_before_attach} bytes before the attach "
+                    "(VmHWM then above its RSS); its peak here is what was seen while attached"
+                )
         if self.events.dropped:
             notes.append(f"{self.events.dropped} process/peak events not kept (more than the cap per session)")
         notes += sorted(self.gpu_problems)
