@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker import __version__
+from gputop_tracker._version import __version__
 
 EVENT_TYPES = (
     "start",

@@ -24,13 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import cgroup as cgroups
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
 from gputop_tracker.core.procfs import HostReader, ProcessTree
-from gputop_tracker.core.summary import SCHEMA_VERSION, SummaryBuilder
+from gputop_tracker.core.summary import SummaryBuilder
 
 PR_SET_CHILD_SUBREAPER = 36
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this

@@ -13,12 +13,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gputop_tracker import __version__
+from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.events import PEAK_STEP_BYTES, PEAK_STEP_FRACTION, EventLog, FlightRecorder, LevelWatch
 from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.procfs import Reading
 
-SCHEMA_VERSION = 1  # models.SCHEMA_VERSION; kept here so the sampler never imports pydantic
 TIMELINE_CAP = 14_400  # rows; past it, neighbouring rows merge (24 h at 1 s stays ~3 MB)
 
 BASE_COLUMNS = [
