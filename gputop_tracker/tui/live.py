@@ -13,12 +13,12 @@ import codecs
 import os
 import re
 import select
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from gputop_tracker import console
 from gputop_tracker.core import channel, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
@@ -149,13 +149,11 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     os.close(read_fd)
     final = app.final
     if final is not None and final.session_path:
-        print(f"gputop-track: session {final.session_id} saved: {final.session_path}", file=sys.stderr)
+        console.say(f"session {final.session_id} saved: {final.session_path}")
     elif final is not None and cfg.save:
-        from gputop_tracker.cli import not_saved
-
-        not_saved(final)
+        console.not_saved(final.notes)
     if app.failure is not None:
-        print(f"gputop-track: {app.failure.message}", file=sys.stderr)
+        console.say(app.failure.message)
     if code is None:  # the app crashed; Textual printed the traceback
         return app.return_code or 1
     return code
