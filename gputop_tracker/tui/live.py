@@ -22,6 +22,7 @@ from gputop_tracker import console
 from gputop_tracker.core import channel, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
+from gputop_tracker.core.framing import LineFramer
 from gputop_tracker.core.units import Units
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
@@ -45,7 +46,7 @@ class SamplerSource:
         self._closed = threading.Event()
 
     def messages(self) -> Iterator[channel.Message]:
-        buf = b""
+        framer = LineFramer()
         fd = self.handle.read_fd
         while not self._closed.is_set():
             ready, _, _ = select.select([fd, self._wake_r], [], [])
@@ -54,9 +55,8 @@ class SamplerSource:
             chunk = os.read(fd, CHUNK)
             if not chunk:
                 return
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
+            framer.feed(chunk)
+            for line in framer.lines():
                 if line.strip():
                     yield channel.decode(line)
 
