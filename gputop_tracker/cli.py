@@ -73,31 +73,35 @@ def build_parser() -> Parser:
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
-    a = p.add_argument_group("alerts and OOM dumps")
-    a.add_argument(
+    alerts = p.add_argument_group("alerts and OOM dumps")
+    alerts.add_argument(
         "--mem-limit",
         metavar="SIZE",
         help="RAM limit for alerts, e.g. 4G, 500M (default: the job's cgroup limit, else the system's RAM)",
     )
-    a.add_argument(
+    alerts.add_argument(
         "--enforce-mem-limit",
         action="store_true",
         help="also make --mem-limit the hard limit of the command's own cgroup (the kernel OOM-kills past it)",
     )
-    a.add_argument("--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)")
-    a.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
-    a.add_argument(
+    alerts.add_argument(
+        "--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)"
+    )
+    alerts.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
+    alerts.add_argument(
         "--watch-output",
         action="store_true",
         help="headless: pass the command's output through a pipe to spot CUDA/PyTorch out-of-memory errors",
     )
-    a.add_argument(
+    alerts.add_argument(
         "--oom-window", type=float, default=60.0, metavar="SECONDS", help="seconds of samples kept for a dump (60)"
     )
-    a.add_argument(
+    alerts.add_argument(
         "--oom-dumps", type=int, default=5, metavar="K", help="OOM dump bundles kept in the store (5; 0 = none)"
     )
-    a.add_argument("--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)")
+    alerts.add_argument(
+        "--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
+    )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 

@@ -20,10 +20,12 @@ from gputop_tracker.core.units import human_bytes, human_seconds
 
 
 def percent_or_dash(v: float | None) -> str:
+    """42% for a known percentage, - for none."""
     return "-" if v is None else f"{v:.0f}%"
 
 
 def local_time(t: float, fmt: str) -> str:
+    """Epoch seconds as local time in strftime format `fmt`."""
     return time.strftime(fmt, time.localtime(t))
 
 
@@ -97,20 +99,21 @@ class Column:
     """Direction of the first click: newest, largest first; text A→Z."""
 
 
-def _num(v: float | None) -> float:
+def _sort_number(v: float | None) -> float:
+    """A figure as a sort key: a missing one sorts below every number."""
     return -math.inf if v is None else v
 
 
 COLUMNS: list[Column] = [
     Column("mark", "✓", 1, None),
-    Column("start", "start", 16, lambda r: _num(r.start)),
+    Column("start", "start", 16, lambda r: _sort_number(r.start)),
     Column("command", "command", 30, lambda r: r.command.lower(), descending=False),
-    Column("duration", "duration", 8, lambda r: _num(r.duration), right=True),
+    Column("duration", "duration", 8, lambda r: _sort_number(r.duration), right=True),
     Column("exit", "exit", 7, lambda r: r.exit_rank, right=True, descending=False),
-    Column("ram", "peak RAM", 9, lambda r: _num(r.peak_ram), right=True),
-    Column("gpu", "peak GPU", 9, lambda r: _num(r.peak_gpu), right=True),
-    Column("cpu", "mean CPU", 8, lambda r: _num(r.cpu), right=True),
-    Column("gpu_util", "mean GPU", 8, lambda r: _num(r.gpu_util), right=True),
+    Column("ram", "peak RAM", 9, lambda r: _sort_number(r.peak_ram), right=True),
+    Column("gpu", "peak GPU", 9, lambda r: _sort_number(r.peak_gpu), right=True),
+    Column("cpu", "mean CPU", 8, lambda r: _sort_number(r.cpu), right=True),
+    Column("gpu_util", "mean GPU", 8, lambda r: _sort_number(r.gpu_util), right=True),
     Column("host", "host", 12, lambda r: r.host.lower(), descending=False),
 ]
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
@@ -180,7 +183,8 @@ FIGURES: list[Figure] = [
 ]
 
 
-def _fmt(kind: str, v: float | None, signed: bool = False) -> str:
+def format_figure(kind: str, v: float | None, signed: bool = False) -> str:
+    """A figure in the user's units (`kind`: bytes, seconds, percent, percent0, count), signed for a difference."""
     if v is None:
         return "-"
     sign = "+" if signed and v > 0 else ("−" if signed and v < 0 else "")
@@ -202,16 +206,25 @@ def compare_rows(a: ResourceUsage, b: ResourceUsage) -> list[tuple[str, str, str
     for f in FIGURES:
         va, vb = f.get(a), f.get(b)
         if va is None or vb is None:
-            out.append((f.label, _fmt(f.kind, va), _fmt(f.kind, vb), "-", "", ""))
+            out.append((f.label, format_figure(f.kind, va), format_figure(f.kind, vb), "-", "", ""))
             continue
         diff = vb - va
-        pct = _fmt("percent0", diff / va * 100, signed=True) if va else ""
+        pct = format_figure("percent0", diff / va * 100, signed=True) if va else ""
         if f.better is None or abs(diff) <= 1e-9 * max(abs(va), abs(vb), 1.0):
             verdict = "same" if abs(diff) <= 1e-9 * max(abs(va), abs(vb), 1.0) else ""
         else:
             b_wins = diff < 0 if f.better == "lower" else diff > 0
             verdict = "B" if b_wins else "A"
-        out.append((f.label, _fmt(f.kind, va), _fmt(f.kind, vb), _fmt(f.kind, diff, signed=True), pct, verdict))
+        out.append(
+            (
+                f.label,
+                format_figure(f.kind, va),
+                format_figure(f.kind, vb),
+                format_figure(f.kind, diff, signed=True),
+                pct,
+                verdict,
+            )
+        )
     ea, eb = a.exit_code, b.exit_code
     ok_a, ok_b = ea == 0, eb == 0
     verdict = "same" if ok_a == ok_b else ("A" if ok_a else "B")

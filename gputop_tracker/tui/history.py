@@ -120,7 +120,7 @@ class SessionDetailScreen(_HistoryScreenBase):
         s = self.entry.session
         if s is None or s.summary is None:
             return
-        t = self.query_one("#processes-table", DataTable)
+        table = self.query_one("#processes-table", DataTable)
         for label, right in (
             ("pid", True),
             ("ppid", True),
@@ -137,7 +137,7 @@ class SessionDetailScreen(_HistoryScreenBase):
             ("exit", True),
             ("command line", False),
         ):
-            t.add_column(Text(label, justify="right" if right else "left"), key=label)
+            table.add_column(Text(label, justify="right" if right else "left"), key=label)
         for p in sorted(s.summary.processes, key=lambda p: p.peak_rss, reverse=True):
             numbers = [
                 str(p.pid),
@@ -156,7 +156,7 @@ class SessionDetailScreen(_HistoryScreenBase):
                 None,
             ]
             texts = {2: p.role, 3: p.name, 11: p.peak_rss_source, 13: " ".join(p.cmdline)[:200]}
-            t.add_row(
+            table.add_row(
                 *(Text(n, justify="right") if n is not None else Text(texts[i]) for i, n in enumerate(numbers)),
                 key=str(p.pid),
             )
@@ -223,17 +223,17 @@ class CompareScreen(_HistoryScreenBase):
         sa, sb = self.a.session, self.b.session
         if sa is None or sb is None or sa.summary is None or sb.summary is None:
             return
-        t = self.query_one("#compare-table", DataTable)
-        t.clear(columns=True)
-        t.add_column("figure", key="figure")
-        t.add_column(Text("A", style="bold cyan", justify="right"), key="a")
-        t.add_column(Text("B", style="bold magenta", justify="right"), key="b")
-        t.add_column(Text("B − A", justify="right"), key="diff")
-        t.add_column(Text("change", justify="right"), key="pct")
-        t.add_column("better", key="better")
+        table = self.query_one("#compare-table", DataTable)
+        table.clear(columns=True)
+        table.add_column("figure", key="figure")
+        table.add_column(Text("A", style="bold cyan", justify="right"), key="a")
+        table.add_column(Text("B", style="bold magenta", justify="right"), key="b")
+        table.add_column(Text("B − A", justify="right"), key="diff")
+        table.add_column(Text("change", justify="right"), key="pct")
+        table.add_column("better", key="better")
         for label, va, vb, diff, pct, verdict in compare_rows(sa.summary, sb.summary):
             style = {"A": "bold cyan", "B": "bold magenta"}.get(verdict, "dim")
-            t.add_row(
+            table.add_row(
                 label,
                 Text(va, justify="right"),
                 Text(vb, justify="right"),
