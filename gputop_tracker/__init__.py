@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from gputop_tracker._version import __version__
 
 if TYPE_CHECKING:
     from gputop_tracker.core.tracker import Tracker

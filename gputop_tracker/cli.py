@@ -13,9 +13,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from gputop_tracker import __version__
+from gputop_tracker import console
+from gputop_tracker._version import __version__
+from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core import paths, validate
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.units import UnitError, Units, parse_size
@@ -23,19 +25,9 @@ from gputop_tracker.core.units import UnitError, Units, parse_size
 if TYPE_CHECKING:
     from gputop_tracker.core.channel import SamplerHandle
 
-PROG = "gputop-track"
 DEFAULT_INTERVAL = 0.5
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class UsageError(Exception):
-    """Bad input: one line on stderr, exit 2."""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def build_parser() -> Parser:
@@ -81,69 +73,37 @@ def build_parser() -> Parser:
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
-    a = p.add_argument_group("alerts and OOM dumps")
-    a.add_argument(
+    alerts = p.add_argument_group("alerts and OOM dumps")
+    alerts.add_argument(
         "--mem-limit",
         metavar="SIZE",
         help="RAM limit for alerts, e.g. 4G, 500M (default: the job's cgroup limit, else the system's RAM)",
     )
-    a.add_argument(
+    alerts.add_argument(
         "--enforce-mem-limit",
         action="store_true",
         help="also make --mem-limit the hard limit of the command's own cgroup (the kernel OOM-kills past it)",
     )
-    a.add_argument("--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)")
-    a.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
-    a.add_argument(
+    alerts.add_argument(
+        "--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)"
+    )
+    alerts.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
+    alerts.add_argument(
         "--watch-output",
         action="store_true",
         help="headless: pass the command's output through a pipe to spot CUDA/PyTorch out-of-memory errors",
     )
-    a.add_argument(
+    alerts.add_argument(
         "--oom-window", type=float, default=60.0, metavar="SECONDS", help="seconds of samples kept for a dump (60)"
     )
-    a.add_argument(
+    alerts.add_argument(
         "--oom-dumps", type=int, default=5, metavar="K", help="OOM dump bundles kept in the store (5; 0 = none)"
     )
-    a.add_argument("--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)")
+    alerts.add_argument(
+        "--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
+    )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
-
-
-def build_sessions_parser() -> Parser:
-    p = Parser(prog=f"{PROG} sessions", description="Saved sessions.")
-    p.add_argument("--store", metavar="DIR", help="session store")
-    # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
-    # given before the action (or None) stays
-    common = Parser(add_help=False)
-    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help="session store")
-    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    sub.add_parser("list", help="every saved session, newest first", parents=[common])
-    show = sub.add_parser("show", help="the report of one session", parents=[common])
-    show.add_argument("id")
-    show.add_argument("-f", "--format", choices=("text", "json"), default="text")
-    show.add_argument("--ru", "--ram-unit", dest="ram_unit")
-    show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit")
-    show.add_argument("--tu", "--time-unit", dest="time_unit")
-    export = sub.add_parser("export", help="a session as JSON (everything) or CSV (the timeline)", parents=[common])
-    export.add_argument("id")
-    export.add_argument("-f", "--format", choices=("json", "csv"), default="json")
-    export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    events = sub.add_parser(
-        "events", help="the event timeline of a session (alerts, peaks, processes, OOM)", parents=[common]
-    )
-    events.add_argument("id")
-    events.add_argument("-f", "--format", choices=("text", "json", "csv"), default="text")
-    events.add_argument("-t", "--type", action="append", metavar="TYPE", help="only events of TYPE (repeatable)")
-    events.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    delete = sub.add_parser("delete", help="delete a session", parents=[common])
-    delete.add_argument("id")
-    return p
-
-
-def die(message: str, code: int = 2) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,14 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] == "sessions":
             from gputop_tracker import sessions_cli
 
-            return sessions_cli.run(build_sessions_parser().parse_args(argv[1:]))
+            return sessions_cli.main(argv[1:])
         return track(build_parser().parse_args(argv))
-    except UsageError as e:
-        return die(str(e))
-    except UnitError as e:
-        return die(str(e))
+    except (UsageError, UnitError) as e:
+        return console.error(str(e))
     except KeyboardInterrupt:
-        return 130
+        return console.EXIT_INTERRUPTED
 
 
 def _units(args: argparse.Namespace) -> Units:
@@ -178,17 +136,19 @@ def _check_attach(pid: int) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """Every numeric flag finite and in range: NaN and inf pass a plain `<` test."""
+    """Every numeric flag finite and in range (NaN and inf pass a plain `<` test), warning below critical."""
     try:
-        validate.number("--interval", args.interval, MIN_INTERVAL, validate.MAX_INTERVAL)
-        if args.n_expected_cores is not None:
-            validate.integer("--n-expected-cores", args.n_expected_cores, 1)
-        validate.integer("--simulate-gpus", args.simulate_gpus, 0, validate.MAX_SIMULATED_GPUS)
-        validate.number("--warn-at", args.warn_at, 0, 100, above=True)
-        validate.number("--critical-at", args.critical_at, 0, 100, above=True)
-        validate.number("--oom-window", args.oom_window, 0, validate.MAX_WINDOW)
-        validate.integer("--oom-dumps", args.oom_dumps, 0)
-        validate.number("--oom-dump-mb", args.oom_dump_mb, 0, 1e9, above=True)
+        validate.tracking_options(
+            validate.CLI_NAMES,
+            interval=args.interval,
+            n_expected_cores=args.n_expected_cores,
+            simulate_gpus=args.simulate_gpus,
+            warn_at=args.warn_at,
+            critical_at=args.critical_at,
+            flight_seconds=args.oom_window,
+            oom_dumps=args.oom_dumps,
+            oom_dump_mb=args.oom_dump_mb,
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -229,12 +189,6 @@ def track(args: argparse.Namespace) -> int:
     if args.attach is not None:
         _check_attach(args.attach)
     mem_limit = parse_size(args.mem_limit) if args.mem_limit else None
-    from gputop_tracker.core.events import check_levels
-
-    try:
-        check_levels(args.warn_at, args.critical_at)
-    except ValueError as e:
-        raise UsageError(str(e).replace("warn_at", "--warn-at").replace("critical_at", "--critical-at")) from None
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
     if args.enforce_mem_limit and args.attach is not None:
@@ -325,12 +279,14 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
         return failure.exit_code
     if usage is None:
         where = f"; partial session {started.session_id} in {started.store}" if started else ""
-        return die(f"the sampler stopped unexpectedly (status {handle.exit_status}){where}", 1)
+        return console.error(
+            f"the sampler stopped unexpectedly (status {handle.exit_status}){where}", console.EXIT_FAILURE
+        )
     write_report(usage, args, units)
     if cfg.save and not usage.session_path:
-        not_saved(usage)
+        console.not_saved(usage.notes)
     if cfg.mode == "attach":
-        return 128 + interrupted[0] if interrupted else 0
+        return console.signal_exit_code(interrupted[0]) if interrupted else 0
     if usage.exit_code is None:  # detached
         return 0
     return usage.exit_code
@@ -388,50 +344,21 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
         try:
             write_output(Path(args.output), text.encode())
         except OSError as e:
-            _stderr(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows\n{text}")
+            console.write_stderr(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows\n{text}")
         else:
             if usage.session_path:
-                _stderr(f"{PROG}: report written to {args.output}; session {usage.session_id}\n")
+                console.write_stderr(f"{PROG}: report written to {args.output}; session {usage.session_id}\n")
         return
     if args.format == "text":
-        _stderr(text)
+        console.write_stderr(text)
         return
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as e:
-        stdout_failed()
+        console.stdout_failed()
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""
-        _stderr(f"{PROG}: error: cannot write the report to stdout: {e.strerror}{where}\n")
-
-
-def not_saved(usage: object) -> None:
-    """One line on stderr when the session could not be saved (the reason is among the summary's notes)."""
-    from gputop_tracker.core.models import ResourceUsage
-
-    assert isinstance(usage, ResourceUsage)
-    reason = next((n for n in usage.notes if n.startswith("session NOT saved")), "session NOT saved")
-    _stderr(f"{PROG}: {reason}\n")
-
-
-def _stderr(text: str) -> None:
-    """Write to stderr; if stderr itself is gone there is no one left to tell."""
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except OSError:
-        pass
-
-
-def stdout_failed() -> None:
-    """After stdout failed (EPIPE, ENOSPC): point it at /dev/null, so the flush at exit neither fails nor
-    prints a traceback, and nothing later writes into a dead pipe."""
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
-        os.close(fd)
-    except (OSError, ValueError, AttributeError):
-        pass
+        console.write_stderr(f"{PROG}: error: cannot write the report to stdout: {e.strerror}{where}\n")
 
 
 class AlertPrinter:

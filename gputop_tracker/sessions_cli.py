@@ -3,23 +3,56 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import sys
-import time
 from pathlib import Path
 
+from gputop_tracker import console
+from gputop_tracker.console import Parser, UsageError
+from gputop_tracker.core import export as exporting
 from gputop_tracker.core import paths, report, store
 from gputop_tracker.core.models import Session
 from gputop_tracker.core.units import UnitError, Units, human_bytes, human_seconds
 
-PROG = "gputop-track"  # errors start `gputop-track: error:`, as every bad input of the tool
+
+def build_sessions_parser() -> Parser:
+    p = Parser(prog=f"{console.PROG} sessions", description="Saved sessions.")
+    p.add_argument("--store", metavar="DIR", help="session store")
+    # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
+    # given before the action (or None) stays
+    common = Parser(add_help=False)
+    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help="session store")
+    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
+    sub.add_parser("list", help="every saved session, newest first", parents=[common])
+    show = sub.add_parser("show", help="the report of one session", parents=[common])
+    show.add_argument("id")
+    show.add_argument("-f", "--format", choices=("text", "json"), default="text")
+    show.add_argument("--ru", "--ram-unit", dest="ram_unit")
+    show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit")
+    show.add_argument("--tu", "--time-unit", dest="time_unit")
+    export_parser = sub.add_parser(
+        "export", help="a session as JSON (everything) or CSV (the timeline)", parents=[common]
+    )
+    export_parser.add_argument("id")
+    export_parser.add_argument("-f", "--format", choices=("json", "csv"), default="json")
+    export_parser.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    events_parser = sub.add_parser(
+        "events", help="the event timeline of a session (alerts, peaks, processes, OOM)", parents=[common]
+    )
+    events_parser.add_argument("id")
+    events_parser.add_argument("-f", "--format", choices=("text", "json", "csv"), default="text")
+    events_parser.add_argument("-t", "--type", action="append", metavar="TYPE", help="only events of TYPE (repeatable)")
+    events_parser.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    delete = sub.add_parser("delete", help="delete a session", parents=[common])
+    delete.add_argument("id")
+    return p
 
 
-def _err(message: str, code: int = 2) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return code
+def main(argv: list[str]) -> int:
+    """`gputop-track sessions ARGV...`; bad input is one error line and exit 2."""
+    try:
+        return run(build_sessions_parser().parse_args(argv))
+    except UsageError as e:
+        return console.error(str(e))
 
 
 def _open(store_dir: Path, session_id: str) -> Session:
@@ -36,14 +69,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return code
     except (LookupError, UnitError) as e:
-        return _err(str(e.args[0]))
+        return console.error(str(e.args[0]))
     except OSError as e:
         if e.filename is None:  # stdout: a closed pipe (`| head`) or a full disk
-            from gputop_tracker.cli import stdout_failed
-
-            stdout_failed()
-            return _err(f"cannot write to stdout: {e.strerror}", 1)
-        return _err(f"{e.filename}: {e.strerror}", 1)
+            console.stdout_failed()
+            return console.error(f"cannot write to stdout: {e.strerror}", console.EXIT_FAILURE)
+        return console.error(f"{e.filename}: {e.strerror}", console.EXIT_FAILURE)
 
 
 def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
@@ -59,7 +90,7 @@ def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
         path = store.delete(store_dir, args.id)
         print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
         return 0
-    return _err(f"unknown action {args.action}")
+    return console.error(f"unknown action {args.action}")
 
 
 def list_sessions(store_dir: Path) -> int:
@@ -87,7 +118,7 @@ def list_sessions(store_dir: Path) -> int:
 def show(store_dir: Path, args: argparse.Namespace) -> int:
     s = _open(store_dir, args.id)
     if s.summary is None:
-        return _err(f"session {s.meta.id} has no summary yet")
+        return console.error(f"session {s.meta.id} has no summary yet")
     units = Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
     sys.stdout.write(
         report.to_json(s.summary, units) + "\n" if args.format == "json" else report.to_text(s.summary, units)
@@ -96,45 +127,21 @@ def show(store_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def timeline_csv(s: Session) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["time", *s.timeline.columns])
-    start = s.meta.start_time
-    for row in s.timeline.rows:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start + float(row[0] or 0)))
-        w.writerow([stamp, *("" if v is None else v for v in row)])
-    return buf.getvalue()
+def _write(text: str, output: str | None, done: str) -> None:
+    """To `output` (then `done` on stderr) or to stdout."""
+    if output:
+        store.write_output(Path(output), text.encode())
+        print(done, file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def export(store_dir: Path, args: argparse.Namespace) -> int:
     s = _open(store_dir, args.id)
-    text = timeline_csv(s) if args.format == "csv" else json.dumps(s.model_dump(mode="json"), indent=2) + "\n"
-    if args.output:
-        store.write_output(Path(args.output), text.encode())
-        print(f"exported {s.meta.id} to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    text = exporting.timeline_csv(s) if args.format == "csv" else exporting.session_json(s)
+    _write(text, args.output, f"exported {s.meta.id} to {args.output}")
     return 0
-
-
-EVENT_COLUMNS = [
-    "time",
-    "elapsed",
-    "type",
-    "message",
-    "pid",
-    "name",
-    "resource",
-    "value",
-    "limit",
-    "percent",
-    "exit_code",
-    "signal",
-    "source",
-    "dump",
-]
 
 
 def events(store_dir: Path, args: argparse.Namespace) -> int:
@@ -147,23 +154,11 @@ def events(store_dir: Path, args: argparse.Namespace) -> int:
     s = _open(store_dir, args.id)
     found = [e for e in s.events if not args.type or e.type in args.type]
     if args.format == "json":
-        text = json.dumps([e.model_dump(mode="json", exclude_none=True) for e in found], indent=2) + "\n"
+        text = exporting.events_json(found)
     elif args.format == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(EVENT_COLUMNS)
-        for e in found:
-            d = e.model_dump(mode="json")
-            d["time"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e.time)) + f".{int(e.time % 1 * 1000):03d}"
-            w.writerow(["" if d.get(c) is None else d[c] for c in EVENT_COLUMNS])
-        text = buf.getvalue()
+        text = exporting.events_csv(found)
     else:
         lines = report.events_lines(found, limit=len(found))
         text = "\n".join(lines) + "\n" if lines else f"no events in session {s.meta.id}\n"
-    if args.output:
-        store.write_output(Path(args.output), text.encode())
-        print(f"exported {len(found)} events of {s.meta.id} to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    _write(text, args.output, f"exported {len(found)} events of {s.meta.id} to {args.output}")
     return 0

@@ -22,21 +22,16 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, Static
 
 from gputop_tracker.core import report, store
-from gputop_tracker.sessions_cli import timeline_csv
+from gputop_tracker.core.export import timeline_csv
+from gputop_tracker.core.history import Row, compare_rows, filter_rows
+from gputop_tracker.tui.charts import Series, TimeChart, nice_ceiling, short_time
 from gputop_tracker.tui.history import (
     CompareScreen,
     ConfirmScreen,
     ExportScreen,
     HistoryApp,
     HistoryScreen,
-    Row,
-    Series,
     SessionDetailScreen,
-    TimeChart,
-    compare_rows,
-    filter_rows,
-    nice_ceiling,
-    short_time,
 )
 
 SIZES = [(80, 24), (160, 50)]

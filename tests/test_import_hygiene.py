@@ -1,13 +1,21 @@
-"""core/ never imports textual; the headless CLI never imports the TUI (each checked in a fresh interpreter)."""
+"""The import graph points one way.
+
+core/ never imports textual and the headless CLI never imports the TUI (each checked in a fresh
+interpreter); an AST walk over every module checks the whole graph: no cycle, nothing but `__main__`
+imports the CLI entry point, the TUI imports no CLI module.
+"""
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import gputop_tracker
 import gputop_tracker.core
 
 CORE_MODULES = sorted(f"gputop_tracker.core.{m.name}" for m in pkgutil.iter_modules(gputop_tracker.core.__path__))
@@ -38,3 +46,173 @@ def test_headless_run_never_imports_textual() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "TEXTUAL=False" in proc.stderr
+
+
+# --------------------------------------------------------------------------- the import graph, by AST
+#
+# Every import statement of every module of the package counts: module level and inside functions
+# (a function-level import closes a cycle as surely as a top-level one, it only fires later), `import x`,
+# `from x import y` (an edge to x.y when that is a module, else to x) and relative imports. Imports under
+# `if TYPE_CHECKING:` are left out: they never run. Parent packages are not counted as imported: Python
+# imports them first, before the module that imports, so they cannot close a cycle by themselves.
+
+PACKAGE_DIR = Path(gputop_tracker.__file__).parent
+
+
+def module_files(package_dir: Path) -> dict[str, Path]:
+    """Module name -> file, for every .py file of the package (a package's __init__ under its own name)."""
+    root = package_dir.name
+    out = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = [root, *path.relative_to(package_dir).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth, except those only under `if TYPE_CHECKING:`."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def imported_modules(module: str, path: Path, known: set[str]) -> set[str]:
+    """The modules `module` imports (any module name; resolve relative imports against `module`)."""
+    is_package = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+            continue
+        if node.level:
+            parts = module.split(".")
+            base_parts = parts if is_package else parts[:-1]
+            base_parts = base_parts[: len(base_parts) - (node.level - 1)]
+            base = ".".join([*base_parts, *([node.module] if node.module else [])])
+        else:
+            base = node.module or ""
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            out.add(sub if sub in known else base)
+    return out
+
+
+def import_graph(package_dir: Path) -> dict[str, set[str]]:
+    """Module -> every module it imports (all names, not only the package's)."""
+    files = module_files(package_dir)
+    known = set(files)
+    return {module: imported_modules(module, path, known) for module, path in files.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of the package's own modules with more than one module (or a
+    module that imports itself): each is at least one import cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm; the package is small, recursion is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v] & graph.keys()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def importers_of(graph: dict[str, set[str]], target: str) -> set[str]:
+    return {m for m, deps in graph.items() if target in deps}
+
+
+GRAPH = import_graph(PACKAGE_DIR)
+
+
+def test_the_walk_sees_function_level_relative_and_from_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg._version import v\n")
+    (pkg / "_version.py").write_text("v = 1\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg.sub import c\n"
+        "def f():\n    from . import b\n    import pkg.top\n"
+        "class K:\n    def g(self):\n        from ..top import name\n"
+    )
+    (pkg / "sub" / "b.py").write_text("def h():\n    from pkg.sub.a import f\n")
+    (pkg / "sub" / "c.py").write_text("")
+    (pkg / "top.py").write_text("from pkg import v\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.sub.a"] == {"typing", "pkg.sub.b", "pkg.top"}  # not pkg.sub.c: TYPE_CHECKING only
+    assert graph["pkg.top"] == {"pkg"}  # `v` is no module: the package's __init__ is what runs
+    assert import_cycles(graph) == [["pkg.sub.a", "pkg.sub.b"]]
+
+
+def test_graph_covers_the_package() -> None:
+    assert {"gputop_tracker", "gputop_tracker.cli", "gputop_tracker.core.sampler", "gputop_tracker.tui.history"} <= set(
+        GRAPH
+    )
+    assert "gputop_tracker.core.models" in GRAPH["gputop_tracker.core.store"]  # a function-level import
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    assert import_cycles(GRAPH) == []
+
+
+def test_only_main_imports_the_cli_entry_point() -> None:
+    # the console script `gputop_tracker.cli:main` is the other way in; it is no import of the package
+    assert importers_of(GRAPH, "gputop_tracker.cli") <= {"gputop_tracker.__main__"}
+
+
+def test_tui_never_imports_a_cli_module() -> None:
+    bad = {
+        m: sorted(GRAPH[m] & {"gputop_tracker.cli", "gputop_tracker.sessions_cli"})
+        for m in GRAPH
+        if m.startswith("gputop_tracker.tui")
+    }
+    assert {m: deps for m, deps in bad.items() if deps} == {}
+
+
+def test_core_never_imports_textual_at_any_level() -> None:
+    bad = {
+        m: sorted(d for d in GRAPH[m] if d == "textual" or d.startswith("textual."))
+        for m in GRAPH
+        if m.startswith("gputop_tracker.core")
+    }
+    assert {m: deps for m, deps in bad.items() if deps} == {}

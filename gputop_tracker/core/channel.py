@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.config import EngineConfig, config_json
+from gputop_tracker.core.framing import LineFramer
 
 if TYPE_CHECKING:
     from gputop_tracker.core.models import Event, ResourceUsage, Sample
@@ -86,24 +87,20 @@ class SamplerHandle:
         self.pid = pid
         self.read_fd = read_fd
         self._popen = popen
-        self._buf = b""
+        self._framer = LineFramer()
         self.exit_status: int | None = None
 
     def lines(self) -> Iterator[bytes]:
         """Raw lines until the sampler closes the pipe."""
         while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
-                yield line
-                continue
+            yield from self._framer.lines()
             try:
                 chunk = os.read(self.read_fd, 1 << 16)
             except InterruptedError:
                 continue
             if not chunk:
                 return
-            self._buf += chunk
+            self._framer.feed(chunk)
 
     def messages(self) -> Iterator[Message]:
         for line in self.lines():

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker import __version__
+from gputop_tracker._version import __version__
 
 EVENT_TYPES = (
     "start",
@@ -290,11 +290,3 @@ def is_oom_exception(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text.lower() or "ALLOC_FAILED" in text)
-
-
-def check_levels(warn_at: float, critical_at: float) -> None:
-    """Warning and critical levels are percentages, warning below critical."""
-    if not (0 < warn_at <= 100 and 0 < critical_at <= 100):
-        raise ValueError(f"warn_at and critical_at must be percentages in (0, 100], not {warn_at:g}, {critical_at:g}")
-    if warn_at >= critical_at:
-        raise ValueError(f"warn_at ({warn_at:g}) must be below critical_at ({critical_at:g})")

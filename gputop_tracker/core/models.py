@@ -12,10 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gputop_tracker import __version__
+from gputop_tracker._version import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported for readers of files
+from gputop_tracker._version import __version__
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS
-
-SCHEMA_VERSION = 1
 
 
 class Model(BaseModel):

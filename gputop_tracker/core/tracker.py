@@ -25,8 +25,8 @@ from gputop_tracker.core.channel import (
     Summary,
     start_spawned,
 )
-from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.events import check_levels, is_oom_exception
+from gputop_tracker.core.config import EngineConfig
+from gputop_tracker.core.events import is_oom_exception
 from gputop_tracker.core.models import Event, ResourceUsage
 from gputop_tracker.core.units import Units, parse_size
 
@@ -68,18 +68,19 @@ class Tracker:
         oom_dump_mb: float = 200.0,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
-        validate.number("sleep_time", sleep_time, MIN_INTERVAL, validate.MAX_INTERVAL)
-        validate.number("warn_at", warn_at, 0, 100, above=True)
-        validate.number("critical_at", critical_at, 0, 100, above=True)
-        check_levels(warn_at, critical_at)
-        validate.number("flight_seconds", flight_seconds, 0, validate.MAX_WINDOW)
-        validate.integer("oom_dumps", oom_dumps, 0)
-        validate.number("oom_dump_mb", oom_dump_mb, 0, 1e9, above=True)
-        validate.integer("simulate_gpus", simulate_gpus, 0, validate.MAX_SIMULATED_GPUS)
+        validate.tracking_options(
+            validate.API_NAMES,
+            interval=sleep_time,
+            n_expected_cores=n_expected_cores,
+            simulate_gpus=simulate_gpus,
+            warn_at=warn_at,
+            critical_at=critical_at,
+            flight_seconds=flight_seconds,
+            oom_dumps=oom_dumps,
+            oom_dump_mb=oom_dump_mb,
+        )
         validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
         validate.integer("n_join_attempts", n_join_attempts, 0)
-        if n_expected_cores is not None:
-            validate.integer("n_expected_cores", n_expected_cores, 1)
         if process_id is not None:
             validate.integer("process_id", process_id, 1)
         self.units = Units.parse(ram_unit, gpu_ram_unit, time_unit)

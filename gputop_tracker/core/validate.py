@@ -8,10 +8,55 @@ Light on purpose: the CLI imports it before it forks the sampler.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+
+from gputop_tracker.core.config import MIN_INTERVAL
 
 MAX_INTERVAL = 3600.0  # seconds between samples
 MAX_WINDOW = 86400.0  # seconds of samples the OOM flight recorder keeps
 MAX_SIMULATED_GPUS = 64
+MAX_DUMP_MB = 1e9
+
+# How each caller spells the options tracking_options checks: flags on the command line, keyword
+# arguments of `Tracker` (the API keeps gpu-tracker's `sleep_time`).
+CLI_NAMES = {
+    "interval": "--interval",
+    "n_expected_cores": "--n-expected-cores",
+    "simulate_gpus": "--simulate-gpus",
+    "warn_at": "--warn-at",
+    "critical_at": "--critical-at",
+    "flight_seconds": "--oom-window",
+    "oom_dumps": "--oom-dumps",
+    "oom_dump_mb": "--oom-dump-mb",
+}
+API_NAMES = {key: key for key in CLI_NAMES} | {"interval": "sleep_time"}
+
+
+def tracking_options(
+    names: Mapping[str, str],
+    *,
+    interval: object,
+    n_expected_cores: object,
+    simulate_gpus: object,
+    warn_at: object,
+    critical_at: object,
+    flight_seconds: object,
+    oom_dumps: object,
+    oom_dump_mb: object,
+) -> None:
+    """The options the CLI and the API share, each finite and in range, the alert levels in order;
+    ValueError naming the option as `names` spells it (CLI_NAMES or API_NAMES)."""
+    number(names["interval"], interval, MIN_INTERVAL, MAX_INTERVAL)
+    if n_expected_cores is not None:
+        integer(names["n_expected_cores"], n_expected_cores, 1)
+    integer(names["simulate_gpus"], simulate_gpus, 0, MAX_SIMULATED_GPUS)
+    warn = number(names["warn_at"], warn_at, 0, 100, above=True)
+    critical = number(names["critical_at"], critical_at, 0, 100, above=True)
+    number(names["flight_seconds"], flight_seconds, 0, MAX_WINDOW)
+    integer(names["oom_dumps"], oom_dumps, 0)
+    number(names["oom_dump_mb"], oom_dump_mb, 0, MAX_DUMP_MB, above=True)
+    if warn >= critical:
+        raise ValueError(f"{names['warn_at']} ({warn:g}) must be below {names['critical_at']} ({critical:g})")
 
 
 def number(name: str, value: object, low: float, high: float, *, above: bool = False) -> float:

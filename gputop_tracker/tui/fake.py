@@ -52,92 +52,155 @@ TREE = [
 ]
 
 
+def gpu_uuid(g: int) -> str:
+    return f"GPU-51a1a7ed-0000-4000-8000-{g:012d}"
+
+
+def _held_on_gpu(i: int, g: int) -> int:
+    """Bytes the job holds on GPU g at sample i: it grows for 8 samples, then stays."""
+    return int((6 + 4 * g) * GIB * min(1.0, i / 8))
+
+
+def _fake_process(
+    i: int, k: int, row: tuple[int, int, str, int, int], *, n_gpus: int, interval: float
+) -> ProcessSample:
+    """Process `row` (the k-th of the tree) at sample i."""
+    pid, ppid, name, base, threads = row
+    wave = 1.0 + 0.15 * math.sin(i / 3.0 + k)
+    rss = int(base * MB * wave * min(1.0, 0.4 + i / 10))
+    private = int(rss * (0.55 if pid != MAIN_PID else 0.8))
+    cpu = round(abs(95 * math.sin(i / 4.0 + k * 0.7)) if pid != 4260 else 0.0, 1)
+    if pid == MAIN_PID:
+        cpu = round(160 + 30 * math.sin(i / 5.0), 1)
+    gpu_mem = {gpu_uuid(g): _held_on_gpu(i, g) for g in range(n_gpus)}
+    return ProcessSample(
+        pid=pid,
+        ppid=ppid,
+        name=name,
+        cmdline=COMMAND if pid == MAIN_PID else [name],
+        role="main" if pid == MAIN_PID else "descendant",
+        rss=rss,
+        private=private,
+        shared=rss - private,
+        pss=int(private + (rss - private) * 0.3),
+        peak_rss=int(base * MB * 1.15),
+        cpu_seconds=round(cpu / 100 * interval * (i + 1), 2),
+        cpu_percent=cpu,
+        threads=threads,
+        gpu_memory=gpu_mem if pid == MAIN_PID else {},
+        gpu_sm_percent=round(sum(45 + 40 * math.sin(i / 7.0 + g) for g in range(n_gpus)), 1)
+        if pid == MAIN_PID and n_gpus
+        else None,
+    )
+
+
+def _fake_gpu(i: int, g: int) -> GpuSample:
+    """Simulated GPU g at sample i."""
+    util = round(50 + 45 * math.sin(i / 7.0 + g), 1)
+    held = _held_on_gpu(i, g)
+    return GpuSample(
+        index=g,
+        uuid=gpu_uuid(g),
+        name="Simulated GPU",
+        memory_total=80 * GIB,
+        memory_used=held + 512 * 1024**2,
+        utilization_gpu=util,
+        utilization_memory=round(util * 0.6, 1),
+        temperature_c=round(40 + util / 4, 1),
+        power_w=round(90 + 3 * util, 1),
+        power_limit_w=700.0,
+        tree_memory=held,
+        simulated=True,
+    )
+
+
+def _tree_totals(procs: list[ProcessSample]) -> TreeSample:
+    """The tree's figures of one sample, from its processes (the first is the main process)."""
+    pss = sum(p.pss for p in procs)
+    private = sum(p.private for p in procs)
+    main = procs[0] if procs else None
+    return TreeSample(
+        main_rss=main.rss if main else 0,
+        main_private=main.private if main else 0,
+        main_shared=main.shared if main else 0,
+        descendants_total=sum(p.pss for p in procs[1:]),
+        descendants_private=sum(p.private for p in procs[1:]),
+        combined_total=pss,
+        combined_private=private,
+        combined_shared=pss - private,
+        cpu_percent=round(sum(p.cpu_percent for p in procs), 1),
+        main_cpu_percent=main.cpu_percent if main else 0.0,
+        cpu_seconds=round(sum(p.cpu_seconds for p in procs), 2),
+        threads=sum(p.threads for p in procs),
+        gpu_memory=sum(sum(p.gpu_memory.values()) for p in procs),
+        n_processes=len(procs),
+    )
+
+
 def make_sample(
     i: int, *, n_gpus: int = 2, interval: float = 1.0, tree: list[tuple[int, int, str, int, int]] | None = None
 ) -> Sample:
     """The i-th sample of the demo job (i >= 0)."""
     rows = tree if tree is not None else TREE
-    procs: list[ProcessSample] = []
-    for k, (pid, ppid, name, base, threads) in enumerate(rows):
-        wave = 1.0 + 0.15 * math.sin(i / 3.0 + k)
-        rss = int(base * MB * wave * min(1.0, 0.4 + i / 10))
-        private = int(rss * (0.55 if pid != MAIN_PID else 0.8))
-        cpu = round(abs(95 * math.sin(i / 4.0 + k * 0.7)) if pid != 4260 else 0.0, 1)
-        if pid == MAIN_PID:
-            cpu = round(160 + 30 * math.sin(i / 5.0), 1)
-        gpu_mem = {
-            f"GPU-51a1a7ed-0000-4000-8000-{g:012d}": int((6 + 4 * g) * GIB * min(1.0, i / 8)) for g in range(n_gpus)
-        }
-        procs.append(
-            ProcessSample(
-                pid=pid,
-                ppid=ppid,
-                name=name,
-                cmdline=COMMAND if pid == MAIN_PID else [name],
-                role="main" if pid == MAIN_PID else "descendant",
-                rss=rss,
-                private=private,
-                shared=rss - private,
-                pss=int(private + (rss - private) * 0.3),
-                peak_rss=int(base * MB * 1.15),
-                cpu_seconds=round(cpu / 100 * interval * (i + 1), 2),
-                cpu_percent=cpu,
-                threads=threads,
-                gpu_memory=gpu_mem if pid == MAIN_PID else {},
-                gpu_sm_percent=round(sum(45 + 40 * math.sin(i / 7.0 + g) for g in range(n_gpus)), 1)
-                if pid == MAIN_PID and n_gpus
-                else None,
-            )
-        )
-    gpus = []
-    for g in range(n_gpus):
-        util = round(50 + 45 * math.sin(i / 7.0 + g), 1)
-        held = int((6 + 4 * g) * GIB * min(1.0, i / 8))
-        gpus.append(
-            GpuSample(
-                index=g,
-                uuid=f"GPU-51a1a7ed-0000-4000-8000-{g:012d}",
-                name="Simulated GPU",
-                memory_total=80 * GIB,
-                memory_used=held + 512 * 1024**2,
-                utilization_gpu=util,
-                utilization_memory=round(util * 0.6, 1),
-                temperature_c=round(40 + util / 4, 1),
-                power_w=round(90 + 3 * util, 1),
-                power_limit_w=700.0,
-                tree_memory=held,
-                simulated=True,
-            )
-        )
-    pss = sum(p.pss for p in procs)
-    priv = sum(p.private for p in procs)
-    main = procs[0] if procs else None
-    cpu_total = sum(p.cpu_percent for p in procs)
+    procs = [_fake_process(i, k, row, n_gpus=n_gpus, interval=interval) for k, row in enumerate(rows)]
     return Sample(
         time=START_TIME + i * interval,
         elapsed=round(i * interval, 3),
         processes=procs,
-        gpus=gpus,
+        gpus=[_fake_gpu(i, g) for g in range(n_gpus)],
         host=HostSample(
             memory_total=64_000 * MB, memory_used=21_500 * MB + i * 40 * MB, cpu_percent=38.5, cpu_count=16
         ),
-        tree=TreeSample(
-            main_rss=main.rss if main else 0,
-            main_private=main.private if main else 0,
-            main_shared=main.shared if main else 0,
-            descendants_total=sum(p.pss for p in procs[1:]),
-            descendants_private=sum(p.private for p in procs[1:]),
-            combined_total=pss,
-            combined_private=priv,
-            combined_shared=pss - priv,
-            cpu_percent=round(cpu_total, 1),
-            main_cpu_percent=main.cpu_percent if main else 0.0,
-            cpu_seconds=round(sum(p.cpu_seconds for p in procs), 2),
-            threads=sum(p.threads for p in procs),
-            gpu_memory=sum(sum(p.gpu_memory.values()) for p in procs),
-            n_processes=len(procs),
-        ),
+        tree=_tree_totals(procs),
     )
+
+
+def _gpu_summaries(samples: list[Sample]) -> list[GpuSummary]:
+    """Each GPU of the last sample over the whole run."""
+    summaries = []
+    for g in samples[-1].gpus:
+        readings = [x for s in samples for x in s.gpus if x.index == g.index]
+        summaries.append(
+            GpuSummary(
+                index=g.index,
+                uuid=g.uuid,
+                name=g.name,
+                memory_total=g.memory_total,
+                peak_memory_used=max((x.memory_used or 0) for x in readings),
+                tree_peak_memory=max(x.tree_memory for x in readings),
+                mean_utilization=sum((x.utilization_gpu or 0) for x in readings) / len(samples),
+                max_utilization=max((x.utilization_gpu or 0) for x in readings),
+                simulated=True,
+            )
+        )
+    return summaries
+
+
+def _process_summaries(samples: list[Sample]) -> list[ProcessSummary]:
+    """Each process of the last sample with its peaks over the run."""
+    last = samples[-1]
+    summaries = []
+    for p in last.processes:
+        seen = [x for s in samples for x in s.processes if x.pid == p.pid]
+        summaries.append(
+            ProcessSummary(
+                pid=p.pid,
+                ppid=p.ppid,
+                name=p.name,
+                role=p.role,
+                first_seen=START_TIME,
+                last_seen=last.time,
+                peak_rss=p.peak_rss,
+                peak_rss_source="VmHWM",
+                peak_private=max(x.private for x in seen),
+                peak_pss=max(x.pss for x in seen),
+                peak_threads=p.threads,
+                cpu_seconds=p.cpu_seconds,
+                max_cpu_percent=max(x.cpu_percent for x in seen),
+                peak_gpu_memory=max(sum(x.gpu_memory.values()) for x in seen),
+            )
+        )
+    return summaries
 
 
 def make_summary(
@@ -154,21 +217,7 @@ def make_summary(
     peak = max(max(s.tree.combined_total for s in samples), max(p.peak_rss for s in samples for p in s.processes))
     cpu_sum = sum(s.tree.cpu_percent for s in samples) / len(samples)
     gpu_sum = [sum(g.utilization_gpu or 0 for g in s.gpus) for s in samples if s.gpus]
-    gpus = [
-        GpuSummary(
-            index=g.index,
-            uuid=g.uuid,
-            name=g.name,
-            memory_total=g.memory_total,
-            peak_memory_used=max((x.memory_used or 0) for s in samples for x in s.gpus if x.index == g.index),
-            tree_peak_memory=max(x.tree_memory for s in samples for x in s.gpus if x.index == g.index),
-            mean_utilization=sum((x.utilization_gpu or 0) for s in samples for x in s.gpus if x.index == g.index)
-            / len(samples),
-            max_utilization=max((x.utilization_gpu or 0) for s in samples for x in s.gpus if x.index == g.index),
-            simulated=True,
-        )
-        for g in last.gpus
-    ]
+    gpus = _gpu_summaries(samples)
     return ResourceUsage(
         max_ram=MaxRAM(
             system_capacity=last.host.memory_total,
@@ -205,25 +254,7 @@ def make_summary(
         ),
         peak_threads=max(s.tree.threads for s in samples),
         gpus=gpus,
-        processes=[
-            ProcessSummary(
-                pid=p.pid,
-                ppid=p.ppid,
-                name=p.name,
-                role=p.role,
-                first_seen=START_TIME,
-                last_seen=last.time,
-                peak_rss=p.peak_rss,
-                peak_rss_source="VmHWM",
-                peak_private=max(x.private for s in samples for x in s.processes if x.pid == p.pid),
-                peak_pss=max(x.pss for s in samples for x in s.processes if x.pid == p.pid),
-                peak_threads=p.threads,
-                cpu_seconds=p.cpu_seconds,
-                max_cpu_percent=max(x.cpu_percent for s in samples for x in s.processes if x.pid == p.pid),
-                peak_gpu_memory=max(sum(x.gpu_memory.values()) for s in samples for x in s.processes if x.pid == p.pid),
-            )
-            for p in last.processes
-        ],
+        processes=_process_summaries(samples),
         compute_time=ComputeTime(time=wall),
         session_id=SESSION_ID,
         session_path=f"{store}/{SESSION_ID}.json",

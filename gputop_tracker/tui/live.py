@@ -13,15 +13,16 @@ import codecs
 import os
 import re
 import select
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from gputop_tracker import console
 from gputop_tracker.core import channel, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
+from gputop_tracker.core.framing import LineFramer
 from gputop_tracker.core.units import Units
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
@@ -45,7 +46,7 @@ class SamplerSource:
         self._closed = threading.Event()
 
     def messages(self) -> Iterator[channel.Message]:
-        buf = b""
+        framer = LineFramer()
         fd = self.handle.read_fd
         while not self._closed.is_set():
             ready, _, _ = select.select([fd, self._wake_r], [], [])
@@ -54,9 +55,8 @@ class SamplerSource:
             chunk = os.read(fd, CHUNK)
             if not chunk:
                 return
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
+            framer.feed(chunk)
+            for line in framer.lines():
                 if line.strip():
                     yield channel.decode(line)
 
@@ -149,13 +149,11 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     os.close(read_fd)
     final = app.final
     if final is not None and final.session_path:
-        print(f"gputop-track: session {final.session_id} saved: {final.session_path}", file=sys.stderr)
+        console.say(f"session {final.session_id} saved: {final.session_path}")
     elif final is not None and cfg.save:
-        from gputop_tracker.cli import not_saved
-
-        not_saved(final)
+        console.not_saved(final.notes)
     if app.failure is not None:
-        print(f"gputop-track: {app.failure.message}", file=sys.stderr)
+        console.say(app.failure.message)
     if code is None:  # the app crashed; Textual printed the traceback
         return app.return_code or 1
     return code

@@ -7,15 +7,12 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 
 from __future__ import annotations
 
-import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
@@ -34,34 +31,31 @@ from gputop_tracker.core.channel import (
 )
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
-from gputop_tracker.tui.proctable import Cell, ProcessTable
+from gputop_tracker.tui.live_control import DataSource, RunControl
+from gputop_tracker.tui.process_rows import (
+    COLUMNS,
+    SORT_LABEL,
+    SORTS,
+    final_processes,
+    fit_columns,
+    ordered_processes,
+    process_cells,
+    sort_mark,
+)
+from gputop_tracker.tui.proctable import ProcessTable
 from gputop_tracker.tui.widgets import (
     GpuPanel,
     HelpScreen,
     HostPanel,
     Panel,
-    QuitScreen,
-    SignalScreen,
     SummaryPanel,
     clock,
-    short_bytes,
 )
 
 NARROW = 100  # columns: below this the panels stack and the table drops a column
-KILL_AFTER = 5.0  # seconds after "stop it" before SIGKILL
 LOG_LINES = 2000
 SIDE_WIDTH = 54  # columns of the side panels in the wide layout (live.tcss #side)
 ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
-
-
-class DataSource(Protocol):
-    """What the live view reads: the sampler's messages, the command's output, and two controls."""
-
-    def messages(self) -> Iterator[channel.Message]: ...
-    def output(self) -> Iterator[str]: ...
-    def signal(self, sig: int) -> None: ...
-    def stop(self) -> None: ...
-    def close(self) -> None: ...
 
 
 class SamplerEvent(Message):
@@ -84,83 +78,11 @@ class OutputText(Message):
         self.text = text
 
 
-# column key, label, width (cells), right-aligned
-COLUMNS = [
-    ("pid", "PID", 7, True),
-    ("name", "process", 0, False),
-    ("cpu", "CPU %", 6, True),
-    ("threads", "thr", 4, True),
-    ("rss", "RSS", 7, True),
-    ("private", "private", 7, True),
-    ("shared", "shared", 7, True),
-    ("gpu", "GPU mem", 7, True),
-    ("sm", "SM %", 5, True),
-]
-DROP_ORDER = ["shared", "sm", "threads", "private"]
-MIN_NAME = 16
-
-
 def side_width(width: int) -> int:
     return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
 
 
-def name_width(table_width: int, cols: list[tuple[str, str, int, bool]]) -> int:
-    fixed = sum(w + 2 for key, _, w, _ in cols if key != "name")  # + cell padding
-    return table_width - fixed - 2 - 2 - 2  # its own padding, the table border, the scrollbar
-
-
-SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
-SORT_LABEL = {
-    "pid": "PID",
-    "cpu": "CPU %",
-    "rss": "RSS",
-    "private": "private",
-    "gpu": "GPU mem",
-    "threads": "threads",
-    "name": "name",
-}
-
-
-def _sort_value(p: ProcessSample, key: str) -> float | str:
-    if key == "pid":
-        return p.pid
-    if key == "name":
-        return p.name.lower()
-    if key == "cpu":
-        return -p.cpu_percent
-    if key == "rss":
-        return -p.rss
-    if key == "private":
-        return -p.private
-    if key == "gpu":
-        return -sum(p.gpu_memory.values())
-    return -p.threads
-
-
-def final_processes(u: ResourceUsage) -> list[ProcessSample]:
-    """The final report's processes as table rows: each figure is that process's peak (pss=-1 marks them)."""
-    return [
-        ProcessSample(
-            pid=p.pid,
-            ppid=p.ppid,
-            name=p.name,
-            cmdline=p.cmdline,
-            role=p.role,
-            rss=p.peak_rss,
-            private=p.peak_private,
-            shared=0,
-            pss=-1,
-            peak_rss=p.peak_rss,
-            cpu_seconds=p.cpu_seconds,
-            cpu_percent=p.max_cpu_percent,
-            threads=p.peak_threads,
-            gpu_memory={"peak": p.peak_gpu_memory} if p.peak_gpu_memory else {},
-        )
-        for p in u.processes
-    ]
-
-
-class LiveApp(App[int]):
+class LiveApp(RunControl):
     """Full-screen live view of one tracked command or attached process."""
 
     CSS_PATH = "live.tcss"
@@ -255,12 +177,7 @@ class LiveApp(App[int]):
         side = 0 if narrow else side_width(width)
         if not narrow:
             self.query_one("#side").styles.width = side
-        cols = list(COLUMNS)
-        for drop in DROP_ORDER:  # columns leave, least useful first, until the names have room
-            if name_width(width - side, cols) >= MIN_NAME:
-                break
-            cols = [c for c in cols if c[0] != drop]
-        name_w = max(MIN_NAME // 2, name_width(width - side, cols))
+        cols, name_w = fit_columns(width - side)
         keys = [c[0] for c in cols]
         if keys == self._columns and name_w == self._name_width:
             return
@@ -355,21 +272,6 @@ class LiveApp(App[int]):
             self.notify(f"session saved: {where}" if where else "session not saved", title=self._status_text())
         elif self.failure is not None:
             self.notify(self.failure.message, severity="error", title="could not track")
-
-    @property
-    def running(self) -> bool:
-        return self.final is None and self.failure is None and not self.ended
-
-    @property
-    def exit_code(self) -> int:
-        """The command's exit code (128+N after signal N); 0 when detached or attached; 1 if tracking broke."""
-        if self.failure is not None:
-            return self.failure.exit_code
-        if self.final is not None:
-            if self.mode == "attach" or self.final.exit_code is None:
-                return 0
-            return self.final.exit_code
-        return 0 if self.quit_choice == "detach" else 1
 
     # ------------------------------------------------------------------ drawing
 
@@ -471,66 +373,21 @@ class LiveApp(App[int]):
             )
             panel.show(g, self.history.gpus.get(g.index), mean, self.narrow, self.panel_width)
 
-    def _cells(self, p: ProcessSample, depth: int) -> tuple[Cell, ...]:
-        style = "bold" if p.role == "main" else ""
-        indent = ("  " * (depth - 1) + "└ ") if depth else ""
-        gpu = sum(p.gpu_memory.values())
-        values: dict[str, Cell] = {
-            "pid": (str(p.pid), style),
-            "name": (indent + p.name, style),
-            "cpu": (f"{p.cpu_percent:.1f}", ""),
-            "threads": (str(p.threads), ""),
-            "rss": (short_bytes(p.rss), ""),
-            "private": (short_bytes(p.private), ""),
-            "shared": (short_bytes(p.shared) if p.pss >= 0 else "-", ""),
-            "gpu": (short_bytes(gpu) if gpu else "-", ""),
-            "sm": ("-" if p.gpu_sm_percent is None else f"{p.gpu_sm_percent:.0f}", ""),
-        }
-        return tuple(values[k] for k in self._columns)
-
-    def _ordered(self, procs: list[ProcessSample]) -> list[tuple[ProcessSample, int]]:
-        key = self.sort_key
-        if not self.tree_view:
-            return [(p, 0) for p in sorted(procs, key=lambda p: (_sort_value(p, key), p.pid))]
-        by_pid = {p.pid: p for p in procs}
-        children: dict[int, list[ProcessSample]] = {}
-        roots = []
-        for p in procs:
-            if p.ppid in by_pid and p.ppid != p.pid:
-                children.setdefault(p.ppid, []).append(p)
-            else:
-                roots.append(p)
-        out: list[tuple[ProcessSample, int]] = []
-
-        def walk(p: ProcessSample, depth: int) -> None:
-            out.append((p, depth))
-            for c in sorted(children.get(p.pid, []), key=lambda c: (_sort_value(c, key), c.pid)):
-                walk(c, depth + 1)
-
-        for r in sorted(roots, key=lambda r: (r.role != "main", _sort_value(r, key), r.pid)):
-            walk(r, 0)
-        return out
-
     def _update_table(self, s: Sample | None, processes: list[ProcessSample] | None = None) -> None:
         if processes is None:
             if self.final is not None and self.final.processes:
                 processes = final_processes(self.final)
             else:
                 processes = s.processes if s is not None else []
-        rows = [(p.pid, self._cells(p, depth)) for p, depth in self._ordered(processes)]
+        ordered = ordered_processes(processes, self.sort_key, self.tree_view)
+        rows = [(p.pid, process_cells(p, depth, self._columns)) for p, depth in ordered]
         self.query_one("#procs", ProcessTable).update_rows(rows)
 
     def _label_sort_column(self) -> None:
         table = self.query_one("#procs", ProcessTable)
-        for key, label, _w, _right in COLUMNS:
+        for key, label, _width, _right in COLUMNS:
             if key in table.columns:
-                mark = (
-                    " ▼"
-                    if key == self.sort_key and key not in ("pid", "name")
-                    else " ▲"
-                    if key == self.sort_key
-                    else ""
-                )
+                mark = sort_mark(key, self.sort_key)
                 table.set_label(key, label + mark, "bold" if mark else "")
 
     def selected_pid(self) -> int | None:
@@ -564,49 +421,6 @@ class LiveApp(App[int]):
 
     # ------------------------------------------------------------------ actions
 
-    async def action_quit(self) -> None:
-        if not self.running:
-            self.source.close()
-            self.exit(self.exit_code, return_code=self.exit_code)
-            return
-        what = " ".join(self.command) or f"PID {self.main_pid}"
-
-        def chosen(choice: str | None) -> None:
-            if choice == "stop":
-                self.quit_choice = "stop"
-                if self.mode == "attach":
-                    self._kill(self.main_pid, signal.SIGTERM)
-                else:
-                    self.source.signal(signal.SIGTERM)
-                    self.set_timer(KILL_AFTER, self._kill_main)
-            elif choice == "detach":
-                self.quit_choice = "detach"
-                self.source.stop()
-            else:
-                return
-            self._draw_header()
-            self.notify("waiting for the sampler to save the session…", timeout=3)
-
-        self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
-
-    def _kill_main(self) -> None:
-        if self.running and self.main_pid:
-            self.notify("the command ignored SIGTERM: sending SIGKILL", severity="warning")
-            self._kill(self.main_pid, signal.SIGKILL)
-
-    def _kill(self, pid: int | None, sig: int) -> bool:
-        if not pid:
-            return False
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            self.notify(f"process {pid} has already exited", severity="warning")
-            return False
-        except PermissionError:
-            self.notify(f"not allowed to signal process {pid}", severity="error")
-            return False
-        return True
-
     def action_pause(self) -> None:
         self.paused = not self.paused
 
@@ -616,26 +430,6 @@ class LiveApp(App[int]):
 
     def action_tree(self) -> None:
         self.tree_view = not self.tree_view
-
-    def action_signal(self) -> None:
-        pid = self.selected_pid()
-        s = self.latest
-        proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
-        if pid is None or proc is None or not self.running:
-            self.notify("select a running process of the tracked tree first", severity="warning")
-            return
-
-        def chosen(sig: int | None) -> None:
-            if sig is None:
-                return
-            # re-check: the row may have left the tree while the dialog was open
-            if self.latest is None or pid not in {p.pid for p in self.latest.processes}:
-                self.notify(f"process {pid} is no longer in the tracked tree", severity="warning")
-                return
-            if self._kill(pid, sig):
-                self.notify(f"sent {signal.Signals(sig).name} to {pid} ({proc.name})")
-
-        self.push_screen(SignalScreen(pid, proc.name), chosen)
 
     def action_history(self) -> None:
         try:

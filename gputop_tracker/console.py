@@ -1,0 +1,72 @@
+"""What the tool says on the console: error lines, the stdout-failed fallback, exit codes.
+
+Argument parsers that turn bad input into one error line live here too. A leaf module (standard
+library only), so the CLI commands, the live view's launcher and the sessions
+commands share it without importing one another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable
+from typing import NoReturn
+
+PROG = "gputop-track"  # every line the tool writes to stderr starts with it
+
+EXIT_FAILURE = 1  # tracking or writing failed
+EXIT_USAGE = 2  # bad input
+EXIT_INTERRUPTED = 130  # Ctrl-C before tracking started (128 + SIGINT)
+
+
+class UsageError(Exception):
+    """Bad input: one line on stderr, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing its usage and exiting: a bad input is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def signal_exit_code(sig: int) -> int:
+    """The shell's exit code for a process ended by signal `sig`."""
+    return 128 + sig
+
+
+def say(text: str) -> None:
+    """One line on stderr, prefixed with the tool's name; if stderr itself is gone there is no one left to tell."""
+    write_stderr(f"{PROG}: {text}\n")
+
+
+def error(message: str, code: int = EXIT_USAGE) -> int:
+    """`gputop-track: error: message` on stderr; returns `code`, the exit code to end with."""
+    write_stderr(f"{PROG}: error: {message}\n")
+    return code
+
+
+def write_stderr(text: str) -> None:
+    """Write to stderr; if stderr itself is gone there is no one left to tell."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def stdout_failed() -> None:
+    """After stdout failed (EPIPE, ENOSPC): point it at /dev/null, so the flush at exit neither fails nor
+    prints a traceback, and nothing later writes into a dead pipe."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def not_saved(notes: Iterable[str]) -> None:
+    """One line on stderr when the session could not be saved; the reason is among the summary's notes."""
+    say(next((n for n in notes if n.startswith("session NOT saved")), "session NOT saved"))

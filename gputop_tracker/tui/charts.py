@@ -1,0 +1,209 @@
+"""Line charts over elapsed time, drawn in braille with labelled axes (no plotting dependency): the
+history's charts of one session and of two sessions compared."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widget import Widget
+
+from gputop_tracker.core.history import timeline_series
+from gputop_tracker.core.models import Session
+
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))  # braille dot bits by [column][row from top]
+_BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
+
+
+def nice_ceiling(v: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 × 10^k at or above v (an axis top that reads well)."""
+    if v <= 0:
+        return 1.0
+    exp = math.floor(math.log10(v))
+    for m in (1, 2, 2.5, 5, 10):
+        top = m * 10**exp
+        if top >= v * (1 - 1e-9):
+            return float(top)
+    return float(10 ** (exp + 1))
+
+
+def short_time(s: float) -> str:
+    """Axis labels: 42s, 5m, 12m30s, 1h05m."""
+    if s < 60:
+        return f"{s:.0f}s"
+    if s < 3600:
+        m, sec = divmod(round(s), 60)
+        return f"{m}m" if sec == 0 else f"{m}m{sec:02d}s"
+    h, m = divmod(round(s / 60), 60)
+    return f"{h}h{m:02d}m"
+
+
+@dataclass
+class Series:
+    label: str
+    values: Sequence[float | None]
+    color: str
+    xs: Sequence[float] | None = None
+    """Elapsed seconds of each value, when not the chart's (two sessions of different lengths on one chart)."""
+
+
+class TimeChart(Widget):
+    """A line chart over elapsed time drawn in braille, with a labelled y axis (unit) and time axis."""
+
+    DEFAULT_CSS = """
+    TimeChart { height: 10; min-height: 6; }
+    """
+
+    def __init__(
+        self,
+        title: str,
+        xs: Sequence[float],
+        series: Sequence[Series],
+        *,
+        unit: str = "bytes",
+        y_top: float = 0.0,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.title = title
+        self.xs = list(xs)
+        self.series = list(series)
+        self.unit = unit
+        self.y_top = y_top
+
+    def _scale(self) -> tuple[float, Callable[[float], str]]:
+        peak = max((v for s in self.series for v in s.values if v is not None), default=0.0)
+        if self.unit == "percent":
+            top = max(self.y_top, nice_ceiling(peak))
+            return top, lambda v: f"{v:.0f}%"
+        name, factor = next(((n, f) for n, f in _BYTE_UNITS if peak >= f), ("B", 1.0))
+        top = max(self.y_top, nice_ceiling(peak / factor) * factor if peak > 0 else 1.0)
+        return top, lambda v: f"{v / factor:g} {name}" if v else "0"
+
+    def render(self) -> Text:
+        width, height = self.size.width, self.size.height
+        out = Text(no_wrap=True, overflow="crop")
+        out.append(self.title, style="bold")
+        for s in self.series:
+            out.append("  ━ ", style=s.color)
+            out.append(s.label)
+        if not self.xs or width < 12 or height < 4:
+            out.append("\n  no samples recorded" if not self.xs else "")
+            return out
+        plot_h = height - 3
+        top, fmt = self._scale()
+        fractions = (1.0, 0.75, 0.5, 0.25, 0.0) if plot_h >= 9 else (1.0, 0.5, 0.0)
+        labels: dict[int, str] = {}
+        for f in fractions:
+            labels.setdefault(round((1 - f) * (plot_h - 1)), fmt(top * f))
+        label_w = max(len(v) for v in labels.values())
+        plot_w = max(1, width - label_w - 1)
+        cells = [[0] * plot_w for _ in range(plot_h)]
+        colors: list[list[str | None]] = [[None] * plot_w for _ in range(plot_h)]
+        px_w, px_h = plot_w * 2, plot_h * 4
+        x_end = max([self.xs[-1], *(s.xs[-1] for s in self.series if s.xs)], default=0.0) or 1e-9
+
+        def dot(px: int, py: int, color: str) -> None:
+            py = min(max(py, 0), px_h - 1)
+            r, c = plot_h - 1 - py // 4, px // 2
+            cells[r][c] |= _DOTS[px % 2][3 - py % 4]
+            colors[r][c] = color
+
+        for s in self.series:
+            # one point per pixel column: the largest value in it, so peaks survive narrow terminals
+            points: dict[int, float] = {}
+            for x, v in zip(s.xs or self.xs, s.values, strict=False):
+                if v is None:
+                    continue
+                px = min(px_w - 1, int(x / x_end * (px_w - 1) + 0.5))
+                points[px] = max(points.get(px, v), v)
+            known = sorted(points.items())
+            for (c0, v0), (c1, v1) in itertools.pairwise(known):
+                for c in range(c0, c1):
+                    ya = (v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * (px_h - 1)
+                    yb = (v0 + (v1 - v0) * (c + 1 - c0) / (c1 - c0)) / top * (px_h - 1)
+                    lo, hi = sorted((round(ya), round(yb)))
+                    for py in range(lo, max(lo, hi - 1) + 1):
+                        dot(c, py, s.color)
+            if known:
+                c, v = known[-1]
+                dot(c, round(v / top * (px_h - 1)), s.color)
+        for r in range(plot_h):
+            out.append("\n")
+            label = labels.get(r)
+            out.append(f"{label or '':>{label_w}}", style="dim")
+            out.append("┤" if label else "│", style="dim")
+            for c in range(plot_w):
+                out.append(chr(0x2800 + cells[r][c]), style=colors[r][c] or "")
+        out.append("\n" + " " * label_w + "└" + "─" * plot_w, style="dim")
+        axis = [" "] * (plot_w + 1)
+        ticks = [(0, short_time(0))]
+        if plot_w >= 24:
+            ticks.append((plot_w // 2, short_time(x_end / 2)))
+        end = short_time(x_end)
+        ticks.append((plot_w + 1 - len(end), end))
+        for at, text in ticks:
+            for i, ch in enumerate(text):
+                if 0 <= at + i < len(axis):
+                    axis[at + i] = ch
+        out.append("\n" + " " * label_w + "".join(axis), style="dim")
+        return out
+
+
+GPU_COLORS = ("magenta", "bright_cyan", "yellow", "bright_green", "bright_red", "blue", "bright_magenta", "cyan")
+
+
+def session_charts(session: Session) -> list[TimeChart]:
+    xs, cols = timeline_series(session)
+    gpus = sorted(int(m[1]) for c in cols if (m := re.fullmatch(r"gpu(\d+)_memory", c)))
+    charts = [
+        TimeChart(
+            "RAM",
+            xs,
+            [
+                Series("combined", cols.get("combined_total", []), "bright_green"),
+                Series("main", cols.get("main_rss", []), "cyan"),
+                Series("descendants", cols.get("descendants_total", []), "yellow"),
+            ],
+            id="chart-ram",
+        ),
+        TimeChart(
+            "CPU (100% = one core)",
+            xs,
+            [Series("tree", cols.get("cpu_percent", []), "bright_blue")],
+            unit="percent",
+            y_top=100,
+            id="chart-cpu",
+        ),
+    ]
+    if gpus:
+        charts.append(
+            TimeChart(
+                "GPU memory (tree)",
+                xs,
+                [
+                    Series(f"GPU {g}", cols.get(f"gpu{g}_memory", []), GPU_COLORS[i % len(GPU_COLORS)])
+                    for i, g in enumerate(gpus)
+                ],
+                id="chart-gpu-memory",
+            )
+        )
+        charts.append(
+            TimeChart(
+                "GPU utilization",
+                xs,
+                [
+                    Series(f"GPU {g}", cols.get(f"gpu{g}_util", []), GPU_COLORS[i % len(GPU_COLORS)])
+                    for i, g in enumerate(gpus)
+                ],
+                unit="percent",
+                y_top=100,
+                id="chart-gpu-util",
+            )
+        )
+    return charts
