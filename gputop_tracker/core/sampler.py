@@ -343,6 +343,10 @@ class Engine:
             if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
                 self.stop_requested = True
         builder.set_smaps_age(tree.oldest_smaps_age(time.monotonic()))
+        # the last read's failures and any process gone since: one end each, whatever we saw of it
+        _new, gone = tree.discover()
+        builder.vanished([h.pid for h in gone if h.pid not in builder.ledger.reaped], alive=tree.handles.keys())
+        builder.close(alive={pid for pid in tree.handles if _alive(pid)})
         self._linger_tees()
         self._poll_output()
         self._finish(builder)
