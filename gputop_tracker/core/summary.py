@@ -210,14 +210,28 @@ class SummaryBuilder:
     def gpu_totals(self) -> dict[str, int | None]:
         return {str(i): st.total for i, st in self.gpus.items()}
 
-    def reaped(self, pid: int, user: float, system: float, maxrss: int, exit_code: int | None) -> None:
-        """A child reaped by us (wait4): its rusage is exact and includes its own reaped children."""
+    def reaped(
+        self,
+        pid: int,
+        user: float,
+        system: float,
+        maxrss: int,
+        exit_code: int | None,
+        who: tuple[str, int] | None = None,
+    ) -> None:
+        """A child reaped by us (wait4): its rusage is exact and includes its own reaped children.
+
+        `who` = (name, ppid) read from its zombie before the reap: a child no sample saw still gets its row."""
         self.ledger.reap(pid, user, system)
+        if pid == self.main_pid and maxrss <= self.spawner_hwm:
+            maxrss = 0  # no more than our own fork copy: says nothing about the command
         p = self.procs.get(pid)
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
-        if pid == self.main_pid and maxrss <= self.spawner_hwm:
-            maxrss = 0  # no more than our own fork copy: says nothing about the command
+            name, ppid = who or ("?", 0)
+            p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
+            self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
+            p.peak_rss = maxrss
         self.reaped_maxrss[pid] = maxrss
         self._exited(pid, p, exit_code)
         if p is not None:
@@ -541,6 +555,10 @@ class SummaryBuilder:
         """One process's peak RSS and whether it is exact (rules in peaks.py)."""
         if p.hwm_at_attach is not None:
             return Peak(p.peak_rss, False, "sampled", p.peak_source)
+        if p.reaped and p.rusage_maxrss is not None and p.trend.n == 0:
+            # never read: ru_maxrss is all we know; it covers its own waited children too
+            label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
+            return Peak(p.rusage_maxrss, False, "ru_maxrss", label)
         if p.reaped and p.rusage_maxrss is not None:
             is_main = p.pid == self.main_pid
             own_only = is_main and not self.main_had_children and not self._has_descendants()
