@@ -7,11 +7,14 @@ import json
 from dataclasses import asdict, dataclass, field
 
 MIN_INTERVAL = 0.05
+# EngineConfig.mode: start the command and track its tree, or track a process that already runs
+LAUNCH = "launch"
+ATTACH = "attach"
 
 
 @dataclass
 class EngineConfig:
-    mode: str  # "launch" | "attach"
+    mode: str  # LAUNCH | ATTACH
     argv: list[str] = field(default_factory=list)
     pid: int = 0
     interval: float = 0.5

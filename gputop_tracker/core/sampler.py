@@ -6,227 +6,104 @@ one JSON message per line — `started`, `sample` (only when the front end asked
 (alerts and the event timeline, always), `error`, `summary`. The API's sampler also reads requests from
 its stdin (one JSON object a line: `{"cmd": "oom", ...}` from `Tracker.capture_oom`).
 It stays light: no pydantic, no textual, no psutil on this path.
+
+`Engine` keeps the loop and wires its parts: `launch.Launcher` (the command, its cgroup, reaping, signals),
+`msgpipe.MessagePipe` (messages out) and `RequestReader` (requests in), `tee.OutputTee` /
+`OutputFilePoller` (the command's output), `oomdetect.OomDetector` (kernel OOM kills) and `oomdump.DumpWriter`
+(OOM dump bundles). Only the Engine talks to the `SummaryBuilder`; the parts get plain values and callbacks.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import resource
 import select
 import shlex
 import signal
-import stat
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION
-from gputop_tracker.core import cgroup as cgroups
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
-from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
-from gputop_tracker.core.procfs import HostReader, ProcessTree, parse_stat, read_cmdline
+from gputop_tracker.core.cgroup import JobCgroup
+from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
+from gputop_tracker.core.launch import Launcher, raise_open_files_limit
+from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
+from gputop_tracker.core.oomdetect import OomDetector
+from gputop_tracker.core.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
+from gputop_tracker.core.procfs import HostReader, ProcessTree, read_cmdline
 from gputop_tracker.core.summary import Outcome, SummaryBuilder
+from gputop_tracker.core.tee import OutputFilePoller, OutputTee
 
-PR_SET_CHILD_SUBREAPER = 36
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
 PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (the report's own summary)
-DROPPABLE = frozenset({"sample", "progress"})  # dropped while the front end does not read; the rest is queued
-OUT_QUEUE_MAX = 8 << 20  # bytes of queued messages (events, summary) held for a front end that does not read
-FINAL_FLUSH_SECONDS = 5.0  # the final summary waits this long for a stopped front end, then we give up
-TEE_BUFFER_MAX = 16 << 20  # --watch-output: bytes held per destination before we stop reading the command's pipe
-TEE_LINGER_SECONDS = 5.0  # --watch-output: how long we keep copying after the command exited (background writers)
-OOM_SIGKILL_WINDOW = 3.0  # seconds between an oom_kill counter rise and a child we reaped dead of SIGKILL
+
+
+class _Sampling:
+    """What the loop samples with, and its schedule (monotonic times)."""
+
+    __slots__ = ("builder", "gpu", "gpus_selected", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
+
+    def __init__(
+        self, builder: SummaryBuilder, tree: ProcessTree, host: HostReader, gpu: GpuBackend, pidfd: int
+    ) -> None:
+        self.builder = builder
+        self.tree = tree
+        self.host = host
+        self.gpu = gpu
+        self.pidfd = pidfd  # the main process's pidfd (readable once it exited), or -1
+        self.gpus_selected = False
+        self.next_tick = time.monotonic()
+        self.next_checkpoint = self.next_tick  # the first checkpoint right after the first sample, never before it
+
+    def checkpoint_due(self, now: float) -> bool:
+        if now < self.next_checkpoint:
+            return False
+        self.next_checkpoint = now + CHECKPOINT_PERIOD
+        return True
+
+    def next_sample_time(self, interval: float) -> float:
+        self.next_tick += interval
+        if self.next_tick < time.monotonic():  # a slow sample: skip ahead, never pile up
+            self.next_tick = time.monotonic() + interval
+        return self.next_tick
+
+    def close(self) -> None:
+        self.gpu.close()
+        self.tree.close()
+        self.host.close()
 
 
 class Engine:
     def __init__(self, cfg: EngineConfig, out_fd: int) -> None:
         self.cfg = cfg
-        self.out_fd = out_fd
         self.interval = max(cfg.interval, MIN_INTERVAL)
-        self.stop_requested = False
-        self.forward: list[int] = []
-        self.main_pid = 0
-        self.popen: subprocess.Popen[bytes] | None = None
-        self.cgroup: cgroups.JobCgroup | None = None
         self.session_id = cfg.session_id or store.new_session_id()
         self.store_dir = paths.store_dir(cfg.store)
-        self.session_path: Path | None = None
-        self.main_exit: tuple[int | None, int | None] | None = None  # (exit code, signal)
-        self.sampling_errors = 0
-        self.spawner_hwm = 0
+        self.pipe = MessagePipe(out_fd)
+        self.requests = RequestReader(0 if cfg.control_stdin else -1)
+        self.launcher = Launcher(cfg)
+        self.output_watch = ev.OutputWatch()  # one scanner for the tee and the output file
+        self.tee = OutputTee(self._scan_output)
+        self.output_file: OutputFilePoller | None = None
         self.builder: SummaryBuilder | None = None
-        self.oom_counters: ev.OomCounters | None = None
-        self.output_watch = ev.OutputWatch()
-        self.tees: dict[int, int] = {}  # pipe read fd -> where the command's output goes (--watch-output)
-        self.output_fd = -1  # the command's output file (live TUI), read as it grows
-        self.control_fd = 0 if cfg.control_stdin else -1
-        self._control_buf = b""
-        self.n_dumps = 0
-        self.last_dump = -1e18
+        self.oom: OomDetector | None = None
+        self.dumps = DumpWriter.for_session(cfg, self.store_dir, self.session_id)
+        self.sampling_errors = 0
+        self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
-        self.last_gpus: list[Any] = []
-        self.oom_reported: set[int] = set()
-        # OOM attribution: a counter rise is matched with a death of ours in the same or the next sample
-        # (or, for a child we reaped dead of SIGKILL, within OOM_SIGKILL_WINDOW seconds)
-        self._check_no = 0
-        self._oom_rise: tuple[str, int, float] | None = None  # (label, check number, monotonic time)
-        self._oom_deaths: list[tuple[int, int | None, int, float]] = []  # (pid, signal or None, check, time)
-        self._reaped_at: dict[int, float] = {}  # pids we reaped (their status is known) -> monotonic time
-        self._outbuf = bytearray()  # messages the front end has not taken yet (whole lines)
-        self.dropped_messages = 0
-        self.tee_out: dict[int, bytearray] = {}  # --watch-output: destination fd -> bytes not yet written there
-        self._tee_bulk: dict[int, bool] = {}  # destination takes whole buffers (file, or already non-blocking)
-        self.wake_r = -1
-        if out_fd >= 0:
-            try:
-                os.set_blocking(out_fd, False)  # a stopped front end must never stall sampling
-            except OSError:
-                pass
 
-    # ------------------------------------------------------------------ messages
+    @property
+    def main_pid(self) -> int:
+        return self.launcher.main_pid
 
-    def send(self, kind: str, payload: dict[str, Any]) -> None:
-        """One message to the front end, never blocking: `sample`/`progress` are dropped (and counted) while
-        the pipe is full, the others queued (bounded) and written on later sends or when the pipe drains."""
-        if self.out_fd < 0:
-            return
-        data = json.dumps({"kind": kind, **payload}, separators=(",", ":")).encode() + b"\n"
-        if self._outbuf:
-            self._flush_out()
-        if self._outbuf:
-            if kind in DROPPABLE or len(self._outbuf) + len(data) > OUT_QUEUE_MAX:
-                self.dropped_messages += 1
-            else:
-                self._outbuf += data
-            return
-        try:
-            n = os.write(self.out_fd, data)
-        except (BlockingIOError, InterruptedError):
-            n = 0
-        except OSError:  # the front end is gone: keep tracking, still save the session
-            self._out_gone()
-            return
-        if n == 0 and kind in DROPPABLE:
-            self.dropped_messages += 1
-        elif n < len(data):
-            self._outbuf += data[n:]  # the rest of a line already begun must follow, whatever its kind
-
-    def _out_gone(self) -> None:
-        self.out_fd = -1
-        self._outbuf.clear()
-
-    def _flush_out(self) -> None:
-        while self._outbuf and self.out_fd >= 0:
-            try:
-                n = os.write(self.out_fd, self._outbuf)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self._out_gone()
-                return
-            del self._outbuf[:n]
-
-    def _final_flush(self, timeout: float = FINAL_FLUSH_SECONDS) -> None:
-        """At the very end: wait (bounded) for a front end that stopped reading to take the queued messages."""
-        deadline = time.monotonic() + timeout
-        while self._outbuf and self.out_fd >= 0:
-            self._flush_out()
-            left = deadline - time.monotonic()
-            if not self._outbuf or left <= 0:
-                break
-            try:
-                select.select([], [self.out_fd], [], min(left, 0.5))
-            except (OSError, ValueError):
-                break
-
-    # ------------------------------------------------------------------ signals
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        if signum == signal.SIGUSR1 or self.cfg.mode == "attach":
-            self.stop_requested = True
-        else:
-            self.forward.append(signum)
-
-    def _install_signals(self) -> int:
-        r, w = os.pipe()
-        os.set_blocking(w, False)
-        signal.set_wakeup_fd(w)
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
-            signal.signal(s, self._on_signal)
-        return r
-
-    # ------------------------------------------------------------------ launch
-
-    def launch(self) -> bool:
-        cfg = self.cfg
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        if cfg.use_cgroup:
-            self.cgroup = cgroups.create_job_cgroup(self.session_id)
-        if (
-            cfg.enforce_mem_limit
-            and cfg.mem_limit
-            and (self.cgroup is None or not self.cgroup.set_limit(cfg.mem_limit))
-        ):
-            self._fail(2, "--enforce-mem-limit: cannot create a memory cgroup with a limit on this machine")
-            return False
-        join_fd = self.cgroup.join_fd() if self.cgroup else -1
-        stdout, stderr = cfg.stdout, cfg.stderr
-        child_ends: list[int] = []
-        if cfg.watch_output:
-            # tee: the command writes into pipes; we copy every byte on to where it would have gone
-            for target, default in ((cfg.stdout, 1), (cfg.stderr, 2)):
-                r, w = os.pipe()
-                os.set_blocking(r, False)
-                self.tees[r] = target if target is not None else default
-                child_ends.append(w)
-            stdout, stderr = child_ends
-
-        def join_cgroup() -> None:
-            if join_fd >= 0:
-                try:
-                    os.write(join_fd, str(os.getpid()).encode())
-                except OSError:
-                    pass
-
-        try:
-            self.spawner_hwm = _own_hwm()
-            self.popen = subprocess.Popen(
-                cfg.argv,
-                stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
-                stdout=stdout,
-                stderr=stderr,
-                process_group=cfg.process_group,
-                start_new_session=cfg.new_session,
-                preexec_fn=join_cgroup if join_fd >= 0 else None,
-            )
-        except FileNotFoundError:
-            self._fail(127, f"{cfg.argv[0]}: command not found")
-            return False
-        except PermissionError:
-            self._fail(126, f"{cfg.argv[0]}: permission denied")
-            return False
-        except OSError as e:
-            self._fail(126, f"{cfg.argv[0]}: cannot run: {e.strerror}")
-            return False
-        finally:
-            if join_fd >= 0:
-                os.close(join_fd)
-            for fd in child_ends:
-                os.close(fd)
-        self.main_pid = self.popen.pid
-        return True
-
-    def _fail(self, code: int, message: str) -> None:
-        if self.cgroup:
-            self.cgroup.remove()
-        self.send("error", {"exit_code": code, "message": message})
+    @property
+    def cgroup(self) -> JobCgroup | None:
+        return self.launcher.cgroup
 
     # ------------------------------------------------------------------ run
 
@@ -239,122 +116,209 @@ class Engine:
         except Exception as e:
             return self._crashed(e)
         finally:
-            self._final_flush()
+            self.pipe.final_flush()
 
     def _run(self) -> int:
-        cfg = self.cfg
-        self.wake_r = wake_r = self._install_signals()
         start = time.time()
-        if cfg.mode == "launch":
-            if not self.launch():
-                return 1
+        if not self._start():
+            return 1
+        sampling = self._setup(start)
+        while self._step(sampling):
+            self._pace(sampling)
+        return self._finish_run(sampling)
+
+    def _start(self) -> bool:
+        """Catch signals, then launch the command (False when it could not start) or attach to it."""
+        cfg = self.cfg
+        self.launcher.install_signals()
+        if cfg.mode == LAUNCH:
+            error = self.launcher.make_cgroup(self.session_id)
+            if error is None:
+                # --watch-output: the command writes into pipes; we copy every byte on to where it would have gone
+                output_ends = self.tee.open_pipes(cfg.stdout, cfg.stderr) if cfg.watch_output else None
+                error = self.launcher.launch(output_ends)
+            if error is not None:
+                self.pipe.send("error", {"exit_code": error[0], "message": error[1]})
+                return False
         else:
-            self.main_pid = cfg.pid
-            self.cgroup = cgroups.existing_job_cgroup(cfg.pid)
-        # many open handles for a large tree: raised only now, so the command keeps the limits it was given
-        try:
-            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            pass
-        try:
-            pidfd = os.pidfd_open(self.main_pid)
-        except OSError:
-            pidfd = -1
+            self.launcher.attach()
+        raise_open_files_limit()
+        return True
+
+    def _setup(self, start: float) -> _Sampling:
+        cfg = self.cfg
+        main_pid = self.main_pid
+        pidfd = _open_pidfd(main_pid)
         gpu = open_backend(cfg.simulate_gpus)
-        exclude = {os.getpid(), *cfg.exclude}
-        tree = ProcessTree(self.main_pid, exclude=exclude)
+        tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude})
         host = HostReader()
         builder = self._new_builder(start, gpu)
+        self.output_file = OutputFilePoller(cfg.output_path, self._scan_output)
+        cgroup = self.cgroup
+        counters = ev.OomCounters(cgroup.path if cgroup else None, cgroup.version if cgroup else None)
+        self.oom = OomDetector(time.monotonic, counters, self.interval, main_pid)
+        self.pipe.send("started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir)})
+        started = f"started {shlex.join(builder.command)}" if cfg.mode == LAUNCH else f"attached to {main_pid}"
+        builder.events.add("start", start, started[:300], pid=main_pid)
+        return _Sampling(builder, tree, host, gpu, pidfd)
+
+    def _new_builder(self, start: float, gpu: GpuBackend) -> SummaryBuilder:
+        """The session's SummaryBuilder, set up with what is known before the first sample."""
+        cfg = self.cfg
+        mem_limit, limit_source = cfg.mem_limit, "--mem-limit"
+        cgroup_limit = self.cgroup.limit() if self.cgroup else None
+        if not mem_limit and cgroup_limit:
+            mem_limit, limit_source = cgroup_limit, "the job's cgroup limit"
+        builder = SummaryBuilder(
+            main_pid=self.main_pid,
+            command=cfg.argv if cfg.mode == LAUNCH else read_cmdline(self.main_pid),
+            mode=cfg.mode,
+            interval=self.interval,
+            start_time=start,
+            n_expected_cores=cfg.n_expected_cores,
+            simulated_gpus=gpu.simulated,
+            gpu_note=gpu.note,
+            gpu_problems=gpu.problems,  # live: notes the GPU backend gathers while running
+            spawner_hwm=self.launcher.spawner_hwm,
+            mem_limit=mem_limit,
+            mem_limit_source=limit_source,
+            warn_at=cfg.warn_at,
+            critical_at=cfg.critical_at,
+            recorder=ev.FlightRecorder(cfg.flight_seconds, self.interval) if cfg.flight_seconds > 0 else None,
+            event_sink=lambda e: self.pipe.send("event", {"event": e}),
+        )
         self.builder = builder
-        if cfg.output_path:
-            try:
-                self.output_fd = os.open(cfg.output_path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                self.output_fd = -1
-        self.oom_counters = ev.OomCounters(
-            self.cgroup.path if self.cgroup else None, self.cgroup.version if self.cgroup else None
-        )
-        self.send(
-            "started",
-            {"pid": self.main_pid, "session_id": self.session_id, "store": str(self.store_dir)},
-        )
-        builder.events.add(
-            "start",
-            start,
-            (f"started {shlex.join(builder.command)}" if cfg.mode == "launch" else f"attached to {self.main_pid}")[
-                :300
-            ],
-            pid=self.main_pid,
-        )
-        selection_done = False
-        next_tick = time.monotonic()
-        next_checkpoint = next_tick  # the first checkpoint right after the first sample, never before it
-        finished = False
-        while True:
-            self._forward_signals()
-            self._reap(builder)
-            if self.main_exit is not None or self.stop_requested:
-                finished = True
-            try:
-                _new, gone = tree.discover()
-                now_mono = time.monotonic()
-                # a parent we reaped in this same pass is no longer in the tree, but its rusage (banked) already
-                # holds the time of the children it waited for: the CPU ledger knows
-                builder.vanished([h.pid for h in gone], alive=tree.handles.keys())
-                for h in gone:
-                    if self._reaped_at.pop(h.pid, None) is None:  # vanished: its exit status is unknown to us
-                        self._oom_deaths.append((h.pid, None, self._check_no, now_mono))
-                self._check_oom_kill()
-                if tree.root_gone and not tree.handles:
-                    finished = True
-                readings = tree.read(now_mono)
-                gpus = gpu.read([r.handle.pid for r in readings])
-                self.last_gpus = gpus
-                if gpus and not selection_done:
-                    selection_done = True
-                    self._select_gpus(builder, gpus)
-                sample = builder.add(
-                    time.time(), readings, gpus, host.read(), want_sample=self.out_fd >= 0 and cfg.stream_samples
-                )
-                if sample is not None:
-                    if now_mono >= self.next_progress:
-                        # the report's figures so far, computed where the report is (0.1 ms at 100 processes);
-                        # sent before the sample, so a view draws both in one update
-                        self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
-                        self.send("progress", {"summary": builder.summary(details=False)})
-                    self.send("sample", {"sample": sample})
-                self._poll_output()
-            except Exception as e:  # a bug in one sample must never cost the run or its session
-                self._sampling_failed(builder, e)
-                if tree.root_gone and not tree.handles:
-                    finished = True
-            if finished:
-                break
-            now_mono = time.monotonic()
-            if now_mono >= next_checkpoint:
-                next_checkpoint = now_mono + CHECKPOINT_PERIOD
-                builder.set_smaps_age(tree.oldest_smaps_age(now_mono))
-                self._save(builder, running=True)
-            next_tick += self.interval
-            if next_tick < time.monotonic():  # a slow sample: skip ahead, never pile up
-                next_tick = time.monotonic() + self.interval
-            self._wait(next_tick, pidfd, wake_r)
-            if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
-                self.stop_requested = True
-        builder.set_smaps_age(tree.oldest_smaps_age(time.monotonic()))
-        # the last read's failures and any process gone since: one end each, whatever we saw of it
+        if cgroup_limit:
+            builder.note(f"memory limit of the job's cgroup: {cgroup_limit} bytes")
+        return builder
+
+    # ------------------------------------------------------------------ the loop
+
+    def _step(self, s: _Sampling) -> bool:
+        """One pass of the loop: relay signals, reap, take one sample. False once tracking is over."""
+        launcher = self.launcher
+        launcher.forward_signals()
+        launcher.reap(self._on_reaped)
+        over = launcher.main_exit is not None or launcher.stop_requested
+        try:
+            if self._sample(s):
+                over = True
+        except Exception as e:  # a bug in one sample must never cost the run or its session
+            self._sampling_failed(s.builder, e)
+            if s.tree.root_gone and not s.tree.handles:
+                over = True
+        return not over
+
+    def _sample(self, s: _Sampling) -> bool:
+        """One sample of the tree (its figures to the builder, streamed when asked); True when the tree is gone."""
+        builder, tree = s.builder, s.tree
         _new, gone = tree.discover()
-        builder.vanished([h.pid for h in gone if h.pid not in builder.ledger.reaped], alive=tree.handles.keys())
-        builder.close(alive={pid for pid in tree.handles if _alive(pid)})
-        self._linger_tees()
-        self._poll_output()
-        self._finish(builder)
-        gpu.close()
-        tree.close()
-        host.close()
-        code = self.main_exit[0] if self.main_exit else None
-        return code if code is not None else 0
+        now_mono = time.monotonic()
+        # who reaped whom decides where their CPU time went: the builder's CPU ledger knows
+        builder.vanished([h.pid for h in gone], alive=tree.handles.keys())
+        for h in gone:
+            if self.oom is not None:
+                self.oom.gone(h.pid)
+        self._check_oom(builder)
+        tree_gone = tree.root_gone and not tree.handles
+        readings = tree.read(now_mono)
+        gpus = s.gpu.read([r.handle.pid for r in readings])
+        self.last_gpus = gpus
+        if gpus and not s.gpus_selected:
+            s.gpus_selected = True
+            self._select_gpus(builder, gpus)
+        want_sample = self.pipe.open and self.cfg.stream_samples
+        sample = builder.add(time.time(), readings, gpus, s.host.read(), want_sample=want_sample)
+        if sample is not None:
+            if now_mono >= self.next_progress:
+                # the report's figures so far, computed where the report is (0.1 ms at 100 processes);
+                # sent before the sample, so a view draws both in one update
+                self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
+                self.pipe.send("progress", {"summary": builder.summary(details=False)})
+            self.pipe.send("sample", {"sample": sample})
+        if self.output_file is not None:
+            self.output_file.poll()
+        return tree_gone
+
+    def _pace(self, s: _Sampling) -> None:
+        """Between two samples: a checkpoint when due, then wait for the next tick (serving the pipes)."""
+        now_mono = time.monotonic()
+        if s.checkpoint_due(now_mono):
+            s.builder.set_smaps_age(s.tree.oldest_smaps_age(now_mono))
+            self._save(s.builder, running=True)
+        self._wait(s.next_sample_time(self.interval), s.pidfd)
+        if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd):
+            self.launcher.stop_requested = True
+
+    def _wait(self, deadline: float, pidfd: int) -> None:
+        """Until `deadline` (monotonic), copying the command's output and moving messages meanwhile; early when
+        a signal needs the loop or the main process exited (`pidfd` readable)."""
+        wake_fd = self.launcher.wake_fd
+        while (timeout := deadline - time.monotonic()) > 0:
+            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd) if fd >= 0] + self.tee.readable()
+            writers = self.tee.writable()
+            if self.pipe.pending:
+                writers.append(self.pipe.fd)
+            ready, writable, _ = select.select(readers, writers, [], timeout)
+            for fd in writable:
+                if fd == self.pipe.fd:
+                    self.pipe.flush()
+                if fd in self.tee.pending:
+                    self.tee.flush(fd)
+            for fd in ready:
+                if fd in self.tee.sources:
+                    self.tee.read(fd)
+                elif fd == self.requests.fd:
+                    self._serve_requests()
+            if wake_fd in ready:
+                try:
+                    os.read(wake_fd, 512)
+                except BlockingIOError:
+                    pass
+                if self.launcher.stop_requested or self.launcher.to_forward:
+                    return
+            if pidfd in ready:
+                return
+
+    def _on_reaped(
+        self, pid: int, utime: float, stime: float, maxrss: int, exit_code: int, who: tuple[str, int] | None
+    ) -> None:
+        if self.builder is not None:
+            self.builder.reaped(pid, utime, stime, maxrss, exit_code, who)
+        if self.oom is not None:
+            self.oom.reaped(pid, exit_code)
+
+    def _sampling_failed(self, builder: SummaryBuilder, e: Exception) -> None:
+        self.sampling_errors += 1
+        if self.sampling_errors == 1:
+            builder.note(
+                f"a sample failed ({type(e).__name__}: {e}{_raised_at(e)}); tracking went on — please report this"
+            )
+
+    def _select_gpus(self, builder: SummaryBuilder, gpus: list[Any]) -> None:
+        spec, reason = _gpu_spec(self.cfg, self.main_pid)
+        if spec is None:
+            builder.select_gpus(None, reason)
+            return
+        chosen, problems = resolve_gpu_selection(gpus, spec)
+        builder.select_gpus(chosen, reason)
+        for p in problems:
+            builder.note(f"GPU selection: {p}")
+
+    # ------------------------------------------------------------------ the end
+
+    def _finish_run(self, s: _Sampling) -> int:
+        s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
+        # the last read's failures and any process gone since: one end each, whatever we saw of it
+        _new, gone = s.tree.discover()
+        s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
+        s.builder.close(alive={pid for pid in s.tree.handles if _alive(pid)})
+        self.tee.linger(self._become_tee_helper)
+        if self.output_file is not None:
+            self.output_file.poll()
+        self._finish(s.builder)
+        s.close()
+        return self.launcher.exit_code(default=0)
 
     def _crashed(self, e: Exception) -> int:
         """Tracking failed outside a sample (a bug): save what was measured, clean up, still wait for the command."""
@@ -362,23 +326,10 @@ class Engine:
         builder = self.builder
         if builder is not None:
             builder.note(f"tracking failed ({what}); the figures stop there — please report this")
-        if self.cfg.mode == "launch" and self.popen is not None:
-            # the command keeps running: go on forwarding signals to it and wait for it, as we would have
-            while self.main_exit is None:
-                try:
-                    self._forward_signals()
-                    self._reap(builder)
-                    if self.main_exit is None:
-                        self._wait(time.monotonic() + 0.2, -1, self.wake_r)
-                except Exception:
-                    try:  # no bookkeeping left to trust: just wait for the command itself
-                        _pid, status = os.waitpid(self.main_pid, 0)
-                        code = os.waitstatus_to_exitcode(status)
-                        self.main_exit = (128 - code, -code) if code < 0 else (code, None)
-                    except ChildProcessError:
-                        self.main_exit = (None, None)
+        if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
+            self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
-            self._linger_tees()
+            self.tee.linger(self._become_tee_helper)
         except Exception:
             pass
         saved = False
@@ -389,144 +340,38 @@ class Engine:
             except Exception as e2:
                 what += f"; the session could not be saved either ({type(e2).__name__}: {e2})"
         if not saved:
-            if self.cgroup is not None:
-                self.cgroup.remove()
-            self.send("error", {"exit_code": 1, "message": f"sampler crashed: {what}"})
-        final = self.main_exit[0] if self.main_exit else None
-        return final if final is not None else 1
-
-    def _sampling_failed(self, builder: SummaryBuilder, e: Exception) -> None:
-        self.sampling_errors += 1
-        if self.sampling_errors == 1:
-            where = ""
-            tb = e.__traceback__
-            while tb is not None and tb.tb_next is not None:
-                tb = tb.tb_next
-            if tb is not None:
-                where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
-            builder.note(f"a sample failed ({type(e).__name__}: {e}{where}); tracking went on — please report this")
-
-    def _wait(self, deadline: float, pidfd: int, wake_r: int) -> None:
-        while True:
-            timeout = deadline - time.monotonic()
-            if timeout <= 0:
-                return
-            fds = [
-                *([wake_r] if wake_r >= 0 else []),
-                *([pidfd] if pidfd >= 0 else []),
-                *self._tee_readable(),
-                *([self.control_fd] if self.control_fd >= 0 else []),
-            ]
-            wfds = [t for t, buf in self.tee_out.items() if buf]
-            if self._outbuf and self.out_fd >= 0:
-                wfds.append(self.out_fd)
-            ready, writable, _ = select.select(fds, wfds, [], timeout)
-            for fd in writable:
-                if fd == self.out_fd:
-                    self._flush_out()
-                if fd in self.tee_out:
-                    self._flush_tee(fd)
-            for fd in ready:
-                if fd in self.tees:
-                    self._tee(fd)
-                elif fd == self.control_fd:
-                    self._control()
-            if wake_r in ready:
-                try:
-                    os.read(wake_r, 512)
-                except BlockingIOError:
-                    pass
-                if self.stop_requested or self.forward:
-                    return
-            if pidfd in ready:
-                return
-
-    def _forward_signals(self) -> None:
-        while self.forward:
-            sig = self.forward.pop(0)
-            if self.main_pid and self.main_exit is None:
-                try:
-                    os.kill(self.main_pid, sig)
-                except ProcessLookupError:
-                    pass
-
-    def _reap(self, builder: SummaryBuilder | None) -> None:
-        if self.cfg.mode != "launch":
-            return
-        while True:
-            try:
-                # peek first (WNOWAIT): the zombie's /proc/PID/stat still names it
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                if info is None:
-                    return
-                who = _zombie_name(info.si_pid)
-                pid, status, ru = os.wait4(info.si_pid, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            code = os.waitstatus_to_exitcode(status)
-            if builder is not None:
-                builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code, who)
-            now = time.monotonic()
-            self._reaped_at[pid] = now
-            if code == -signal.SIGKILL:  # the only way the OOM killer kills: a candidate
-                self._oom_deaths.append((pid, signal.SIGKILL, self._check_no, now))
-            if pid == self.main_pid:
-                if self.popen is not None:
-                    self.popen.returncode = code
-                if code < 0:
-                    self.main_exit = (128 - code, -code)
-                else:
-                    self.main_exit = (code, None)
-
-    def _select_gpus(self, builder: SummaryBuilder, gpus: list[Any]) -> None:
-        spec = self.cfg.gpus
-        reason = "--gpus"
-        if spec is None:
-            env = _environ(self.main_pid) if self.cfg.mode == "attach" else dict(os.environ)
-            spec = env.get("CUDA_VISIBLE_DEVICES")
-            reason = f"CUDA_VISIBLE_DEVICES={spec}"
-        if spec is None:
-            builder.select_gpus(None, "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES")
-            return
-        chosen, problems = resolve_gpu_selection(gpus, spec)
-        builder.select_gpus(chosen, reason)
-        for p in problems:
-            builder.note(f"GPU selection: {p}")
+            self.launcher.remove_cgroup()
+            self.pipe.send("error", {"exit_code": 1, "message": f"sampler crashed: {what}"})
+        return self.launcher.exit_code(default=1)
 
     def _finish(self, builder: SummaryBuilder) -> None:
         outcome = Outcome(status="exited", smaps_max_age=builder.outcome.smaps_max_age)
-        if self.cgroup is not None:
-            peak = self.cgroup.peak()
+        cgroup = self.cgroup
+        if cgroup is not None:
+            peak = cgroup.peak()
             if peak is not None:
-                outcome.cgroup_peak, outcome.cgroup_source = peak, self.cgroup.source
-            self.cgroup.remove()
-        if self.main_exit is not None:
-            outcome.exit_code, outcome.exit_signal = self.main_exit
-            outcome.status = "killed" if self.main_exit[1] else "exited"
-            if self.main_exit[1] == signal.SIGKILL and self.main_pid in self.oom_reported:
-                outcome.notes.append("the command was killed by the kernel's OOM killer")
-        elif self.cfg.mode == "attach":
-            outcome.status = "stopped" if _alive(self.main_pid) else "exited"
-        else:
-            outcome.status = "detached"
-            outcome.notes.append("tracking stopped while the command was still running (detached)")
-        if self.dropped_messages:
-            outcome.notes.append(
-                f"{self.dropped_messages} live-view messages dropped while the front end was not reading"
-            )
+                outcome.cgroup_peak, outcome.cgroup_source = peak, cgroup.source
+            cgroup.remove()
+        main_exit = self.launcher.main_exit
+        if main_exit is not None:
+            outcome.exit_code, outcome.exit_signal = main_exit
+        outcome.status, note = self.launcher.outcome()
+        if note:
+            outcome.notes.append(note)
+        if main_exit and main_exit[1] == signal.SIGKILL and self.oom is not None and self.main_pid in self.oom.killed:
+            outcome.notes.append("the command was killed by the kernel's OOM killer")
+        if self.pipe.dropped:
+            outcome.notes.append(f"{self.pipe.dropped} live-view messages dropped while the front end was not reading")
         builder.finish(outcome)
         builder.events.add("stop", builder.end_time, f"tracking stopped: {outcome.status}", pid=self.main_pid)
         summary = self._save(builder, running=False)
-        self.send("summary", {"summary": summary})
+        self.pipe.send("summary", {"summary": summary})
 
     def _save(self, builder: SummaryBuilder, running: bool) -> dict[str, Any]:
         summary = builder.summary()
         summary["session_id"] = self.session_id
         if self.cfg.save:
-            self.session_path = paths.session_file(self.store_dir, self.session_id)
-            summary["session_path"] = str(self.session_path)
+            summary["session_path"] = str(paths.session_file(self.store_dir, self.session_id))
         session = {
             "schema_version": SCHEMA_VERSION,
             "meta": {
@@ -555,76 +400,39 @@ class Engine:
                     summary["session_path"] = None
         return summary
 
-    # ------------------------------------------------------------------ events and OOM dumps
+    # ------------------------------------------------------------------ the command's output
 
-    def _new_builder(self, start: float, gpu: Any) -> SummaryBuilder:
-        cfg = self.cfg
-        mem_limit, limit_source = cfg.mem_limit, "--mem-limit"
-        cgroup_limit = self.cgroup.limit() if self.cgroup else None
-        if not mem_limit and cgroup_limit:
-            mem_limit, limit_source = cgroup_limit, "the job's cgroup limit"
-        builder = SummaryBuilder(
-            main_pid=self.main_pid,
-            command=cfg.argv if cfg.mode == "launch" else _cmdline(self.main_pid),
-            mode=cfg.mode,
-            interval=self.interval,
-            start_time=start,
-            n_expected_cores=cfg.n_expected_cores,
-            simulated_gpus=gpu.simulated,
-            gpu_note=gpu.note,
-            gpu_problems=gpu.problems,  # live: notes the GPU backend gathers while running
-            spawner_hwm=self.spawner_hwm,
-            mem_limit=mem_limit,
-            mem_limit_source=limit_source,
-            warn_at=cfg.warn_at,
-            critical_at=cfg.critical_at,
-            recorder=ev.FlightRecorder(cfg.flight_seconds, self.interval) if cfg.flight_seconds > 0 else None,
-            event_sink=lambda e: self.send("event", {"event": e}),
-        )
-        if cgroup_limit:
-            builder.note(f"memory limit of the job's cgroup: {cgroup_limit} bytes")
-        return builder
+    def _become_tee_helper(self, keep: set[int]) -> None:
+        """In the forked helper that copies the command's output on: nothing of the sampler's but those pipes."""
+        Launcher.release_signals()
+        output_fd = self.output_file.fd if self.output_file is not None else -1
+        for fd in (self.pipe.fd, self.requests.fd, output_fd, self.launcher.wake_fd):
+            if fd >= 0 and fd not in keep:
+                os.close(fd)
+        self.pipe.close()
+        self.builder = None  # no events, no dumps: the session is the sampler's, already saved
 
-    def _check_oom_kill(self) -> None:
-        """Once a sample: did an oom_kill counter rise (the baseline moves every sample) while one of ours died
-        of SIGKILL (reaped by us) or vanished with a status we never saw? Then the OOM killer did it.
+    def _scan_output(self, data: bytes) -> None:
+        line = self.output_watch.feed(data)
+        if line is not None:
+            self._oom(f"out-of-memory error in the command's output: {line}", "output", self.main_pid or None)
 
-        A rise and an unknown death match in the same or the next sample; a SIGKILL we reaped, within
-        OOM_SIGKILL_WINDOW seconds (the victim can take a while to exit). Exits we reaped with any other
-        status are never candidates, whatever happened elsewhere on the machine."""
-        if self.oom_counters is None or self.builder is None:
+    def _serve_requests(self) -> None:
+        for request in self.requests.read():
+            if request.get("cmd") == "oom":
+                pid = request.get("pid")
+                message = str(request.get("message", "out-of-memory error"))[:1000]
+                self._oom(message, "api", pid if isinstance(pid, int) else None)
+
+    # ------------------------------------------------------------------ OOM events and dumps
+
+    def _check_oom(self, builder: SummaryBuilder) -> None:
+        """Once a sample: an oom_kill counter rise matched with a death of ours is an OOM event."""
+        killed = self.oom.check() if self.oom is not None else None
+        if killed is None:
             return
-        self._check_no += 1
-        now = time.monotonic()
-        rose = self.oom_counters.rose()
-        if rose is not None:
-            self._oom_rise = (rose, self._check_no, now)
-        for pid in [p for p, t in self._reaped_at.items() if now - t > max(30.0, 3 * self.interval)]:
-            del self._reaped_at[pid]
-
-        def near(sig: int | None, check: int, t: float, rise: tuple[str, int, float]) -> bool:
-            if sig == signal.SIGKILL and abs(t - rise[2]) <= max(OOM_SIGKILL_WINDOW, 3 * self.interval):
-                return True
-            return abs(check - rise[1]) <= 1
-
-        window = max(OOM_SIGKILL_WINDOW, 3 * self.interval)
-        self._oom_deaths = [d for d in self._oom_deaths if now - d[3] <= window]
-        rise = self._oom_rise
-        if rise is None:
-            return
-        matched = [d for d in self._oom_deaths if near(d[1], d[2], d[3], rise)]
-        if not matched:
-            if now - rise[2] > window:
-                self._oom_rise = None
-            return
-        pid, sig, _check, _t = next((d for d in matched if d[0] == self.main_pid), matched[0])
-        self._oom_rise = None
-        self._oom_deaths = [d for d in self._oom_deaths if d not in matched]
-        self.oom_reported.add(pid)
-        who = self.builder.process_label(pid)
-        name = who[0] if who else "?"
-        how = "killed (SIGKILL)" if sig is not None else "gone"
-        self._oom(f"process {pid} ({name}) {how} by the OOM killer ({rise[0]})", "kernel", pid)
+        who = builder.process_label(killed.pid)
+        self._oom(killed.message(who[0] if who else "?"), "kernel", killed.pid)
 
     def _oom(self, message: str, source: str, pid: int | None) -> None:
         builder = self.builder
@@ -640,246 +448,65 @@ class Engine:
         }
         if pid is not None:
             event["pid"] = pid
-        dump = self._write_dump(event) if now - self.last_dump >= 5.0 else None
+        dump = self._write_dump(builder, now, event) if self.dumps.due(now) else None
         if dump is not None:
-            self.last_dump = now
             event["dump"] = str(dump)
         builder.events.add("oom", now, message, source=source, pid=pid, dump=event.get("dump"))
 
-    def _write_dump(self, event: dict[str, Any]) -> Path | None:
-        cfg = self.cfg
-        builder = self.builder
-        if not cfg.save or cfg.oom_dumps <= 0 or builder is None or builder.recorder is None:
+    def _write_dump(self, builder: SummaryBuilder, now: float, event: dict[str, Any]) -> Path | None:
+        recorder = builder.recorder
+        if recorder is None:
             return None
-        self.n_dumps += 1
-        directory = self.store_dir / f"{self.session_id}{ev.DUMP_INFIX}{self.n_dumps}"
-        processes = builder.last_recorded_processes()
-        gpus = [
-            {k: v for k, v in vars(g).items() if not k.startswith("process_")} | {"processes": g.processes}
-            for g in self.last_gpus
-        ]
-        limits = {
-            "mem_limit": cfg.mem_limit,
-            "mem_limit_enforced": cfg.enforce_mem_limit,
-            "cgroup_limit": self.cgroup.limit() if self.cgroup else None,
-            "cgroup": str(self.cgroup.path) if self.cgroup else None,
-            "system_memory": builder.system_capacity,
-            "gpu_memory": builder.gpu_totals(),
-            "warn_at": cfg.warn_at,
-            "critical_at": cfg.critical_at,
-        }
-        manifest = {
-            "kind": "gputop-tracker oom dump",
-            "session_id": self.session_id,
-            "session_path": str(paths.session_file(self.store_dir, self.session_id)),
-            "command": builder.command,
-            "pid": self.main_pid,
-            "trigger": event,
-            "environment": ev.environment(limits),
-        }
+        contents = self._dump_contents(builder, recorder, event)
         try:
-            path = ev.write_dump(
-                directory,
-                manifest=manifest,
-                recorder=builder.recorder,
-                events=[*builder.events.events, event],
-                processes=processes,
-                gpus=gpus,
-            )
-            ev.prune_dumps(self.store_dir, cfg.oom_dumps, int(cfg.oom_dump_mb * 1e6))
+            return self.dumps.write(now, event, contents)
         except OSError as e:
             builder.note(f"OOM dump NOT written: {e}")
             return None
-        return path if path.exists() else None
 
-    def _scan(self, data: bytes) -> None:
-        line = self.output_watch.feed(data)
-        if line is not None:
-            self._oom(f"out-of-memory error in the command's output: {line}", "output", self.main_pid or None)
-
-    # ------------------------------------------------------------------ --watch-output tee
-
-    def _tee_readable(self) -> list[int]:
-        """The command's pipes we read now: not those whose destination already holds TEE_BUFFER_MAX unwritten
-        bytes (the command then blocks on its own writes, as it would without --watch-output)."""
-        return [r for r, t in self.tees.items() if len(self.tee_out.get(t, b"")) < TEE_BUFFER_MAX]
-
-    def _tee(self, fd: int) -> None:
-        try:
-            data = os.read(fd, 1 << 16)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:  # every writer closed it
-            os.close(fd)
-            del self.tees[fd]
-            return
-        target = self.tees[fd]
-        self.tee_out.setdefault(target, bytearray()).extend(data)
-        self._flush_tee(target)
-        self._scan(data)
-
-    def _flush_tee(self, target: int) -> None:
-        """Write what we can to `target` without blocking; the rest stays buffered, never dropped.
-
-        We never set O_NONBLOCK on the destination (it is shared: a terminal, the user's pipe): a file or an
-        already non-blocking fd takes the whole buffer; anything else gets PIPE_BUF-sized writes, each only once
-        select() says it is writable (a pipe then has room for it: the write cannot block)."""
-        buf = self.tee_out.get(target)
-        if not buf:
-            return
-        bulk = self._tee_bulk.get(target)
-        if bulk is None:
-            try:
-                bulk = stat.S_ISREG(os.fstat(target).st_mode) or not os.get_blocking(target)
-            except OSError:
-                bulk = False
-            self._tee_bulk[target] = bulk
-        while buf:
-            if not bulk and not _writable(target):
-                return
-            try:
-                n = os.write(target, buf if bulk else buf[: select.PIPE_BUF])
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # the destination is gone (EPIPE...): what the command would have hit
-                buf.clear()
-                return
-            del buf[:n]
-
-    def _linger_tees(self) -> None:
-        """After tracking ends: keep copying until every writer closed the pipes (background processes of the
-        command still write) and everything was written, for at most TEE_LINGER_SECONDS; then a small helper
-        process takes over the copying, so a late writer never dies of SIGPIPE and no byte is lost."""
-        if not self.tees and not any(self.tee_out.values()):
-            return
-        deadline = time.monotonic() + TEE_LINGER_SECONDS
-        while self.tees or any(self.tee_out.values()):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            wfds = [t for t, buf in self.tee_out.items() if buf]
-            try:
-                ready, writable, _ = select.select(self._tee_readable(), wfds, [], min(left, 0.5))
-            except OSError:
-                break
-            for t in writable:
-                self._flush_tee(t)
-            for fd in ready:
-                if fd in self.tees:
-                    self._tee(fd)
-        if self.tees or any(self.tee_out.values()):
-            self._hand_over_tees()
-
-    def _hand_over_tees(self) -> None:
-        try:
-            pid = os.fork()
-        except OSError:
-            return
-        if pid:  # the helper copies on; we forget the pipes (our copies closed: EOF is the helper's business)
-            for fd in self.tees:
-                os.close(fd)
-            self.tees.clear()
-            self.tee_out.clear()
-            return
-        try:  # the helper: copy until every writer closed the pipes, nothing else
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
-                signal.signal(s, signal.SIG_DFL)
-            signal.set_wakeup_fd(-1)
-            keep = {*self.tees, *self.tee_out}
-            for fd in (self.out_fd, self.control_fd, self.output_fd, self.wake_r):
-                if fd >= 0 and fd not in keep:
-                    os.close(fd)
-            self.out_fd = -1
-            self.builder = None  # no events, no dumps: the session is the sampler's, already saved
-            while self.tees or any(self.tee_out.values()):
-                wfds = [t for t, buf in self.tee_out.items() if buf]
-                ready, writable, _ = select.select(self._tee_readable(), wfds, [])
-                for t in writable:
-                    self._flush_tee(t)
-                for fd in ready:
-                    self._tee(fd)
-        finally:
-            os._exit(0)
-
-    def _poll_output(self) -> None:
-        if self.output_fd < 0:
-            return
-        for _ in range(16):  # bounded per sample: a flood of output never stalls sampling
-            try:
-                data = os.read(self.output_fd, 1 << 16)
-            except OSError:
-                return
-            if not data:
-                return
-            self._scan(data)
-
-    def _control(self) -> None:
-        try:
-            data = os.read(self.control_fd, 1 << 16)
-        except OSError:
-            data = b""
-        if not data:  # the front end closed it
-            self.control_fd = -1
-            return
-        self._control_buf += data
-        *lines, self._control_buf = self._control_buf.split(b"\n")
-        for line in lines:
-            try:
-                req = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(req, dict) and req.get("cmd") == "oom":
-                pid = req.get("pid")
-                self._oom(
-                    str(req.get("message", "out-of-memory error"))[:1000], "api", pid if isinstance(pid, int) else None
-                )
+    def _dump_contents(
+        self, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any]
+    ) -> DumpContents:
+        return DumpContents(
+            command=builder.command,
+            pid=self.main_pid,
+            recorder=recorder,
+            events=[*builder.events.events, event],
+            processes=builder.last_recorded_processes(),
+            gpus=dump_gpus(self.last_gpus),
+            limits=dump_limits(self.cfg, self.cgroup, builder.system_capacity, builder.gpu_totals()),
+        )
 
 
-def _own_hwm() -> int:
-    """VmHWM of this process, bytes."""
+def _raised_at(e: Exception) -> str:
+    """ " at file.py:LINE" of the innermost frame of `e`'s traceback."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
+
+
+def _gpu_spec(cfg: EngineConfig, main_pid: int) -> tuple[str | None, str]:
+    """The command's GPUs as a --gpus / CUDA_VISIBLE_DEVICES list (None: every GPU), and why."""
+    if cfg.gpus is not None:
+        return cfg.gpus, "--gpus"
+    env = _environ(main_pid) if cfg.mode == ATTACH else os.environ
+    spec = env.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return None, "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES"
+    return spec, f"CUDA_VISIBLE_DEVICES={spec}"
+
+
+def _open_pidfd(pid: int) -> int:
+    """A pidfd of `pid` (readable once it exited), or -1."""
     try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+        return os.pidfd_open(pid)
+    except OSError:
+        return -1
 
 
 def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
-
-
-def _writable(fd: int) -> bool:
-    try:
-        return bool(select.select([], [fd], [], 0)[1])
-    except (OSError, ValueError):
-        return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return b") Z" not in f.read()
-    except OSError:
-        return False
-
-
-def _zombie_name(pid: int) -> tuple[str, int] | None:
-    """(comm, ppid) of a child not reaped yet."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            name, fields = parse_stat(f.read())
-        return name, int(fields[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _cmdline(pid: int) -> list[str]:
-    return read_cmdline(pid)
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -923,3 +550,12 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _alive(pid: int) -> bool:
+    """Running (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return b") Z" not in f.read()
+    except OSError:
+        return False
