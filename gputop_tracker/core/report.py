@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from gputop_tracker.core.models import Event, GpuSummary, ResourceUsage
+from gputop_tracker.core.text import command_line, escape_controls
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
 
 # gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
@@ -56,6 +57,25 @@ def _pct(p: float | None) -> str:
     return "-" if p is None else f"{p:.1f}%"
 
 
+GAP = "  "  # between two columns of a table, whatever the widths of their figures
+
+
+def _widths(rows: list[list[str]]) -> list[int]:
+    return [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(len(r) for r in rows))]
+
+
+def _table(rows: list[list[str]], align: str, widths: list[int] | None = None) -> list[str]:
+    """Rows of cells as aligned lines: each column as wide as its widest cell (header included), columns
+    separated by GAP, so no figure can run into the next one in any unit. `align` has one '<' or '>' per
+    column; a row may have fewer cells than the table (its line ends there)."""
+    widths = widths or _widths(rows)
+    out = []
+    for row in rows:
+        cells = [c.rjust(w) if a == ">" else c.ljust(w) for c, w, a in zip(row, widths, align, strict=False)]
+        out.append(GAP.join(cells).rstrip())
+    return out
+
+
 def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes: int = 10) -> str:
     """An aligned, human report with the same figures as the JSON (human units unless a unit is given)."""
     f = _Fmt(units.ram, units.gpu_ram, units.time)
@@ -67,7 +87,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         title += f" — session {u.session_id}"
     add(title)
     add("=" * len(title))
-    cmd = " ".join(_quote(a) for a in u.command) or "-"
+    cmd = command_line(u.command) or "-"
     add(f"{'command':<14}{cmd}")
     if u.mode == "attach":
         status = {"exited": "target exited", "stopped": "tracking stopped; target still running"}.get(
@@ -88,21 +108,25 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     add("")
     ram = u.max_ram
     src = u.sources
-    add("RAM (peaks)         total        private      shared       how measured")
-    rows = [
+    ram_rows = [["RAM (peaks)", "total", "private", "shared", "how measured"]]
+    for name, v, how in (
         ("main", ram.main, src.get("max_ram.main.total_rss", "")),
         ("descendants", ram.descendants, src.get("max_ram.descendants.total_rss", "")),
         ("combined", ram.combined, src.get("max_ram.combined.total_rss", "")),
-    ]
-    for name, v, how in rows:
-        add(f"  {name:<16}{f.ram(v.total_rss):>12} {f.ram(v.private_rss):>12} {f.ram(v.shared_rss):>12}   {how}")
+    ):
+        ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), how])
+    # single figures with a description: same name and total columns as the table above
+    extra: list[list[str]] = []
     if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
-        add(f"  {'combined ≤':<16}{f.ram(ram.combined_upper_bound):>12}   upper bound: Σ of per-process peaks")
+        extra.append(["  combined ≤", f.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
     else:
-        add(f"  {'combined (Σ)':<16}{f.ram(ram.combined_sampled):>12}   largest Σ PSS seen in one sample")
+        extra.append(["  combined (Σ)", f.ram(ram.combined_sampled), "largest Σ PSS seen in one sample"])
     if ram.cgroup_peak is not None and ram.peak_source != "cgroup":
-        add(f"  {'job cgroup':<16}{f.ram(ram.cgroup_peak):>12}   peak of the job's memory cgroup (page cache included)")
-    add(f"  {'system':<16}{f.ram(ram.system):>12}   of {f.ram(ram.system_capacity)} (whole machine, sampled)")
+        extra.append(["  job cgroup", f.ram(ram.cgroup_peak), "peak of the job's memory cgroup (page cache included)"])
+    extra.append(["  system", f.ram(ram.system), f"of {f.ram(ram.system_capacity)} (whole machine, sampled)"])
+    widths = _widths(ram_rows + [row[:2] for row in extra])
+    lines.extend(_table(ram_rows, "<>>><", widths))
+    lines.extend(_table(extra, "<><", [*widths[:2], 0]))
     if u.smaps_max_age is not None:
         add(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")
     add("")
@@ -113,14 +137,15 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         f"  {'CPU time':<16}user {ct.user:.2f} s + system {ct.system:.2f} s = {ct.total:.2f} s "
         f"({ct.mean_percent:.0f}% of one core on average; {ct.source})"
     )
-    add(f"  {'utilization':<16}{'max':>10} {'mean':>10}   (100% = one core; {cpu.n_expected_cores} cores expected)")
+    cpu_rows = [["  utilization", "max", "mean", f"(100% = one core; {cpu.n_expected_cores} cores expected)"]]
     for name, p in (
         ("main", cpu.main),
         ("descendants", cpu.descendants),
         ("combined", cpu.combined),
         ("system", cpu.system),
     ):
-        add(f"    {name:<14}{_pct(p.max_sum_percent):>10} {_pct(p.mean_sum_percent):>10}")
+        cpu_rows.append([f"    {name}", _pct(p.max_sum_percent), _pct(p.mean_sum_percent)])
+    lines.extend(_table(cpu_rows, "<>><"))
     add(
         f"  {'threads (peak)':<16}main {cpu.main_n_threads}, descendants {cpu.descendants_n_threads}, "
         f"combined {cpu.combined_n_threads}"
@@ -128,7 +153,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     add("")
     add("GPU")
     if u.gpu_note:
-        add(f"  {u.gpu_note}")
+        add(f"  {escape_controls(u.gpu_note)}")
     if u.gpus:
         g = u.max_gpu_ram
         add(
@@ -178,13 +203,21 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         shown = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:max_processes]
         more = len(u.processes) - len(shown)
         add(f"Processes (largest {len(shown)} of {len(u.processes)} by peak RSS)")
-        add(f"  {'pid':>7}  {'name':<16}{'peak RSS':>12}  {'source':<10}{'CPU s':>8}{'threads':>8}{'GPU':>11}  exit")
+        proc_rows = [["pid", "name", "peak RSS", "source", "CPU s", "threads", "GPU", "exit"]]
         for proc in shown:
-            add(
-                f"  {proc.pid:>7}  {proc.name[:15]:<16}{f.ram(proc.peak_rss):>12}  {proc.peak_rss_source:<10}"
-                f"{proc.cpu_seconds:>8.2f}{proc.peak_threads:>8}{f.gpu(proc.peak_gpu_memory):>11}  "
-                f"{'' if proc.exit_code is None else proc.exit_code}"
+            proc_rows.append(
+                [
+                    str(proc.pid),
+                    escape_controls(proc.name[:15]),
+                    f.ram(proc.peak_rss),
+                    proc.peak_rss_source,
+                    f"{proc.cpu_seconds:.2f}",
+                    str(proc.peak_threads),
+                    f.gpu(proc.peak_gpu_memory),
+                    "" if proc.exit_code is None else str(proc.exit_code),
+                ]
             )
+        lines.extend("  " + line for line in _table(proc_rows, "><><>>>>"))
         if more > 0:
             add(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
     alerts = [e for e in u.events if e.type in ALERT_TYPES]
@@ -196,7 +229,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         add("")
         add("Notes")
         for n in u.notes:
-            add(f"  - {n}")
+            add(f"  - {escape_controls(n)}")
     if u.session_path:
         add("")
         add(f"Session saved: {u.session_path}")
@@ -210,7 +243,7 @@ def events_lines(events: list[Event], limit: int = 1000) -> list[str]:
     """One line per event: time since the start, type, message (and an OOM dump's directory)."""
     out = []
     for e in events[:limit]:
-        text = " ".join(e.message.split())
+        text = escape_controls(" ".join(e.message.split()))
         if e.dump:
             text += f"  [dump: {e.dump}]"
         out.append(f"  {'+' + human_seconds(e.elapsed):>11}  {e.type:<15} {text}")
@@ -234,9 +267,3 @@ def _gpu_details(gs: GpuSummary) -> str:
     if gs.tree_peak_sm_utilization is not None:
         parts.append(f"tree's peak per-process SM {gs.tree_peak_sm_utilization:.0f}%")
     return ", ".join(parts)
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)

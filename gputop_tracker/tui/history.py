@@ -83,9 +83,11 @@ class Row:
         s = entry.session
         if s is None:
             return cls(entry.id, entry, _start_from_id(entry.id), error=entry.error or "unreadable")
+        from gputop_tracker.core.text import escape_controls  # a newline in a command must not split the row
+
         m = s.meta
         u = s.summary
-        row = cls(entry.id, entry, m.start_time or None, command=" ".join(m.command), host=m.host)
+        row = cls(entry.id, entry, m.start_time or None, command=escape_controls(" ".join(m.command)), host=m.host)
         row.running = entry.running
         if m.status == "running":
             row.exit, row.exit_rank = ("running", -1) if row.running else ("stale", 1e9)
@@ -572,8 +574,10 @@ class SessionDetailScreen(_HistoryScreenBase):
 
 def _title(s: Session) -> Text:
     m = s.meta
+    from gputop_tracker.core.text import escape_controls
+
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(" ".join(m.command) or "-", style="bold")
+    t.append(escape_controls(" ".join(m.command)) or "-", style="bold")
     when = _local(m.start_time, "%Y-%m-%d %H:%M:%S") if m.start_time else "-"
     t.append(f"  {when} on {m.host or '?'}  ", style="dim")
     t.append(m.id, style="dim")

@@ -394,8 +394,10 @@ class LiveApp(App[int]):
         return "running"
 
     def _draw_header(self) -> None:
+        from gputop_tracker.core.text import escape_controls  # one header line, whatever the command holds
+
         command = self.command or (self.final.command if self.final is not None else [])
-        cmd = " ".join(command) or "-"
+        cmd = escape_controls(" ".join(command)) or "-"
         if self.mode == "attach":
             cmd = f"attached to {self.main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
         status = self._status_text()
@@ -569,7 +571,9 @@ class LiveApp(App[int]):
             self.source.close()
             self.exit(self.exit_code, return_code=self.exit_code)
             return
-        what = " ".join(self.command) or f"PID {self.main_pid}"
+        from gputop_tracker.core.text import escape_controls
+
+        what = escape_controls(" ".join(self.command)) or f"PID {self.main_pid}"
 
         def chosen(choice: str | None) -> None:
             if choice == "stop":
