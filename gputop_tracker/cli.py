@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputop_tracker import __version__
 from gputop_tracker.core import paths, validate
@@ -33,17 +33,68 @@ class UsageError(Exception):
     """Bad input: one line on stderr, exit 2."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written (examples keep their layout); options wrapped to the terminal, at most 100 columns."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        if width is None:
+            import shutil
+
+            width = min(shutil.get_terminal_size().columns, 100) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+USAGE = f"""\
+{PROG} [OPTIONS] -- CMD [ARGS...]
+       {PROG} [OPTIONS] --attach PID
+       {PROG} --history
+       {PROG} sessions {{list,show,export,events,delete}} ... (see `sessions --help`)"""
+
+EPILOG = f"""\
+examples:
+  {PROG} -- python train.py --lr 0.1     live view on a terminal, else a report
+  {PROG} --headless -f json -o out.json -- bash run.sh
+  {PROG} --mem-limit 16G --watch-output -- python train.py
+  {PROG} --attach 12345                  a running process and its descendants
+  {PROG} sessions list                   saved sessions, newest first
+
+where things go:
+  The live view opens only when stdin and stdout are both terminals; otherwise (a batch job,
+  a pipe, a redirect) the run is headless by itself, as with --headless. Headless, the text
+  report goes to stderr and a JSON report (-f json) to stdout (the command's own stdout then
+  goes to stderr); -o FILE writes either to FILE instead. Alerts and errors go to stderr.
+  Every run is saved as a session in the store unless --no-save.
+
+exit codes:
+  the command's own exit code; 128+N if signal N killed it
+  127  the command was not found          126  the command could not be run
+  2    bad input (one line on stderr starting `{PROG}: error:`)
+  1    tracking failed (the sampler stopped unexpectedly)
+  130  --attach stopped with Ctrl-C
+
+environment:
+  GPUTOP_TRACKER_STORE         the session store (default: $XDG_DATA_HOME/gputop-tracker/sessions)
+  GPUTOP_TRACKER_SIMULATE_GPUS N simulated GPUs, as --simulate-gpus
+  GPUTOP_TRACKER_NO_CGROUP=1   never create a memory cgroup for the command
+  CUDA_VISIBLE_DEVICES         the GPUs counted for utilization unless --gpus is given
+"""
 
 
 def build_parser() -> Parser:
     p = Parser(
         prog=PROG,
-        usage=f"{PROG} [OPTIONS] -- CMD [ARGS...] | {PROG} [OPTIONS] --attach PID | {PROG} --history | "
-        f"{PROG} sessions {{list,show,export,events,delete}} ...",
+        usage=USAGE,
         description="Track what a command's whole process tree uses: RAM, CPU, threads, GPU memory and utilization.",
+        epilog=EPILOG,
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
     p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
@@ -60,9 +111,15 @@ def build_parser() -> Parser:
         metavar="SECONDS",
         help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
     )
-    p.add_argument("--ru", "--ram-unit", dest="ram_unit", help="bytes, kilobytes, megabytes, gigabytes, terabytes")
-    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", help="unit of GPU memory figures")
-    p.add_argument("--tu", "--time-unit", dest="time_unit", help="seconds, minutes, hours, days")
+    p.add_argument(
+        "--ru",
+        "--ram-unit",
+        dest="ram_unit",
+        metavar="UNIT",
+        help="bytes, kilobytes, megabytes, gigabytes, terabytes",
+    )
+    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="unit of GPU memory figures")
+    p.add_argument("--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="seconds, minutes, hours, days")
     p.add_argument(
         "--nec",
         "--n-expected-cores",
@@ -110,34 +167,101 @@ def build_parser() -> Parser:
     return p
 
 
+SESSIONS_EPILOG = f"""\
+examples:
+  {PROG} sessions list                newest first (the command is cut only on a terminal)
+  {PROG} sessions list -f json | jq '.[].id'
+  {PROG} sessions show 20250102-0930 --ru gigabytes
+  {PROG} sessions export ID -f csv -o timeline.csv
+  {PROG} sessions events ID -t warning -t critical
+
+An ID may be given by its start (any prefix that matches one session). Reports, listings and
+exports go to stdout unless -o FILE; errors go to stderr (one line starting `{PROG}: error:`).
+
+exit codes:
+  0  done
+  1  a file or stdout could not be written
+  2  bad input (an unknown session, a bad option, an -o FILE that cannot be written)
+"""
+
+
 def build_sessions_parser() -> Parser:
-    p = Parser(prog=f"{PROG} sessions", description="Saved sessions.")
-    p.add_argument("--store", metavar="DIR", help="session store")
+    p = Parser(
+        prog=f"{PROG} sessions",
+        description="The saved sessions (one JSON file each in the store), without the TUI.",
+        epilog=SESSIONS_EPILOG,
+    )
+    store_help = f"session store (default: ${paths.STORE_ENV} or the user data dir)"
+    p.add_argument("--store", metavar="DIR", help=store_help)
     # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
     # given before the action (or None) stays
     common = Parser(add_help=False)
-    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help="session store")
-    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    sub.add_parser("list", help="every saved session, newest first", parents=[common])
-    show = sub.add_parser("show", help="the report of one session", parents=[common])
-    show.add_argument("id")
-    show.add_argument("-f", "--format", choices=("text", "json"), default="text")
-    show.add_argument("--ru", "--ram-unit", dest="ram_unit")
-    show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit")
-    show.add_argument("--tu", "--time-unit", dest="time_unit")
-    export = sub.add_parser("export", help="a session as JSON (everything) or CSV (the timeline)", parents=[common])
-    export.add_argument("id")
-    export.add_argument("-f", "--format", choices=("json", "csv"), default="json")
-    export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    events = sub.add_parser(
-        "events", help="the event timeline of a session (alerts, peaks, processes, OOM)", parents=[common]
+    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=store_help)
+    sub = p.add_subparsers(
+        dest="action", required=True, parser_class=Parser, metavar="ACTION", help="one of (`ACTION --help` for more):"
     )
-    events.add_argument("id")
-    events.add_argument("-f", "--format", choices=("text", "json", "csv"), default="text")
-    events.add_argument("-t", "--type", action="append", metavar="TYPE", help="only events of TYPE (repeatable)")
-    events.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    delete = sub.add_parser("delete", help="delete a session", parents=[common])
-    delete.add_argument("id")
+    id_help = "the session's id, or its start if only one session matches (as `sessions list` shows)"
+    ls = sub.add_parser(
+        "list",
+        help="every saved session, newest first",
+        description="Every saved session, newest first; unreadable files are listed with the reason.",
+        parents=[common],
+    )
+    ls.add_argument(
+        "-f",
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per session; json: an array of objects (metadata, peaks, or the error)",
+    )
+    ls.add_argument("--no-trunc", action="store_true", help="never shorten the command (it is cut only on a terminal)")
+    show = sub.add_parser(
+        "show",
+        help="the report of one session",
+        description="The report of one session, as the run printed it (text) or as JSON.",
+        parents=[common],
+    )
+    show.add_argument("id", metavar="ID", help=id_help)
+    show.add_argument("-f", "--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    show.add_argument(
+        "--ru", "--ram-unit", dest="ram_unit", metavar="UNIT", help="RAM unit: bytes, kilobytes, … terabytes"
+    )
+    show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="GPU memory unit")
+    show.add_argument(
+        "--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="time unit: seconds, minutes, hours, days"
+    )
+    export = sub.add_parser(
+        "export",
+        help="a session as JSON (everything) or CSV (the timeline)",
+        description="A session as JSON (everything saved) or CSV (the sampled timeline, one row per sample).",
+        parents=[common],
+    )
+    export.add_argument("id", metavar="ID", help=id_help)
+    export.add_argument(
+        "-f", "--format", choices=("json", "csv"), default="json", help="json (default) or csv (the timeline)"
+    )
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    events = sub.add_parser(
+        "events",
+        help="the event timeline of a session (alerts, peaks, processes, OOM)",
+        description="The event timeline of a session: alerts, new peaks, processes started and ended, OOM.",
+        parents=[common],
+    )
+    events.add_argument("id", metavar="ID", help=id_help)
+    events.add_argument(
+        "-f", "--format", choices=("text", "json", "csv"), default="text", help="text (default), json or csv"
+    )
+    events.add_argument(
+        "-t", "--type", action="append", metavar="TYPE", help="only events of TYPE, e.g. warning (repeatable)"
+    )
+    events.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    delete = sub.add_parser(
+        "delete",
+        help="delete a session",
+        description="Delete a session's file, its saved output and its OOM dumps (cannot be undone).",
+        parents=[common],
+    )
+    delete.add_argument("id", metavar="ID", help=id_help)
     return p
 
 
@@ -194,20 +318,13 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _check_output(name: str) -> None:
-    """-o FILE can be written: a regular file (new or replaced) needs a writable directory; a FIFO, a device
-    or /dev/stdout is written in place."""
-    out = Path(name)
-    if out.is_dir():
-        raise UsageError(f"--output {name} is a directory")
-    if out.exists() and not out.is_file():
-        if not os.access(out, os.W_OK):
-            raise UsageError(f"--output {name} is not writable")
-        return
-    parent = Path(os.path.realpath(out)).parent
-    if not parent.exists():
-        raise UsageError(f"--output: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--output: directory {parent} is not writable")
+    """-o FILE can be written: the rule every `-o` shares (`store.check_output`)."""
+    from gputop_tracker.core.store import OutputError, check_output
+
+    try:
+        check_output(name)
+    except OutputError as e:
+        raise UsageError(str(e)) from None
 
 
 def track(args: argparse.Namespace) -> int:
@@ -241,8 +358,11 @@ def track(args: argparse.Namespace) -> int:
         raise UsageError("--enforce-mem-limit applies to a launched command, not --attach")
     if args.watch_output and args.attach is not None:
         raise UsageError("--watch-output applies to a launched command, not --attach")
-    if args.output:
+    if args.output is not None:
         _check_output(args.output)
+    if command and not command[0]:
+        # as a shell says of `""`: exec would search PATH for an empty name and fail with EACCES on a directory
+        return die("'': command not found", 127)
     cfg = EngineConfig(
         mode="attach" if args.attach is not None else "launch",
         argv=command,
