@@ -550,14 +550,29 @@ def mmap_file(out: str, path: str, mode: str, hold_s: str = "1.0") -> None:
     is a few MB of libraries, whatever the mapping flag (smaps_rollup counts a page as shared only when more
     than one process maps it)."""
     start = smaps()
+    # the page cache may be reclaimed under memory pressure while we hold the mapping: the truth is the largest
+    # figure over the whole time, so a thread reads smaps_rollup all along, not only at three moments
+    seen: list[dict[str, int]] = [start]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(smaps())
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     m = _map_and_read(path, mode == "shared")
     peak = smaps()
     time.sleep(float(hold_s))
     end = smaps()
+    done.set()
+    watcher.join()
     m.close()
     me = self_record("main")
-    shared_hi = max(start["Shared"], peak["Shared"], end["Shared"])
-    private_hi = max(start["Private"], peak["Private"], end["Private"])
+    seen += [peak, end]
+    shared_hi = max(s.get("Shared", 0) for s in seen)
+    private_hi = max(s.get("Private", 0) for s in seen)
     finish(
         out,
         f"mmap_{mode}",

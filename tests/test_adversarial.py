@@ -94,10 +94,18 @@ def test_short_lived_children_in_descendants_and_processes(case_id: str, workdir
     assert kids
     biggest = max(p["vmhwm"] for p in kids.values())
     desc = report["max_ram"]["descendants"]["total_rss"]
-    assert desc >= biggest * (1 - adv.REL), (
-        f"descendants.total_rss {desc / adv.MB:.1f} MB < the short child's own peak {biggest / adv.MB:.1f} MB "
-        f"(combined {report['max_ram']['combined']['total_rss'] / adv.MB:.1f} MB)"
-    )
+    by_tracker = set(truth.get("reaped_by_tracker", []))
+    label = report["sources"]["max_ram.descendants.total_rss"]
+    if any(pid in by_tracker for pid in kids) or desc >= biggest * (1 - adv.REL):
+        assert desc >= biggest * (1 - adv.REL), (
+            f"descendants.total_rss {desc / adv.MB:.1f} MB < the short child's own peak {biggest / adv.MB:.1f} MB "
+            f"(combined {report['max_ram']['combined']['total_rss'] / adv.MB:.1f} MB)"
+        )
+    else:
+        # reaped by main, unseen at its peak: main's ru_maxrss holds the figure but cannot tell main's own peak
+        # from its children's. The descendants figure is then a lower bound and its label must name that figure.
+        named = [int(w) for w in label.replace("(", " ").split() if w.isdigit()]
+        assert "lower bound" in label and any(n >= biggest * (1 - adv.REL) for n in named), label
     rows = {p["pid"]: p for p in report["processes"]}
     seen = {e["pid"] for e in report.get("events", []) if e["type"] == "process_started"}
     must = {pid for pid in kids if pid in seen or pid in truth.get("reaped_by_tracker", [])}

@@ -169,6 +169,15 @@ class ProcessStats:
         self.next_gpu_event = PEAK_STEP_BYTES
         self.trend = RssTrend(now, r.rss)
 
+    @classmethod
+    def unseen(cls, pid: int, ppid: int, name: str, now: float) -> ProcessStats:
+        """A child we reaped that no sample ever saw (it lived and died between two): its rusage is all we know."""
+        r = Reading()
+        r.handle = _Who(pid, ppid, name)  # type: ignore[assignment]
+        p = cls(r, "descendant", now)
+        p.peak_source = "ru_maxrss"
+        return p
+
     def update(self, r: Reading, now: float, gpu_bytes: int) -> None:
         h = r.handle
         self.last_seen = now
@@ -228,6 +237,16 @@ class ProcessStats:
                 value=gpu_bytes,
             )
             self.next_gpu_event = next_peak_step(gpu_bytes)
+
+
+class _Who:
+    """Who a process was, for one we never read (the fields of procfs.ProcHandle a ProcessStats takes)."""
+
+    __slots__ = ("cmdline", "name", "pid", "ppid")
+
+    def __init__(self, pid: int, ppid: int, name: str) -> None:
+        self.pid, self.ppid, self.name = pid, ppid, name
+        self.cmdline: list[str] = []
 
 
 # --------------------------------------------------------------------------- CPU-seconds, counted once

@@ -34,7 +34,7 @@ class ProcessSample(Model):
     role: Literal["main", "descendant"]
     rss: int = Field(description="resident set size (statm, read every sample)")
     private: int = Field(description="USS: pages only this process holds (smaps_rollup, carried forward)")
-    shared: int = Field(description="rss - private: resident pages shared with another process")
+    shared: int = Field(description="RSS - USS: resident pages another process maps too (a lower bound)")
     pss: int = Field(description="proportional set size: shared pages divided among their sharers")
     peak_rss: int = Field(description="VmHWM: the kernel's exact peak RSS of this process so far")
     cpu_seconds: float = Field(description="utime + stime of this process")
@@ -94,7 +94,7 @@ class TreeSample(Model):
     descendants_private: int
     combined_total: int = Field(description="Σ PSS: shared pages counted once within the tree")
     combined_private: int = Field(description="Σ USS")
-    combined_shared: int
+    combined_shared: int = Field(description="Σ (PSS - USS): shared pages counted once within the tree")
     cpu_percent: float
     main_cpu_percent: float
     cpu_seconds: float = Field(description="exact CPU-seconds of the tree so far (live + reaped)")

@@ -24,6 +24,7 @@ SMAPS_BURST = 0.05
 # SMAPS_FIRST_CAP seconds of reads per sample, and while the bucket's debt stays under SMAPS_DEBT — so every
 # process of a small tree has its private/shared figures within about one interval of its start.
 SMAPS_FIRST_CAP = 0.05
+SHARE_STEP = 1 << 20  # file/shmem pages a process must newly map before its sharers are re-read
 SMAPS_DEBT = 0.2
 # VmHWM (in /proc/PID/status, the costliest read) can only have risen if the process faulted pages in
 # since we last looked; otherwise it is re-read at most this often.
@@ -337,6 +338,7 @@ class ProcessTree:
         out: list[Reading] = []
         boot_now = time.clock_gettime(time.CLOCK_BOOTTIME)
         self._refill_smaps(now_mono)
+        sharing_grew = False
         for h in list(self.handles.values()):
             r = Reading()
             r.handle = h
@@ -401,8 +403,24 @@ class ProcessTree:
                     h.anon0 = anon
                 r.private = r.pss = max(0, anon - h.anon0)
             r.rss = rss
+            if h.uss >= 0 and shared_resident > h.smaps_shared + SHARE_STEP:
+                sharing_grew = True  # it mapped file/shmem pages: maybe ones another tracked process holds
+                h.smaps_stale = True
             out.append(r)
+        if sharing_grew:
+            self._sharing_changed(out)
         return out
+
+    def _sharing_changed(self, readings: list[Reading]) -> None:
+        """A tracked process mapped more file or shmem pages. If another one of the tree holds them, that one's
+        PSS fell without its statm moving: every process holding shared pages is re-read first (next sample),
+        and until then counts only its private pages, so Σ PSS stays a lower bound."""
+        for r in readings:
+            h = r.handle
+            if h.uss >= 0 and h.pss > h.uss:
+                h.smaps_stale = True
+                r.pss = r.private
+                r.pss_shared = 0
 
     def _smaps_due(self, h: ProcHandle, now: float, anon: int, file_shmem: int) -> bool:
         """Is it time to read this process's smaps_rollup? First reads come first, at a cost bounded per sample."""

@@ -30,7 +30,7 @@ from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import open_backend, resolve_gpu_selection
-from gputop_tracker.core.procfs import HostReader, ProcessTree
+from gputop_tracker.core.procfs import HostReader, ProcessTree, parse_stat, read_cmdline
 from gputop_tracker.core.summary import Outcome, SummaryBuilder
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -343,6 +343,10 @@ class Engine:
             if pidfd >= 0 and cfg.mode == "attach" and _readable(pidfd):
                 self.stop_requested = True
         builder.set_smaps_age(tree.oldest_smaps_age(time.monotonic()))
+        # the last read's failures and any process gone since: one end each, whatever we saw of it
+        _new, gone = tree.discover()
+        builder.vanished([h.pid for h in gone if h.pid not in builder.ledger.reaped], alive=tree.handles.keys())
+        builder.close(alive={pid for pid in tree.handles if _alive(pid)})
         self._linger_tees()
         self._poll_output()
         self._finish(builder)
@@ -451,14 +455,19 @@ class Engine:
             return
         while True:
             try:
-                pid, status, ru = os.wait4(-1, os.WNOHANG)
+                # peek first (WNOWAIT): the zombie's /proc/PID/stat still names it
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is None:
+                    return
+                who = _zombie_name(info.si_pid)
+                pid, status, ru = os.wait4(info.si_pid, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             code = os.waitstatus_to_exitcode(status)
             if builder is not None:
-                builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code)
+                builder.reaped(pid, ru.ru_utime, ru.ru_stime, ru.ru_maxrss * 1024, code, who)
             now = time.monotonic()
             self._reaped_at[pid] = now
             if code == -signal.SIGKILL:  # the only way the OOM killer kills: a candidate
@@ -859,9 +868,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _cmdline(pid: int) -> list[str]:
-    from gputop_tracker.core.procfs import read_cmdline
+def _zombie_name(pid: int) -> tuple[str, int] | None:
+    """(comm, ppid) of a child not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            name, fields = parse_stat(f.read())
+        return name, int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
+
+def _cmdline(pid: int) -> list[str]:
     return read_cmdline(pid)
 
 

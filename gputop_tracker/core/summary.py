@@ -210,14 +210,28 @@ class SummaryBuilder:
     def gpu_totals(self) -> dict[str, int | None]:
         return {str(i): st.total for i, st in self.gpus.items()}
 
-    def reaped(self, pid: int, user: float, system: float, maxrss: int, exit_code: int | None) -> None:
-        """A child reaped by us (wait4): its rusage is exact and includes its own reaped children."""
+    def reaped(
+        self,
+        pid: int,
+        user: float,
+        system: float,
+        maxrss: int,
+        exit_code: int | None,
+        who: tuple[str, int] | None = None,
+    ) -> None:
+        """A child reaped by us (wait4): its rusage is exact and includes its own reaped children.
+
+        `who` = (name, ppid) read from its zombie before the reap: a child no sample saw still gets its row."""
         self.ledger.reap(pid, user, system)
+        if pid == self.main_pid and maxrss <= self.spawner_hwm:
+            maxrss = 0  # no more than our own fork copy: says nothing about the command
         p = self.procs.get(pid)
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
-        if pid == self.main_pid and maxrss <= self.spawner_hwm:
-            maxrss = 0  # no more than our own fork copy: says nothing about the command
+            name, ppid = who or ("?", 0)
+            p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
+            self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
+            p.peak_rss = maxrss
         self.reaped_maxrss[pid] = maxrss
         self._exited(pid, p, exit_code)
         if p is not None:
@@ -237,6 +251,13 @@ class SummaryBuilder:
                 if p.hwm_at_attach is None:
                     p.peak_source = "VmHWM at its last sample (a lower bound)"
             self._exited(pid, p, None)
+
+    def close(self, alive: Collection[int]) -> None:
+        """Tracking ends: every process seen that is not alive now, and whose end we did not see (it died after
+        the last sample, or its read failed then), ended unseen — one end event each, lower-bound peaks."""
+        ended = [pid for pid, p in self.procs.items() if pid not in alive and not p.reaped and not p.exit_reported]
+        if ended:
+            self.vanished(ended, alive)
 
     def _exited(self, pid: int, p: ProcessStats | None, code: int | None) -> None:
         """A process_exited event, once per process: exit code or signal where we reaped it, else just 'exited'."""
@@ -534,6 +555,10 @@ class SummaryBuilder:
         """One process's peak RSS and whether it is exact (rules in peaks.py)."""
         if p.hwm_at_attach is not None:
             return Peak(p.peak_rss, False, "sampled", p.peak_source)
+        if p.reaped and p.rusage_maxrss is not None and p.trend.n == 0:
+            # never read: ru_maxrss is all we know; it covers its own waited children too
+            label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
+            return Peak(p.rusage_maxrss, False, "ru_maxrss", label)
         if p.reaped and p.rusage_maxrss is not None:
             is_main = p.pid == self.main_pid
             own_only = is_main and not self.main_had_children and not self._has_descendants()
@@ -622,17 +647,15 @@ class SummaryBuilder:
             sources["max_ram.main.total_rss"] = main_peak.label
         else:
             sources["max_ram.main.total_rss"] = (
-                "not seen (the command exited before the first sample)" if main is None else "sampled"
+                "lower bound (not seen: the command exited before the first sample)"
+                if main is None
+                else "sampled lower bound"
             )
         desc = [pid for pid, p in self.procs.items() if p.role == "descendant"]
         desc_reaped = [m for pid, m in self.reaped_maxrss.items() if pid != self.main_pid]
         desc_single = max([*(peaks[pid].value for pid in desc), *desc_reaped, 0])
         desc_total = max(mx["descendants_total"], desc_single)
-        sources["max_ram.descendants.total_rss"] = (
-            "sampled lower bound (largest of Σ PSS per sample and each descendant's own peak)"
-            if desc or desc_reaped
-            else "no descendants"
-        )
+        sources["max_ram.descendants.total_rss"] = self._descendants_label(desc, desc_reaped, main_total)
         bounds = self.tree_bounds(peaks)
         outcome = self.outcome
         combined = combined_peak(bounds, outcome.cgroup_peak, outcome.cgroup_source)
@@ -658,6 +681,20 @@ class SummaryBuilder:
             "cgroup_peak": outcome.cgroup_peak,
             "combined_upper_bound": bounds.upper,
         }
+
+    def _descendants_label(self, desc: list[int], desc_reaped: list[int], main_total: int) -> str:
+        if not desc and not desc_reaped and not self.main_had_children:
+            return "no descendants"
+        label = "sampled lower bound (largest of Σ PSS per sample and each descendant's own peak)"
+        main_rusage = self.reaped_maxrss.get(self.main_pid, 0)
+        if self.main_had_children and main_rusage > main_total:
+            # ru_maxrss of main covers the children it waited for: one of them, or main after its last sample,
+            # held that much — which one, the kernel does not say
+            label += (
+                f"; a child the command waited for may have reached {main_rusage} bytes (the command's ru_maxrss, "
+                "which covers it and the children it waited for)"
+            )
+        return label
 
     def _sources(self, sources: dict[str, str]) -> dict[str, str]:
         for k in ("private_rss", "shared_rss"):
