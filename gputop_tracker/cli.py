@@ -30,12 +30,48 @@ SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctr
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+USAGE = f"""\
+{PROG} [OPTIONS] -- CMD [ARGS...]
+       {PROG} [OPTIONS] --attach PID
+       {PROG} --history
+       {PROG} sessions {{list,show,export,events,delete}} ... (see `sessions --help`)"""
+
+EPILOG = f"""\
+examples:
+  {PROG} -- python train.py --lr 0.1     live view on a terminal, else a report
+  {PROG} --headless -f json -o out.json -- bash run.sh
+  {PROG} --mem-limit 16G --watch-output -- python train.py
+  {PROG} --attach 12345                  a running process and its descendants
+  {PROG} sessions list                   saved sessions, newest first
+
+where things go:
+  The live view opens only when stdin and stdout are both terminals; otherwise (a batch job,
+  a pipe, a redirect) the run is headless by itself, as with --headless. Headless, the text
+  report goes to stderr and a JSON report (-f json) to stdout (the command's own stdout then
+  goes to stderr); -o FILE writes either to FILE instead. Alerts and errors go to stderr.
+  Every run is saved as a session in the store unless --no-save.
+
+exit codes:
+  the command's own exit code; 128+N if signal N killed it
+  127  the command was not found          126  the command could not be run
+  2    bad input (one line on stderr starting `{PROG}: error:`)
+  1    tracking failed (the sampler stopped unexpectedly)
+  130  --attach stopped with Ctrl-C
+
+environment:
+  GPUTOP_TRACKER_STORE         the session store (default: $XDG_DATA_HOME/gputop-tracker/sessions)
+  GPUTOP_TRACKER_SIMULATE_GPUS N simulated GPUs, as --simulate-gpus
+  GPUTOP_TRACKER_NO_CGROUP=1   never create a memory cgroup for the command
+  CUDA_VISIBLE_DEVICES         the GPUs counted for utilization unless --gpus is given
+"""
+
+
 def build_parser() -> Parser:
     p = Parser(
         prog=PROG,
-        usage=f"{PROG} [OPTIONS] -- CMD [ARGS...] | {PROG} [OPTIONS] --attach PID | {PROG} --history | "
-        f"{PROG} sessions {{list,show,export,events,delete}} ...",
+        usage=USAGE,
         description="Track what a command's whole process tree uses: RAM, CPU, threads, GPU memory and utilization.",
+        epilog=EPILOG,
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
     p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
@@ -52,9 +88,15 @@ def build_parser() -> Parser:
         metavar="SECONDS",
         help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
     )
-    p.add_argument("--ru", "--ram-unit", dest="ram_unit", help="bytes, kilobytes, megabytes, gigabytes, terabytes")
-    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", help="unit of GPU memory figures")
-    p.add_argument("--tu", "--time-unit", dest="time_unit", help="seconds, minutes, hours, days")
+    p.add_argument(
+        "--ru",
+        "--ram-unit",
+        dest="ram_unit",
+        metavar="UNIT",
+        help="bytes, kilobytes, megabytes, gigabytes, terabytes",
+    )
+    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="unit of GPU memory figures")
+    p.add_argument("--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="seconds, minutes, hours, days")
     p.add_argument(
         "--nec",
         "--n-expected-cores",
@@ -73,7 +115,12 @@ def build_parser() -> Parser:
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
-    alerts = p.add_argument_group("alerts and OOM dumps")
+    _add_alert_options(p.add_argument_group("alerts and OOM dumps"))
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return p
+
+
+def _add_alert_options(alerts: argparse._ArgumentGroup) -> None:
     alerts.add_argument(
         "--mem-limit",
         metavar="SIZE",
@@ -102,8 +149,6 @@ def build_parser() -> Parser:
     alerts.add_argument(
         "--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
     )
-    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,20 +199,13 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _check_output(name: str) -> None:
-    """-o FILE can be written: a regular file (new or replaced) needs a writable directory; a FIFO, a device
-    or /dev/stdout is written in place."""
-    out = Path(name)
-    if out.is_dir():
-        raise UsageError(f"--output {name} is a directory")
-    if out.exists() and not out.is_file():
-        if not os.access(out, os.W_OK):
-            raise UsageError(f"--output {name} is not writable")
-        return
-    parent = Path(os.path.realpath(out)).parent
-    if not parent.exists():
-        raise UsageError(f"--output: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--output: directory {parent} is not writable")
+    """-o FILE can be written: the rule every `-o` shares (`store.check_output`)."""
+    from gputop_tracker.core.store import OutputError, check_output
+
+    try:
+        check_output(name)
+    except OutputError as e:
+        raise UsageError(str(e)) from None
 
 
 def track(args: argparse.Namespace) -> int:
@@ -195,8 +233,11 @@ def track(args: argparse.Namespace) -> int:
         raise UsageError("--enforce-mem-limit applies to a launched command, not --attach")
     if args.watch_output and args.attach is not None:
         raise UsageError("--watch-output applies to a launched command, not --attach")
-    if args.output:
+    if args.output is not None:
         _check_output(args.output)
+    if command and not command[0]:
+        # as a shell says of `""`: exec would search PATH for an empty name and fail with EACCES on a directory
+        return console.error("'': command not found", 127)
     cfg = EngineConfig(
         mode="attach" if args.attach is not None else "launch",
         argv=command,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 PROG = "gputop-track"  # every line the tool writes to stderr starts with it
 
@@ -24,8 +25,22 @@ class UsageError(Exception):
     """Bad input: one line on stderr, exit 2."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written (examples keep their layout); options wrapped to the terminal, at most 100 columns."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        if width is None:
+            width = min(shutil.get_terminal_size().columns, 100) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError instead of printing its usage and exiting: a bad input is one line."""
+    """argparse that raises UsageError instead of printing its usage and exiting: a bad input is one line.
+    `--help` goes through `HelpFormatter` unless a parser asks for another."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,40 +13,124 @@ from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core import export as exporting
 from gputop_tracker.core import paths, report, store
 from gputop_tracker.core.models import Session
+from gputop_tracker.core.text import command_line, escape_controls
 from gputop_tracker.core.units import UnitError, Units, human_bytes, human_seconds
+
+SESSIONS_EPILOG = f"""\
+examples:
+  {console.PROG} sessions list                newest first (the command is cut only on a terminal)
+  {console.PROG} sessions list -f json | jq '.[].id'
+  {console.PROG} sessions show 20250102-0930 --ru gigabytes
+  {console.PROG} sessions export ID -f csv -o timeline.csv
+  {console.PROG} sessions events ID -t warning -t critical
+
+An ID may be given by its start (any prefix that matches one session). Reports, listings and
+exports go to stdout unless -o FILE; errors go to stderr (one line starting `{console.PROG}: error:`).
+
+exit codes:
+  0  done
+  1  a file or stdout could not be written
+  2  bad input (an unknown session, a bad option, an -o FILE that cannot be written)
+"""
+
+STORE_HELP = f"session store (default: ${paths.STORE_ENV} or the user data dir)"
+ID_HELP = "the session's id, or its start if only one session matches (as `sessions list` shows)"
 
 
 def build_sessions_parser() -> Parser:
-    p = Parser(prog=f"{console.PROG} sessions", description="Saved sessions.")
-    p.add_argument("--store", metavar="DIR", help="session store")
+    p = Parser(
+        prog=f"{console.PROG} sessions",
+        description="The saved sessions (one JSON file each in the store), without the TUI.",
+        epilog=SESSIONS_EPILOG,
+    )
+    p.add_argument("--store", metavar="DIR", help=STORE_HELP)
     # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
     # given before the action (or None) stays
     common = Parser(add_help=False)
-    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help="session store")
-    sub = p.add_subparsers(dest="action", required=True, parser_class=Parser)
-    sub.add_parser("list", help="every saved session, newest first", parents=[common])
-    show = sub.add_parser("show", help="the report of one session", parents=[common])
-    show.add_argument("id")
-    show.add_argument("-f", "--format", choices=("text", "json"), default="text")
-    show.add_argument("--ru", "--ram-unit", dest="ram_unit")
-    show.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit")
-    show.add_argument("--tu", "--time-unit", dest="time_unit")
-    export_parser = sub.add_parser(
-        "export", help="a session as JSON (everything) or CSV (the timeline)", parents=[common]
+    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
+    sub = p.add_subparsers(
+        dest="action", required=True, parser_class=Parser, metavar="ACTION", help="one of (`ACTION --help` for more):"
     )
-    export_parser.add_argument("id")
-    export_parser.add_argument("-f", "--format", choices=("json", "csv"), default="json")
-    export_parser.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    events_parser = sub.add_parser(
-        "events", help="the event timeline of a session (alerts, peaks, processes, OOM)", parents=[common]
+    _add_list_parser(sub, common)
+    _add_show_parser(sub, common)
+    _add_export_parser(sub, common)
+    _add_events_parser(sub, common)
+    delete = sub.add_parser(
+        "delete",
+        help="delete a session",
+        description="Delete a session's file, its saved output and its OOM dumps (cannot be undone).",
+        parents=[common],
     )
-    events_parser.add_argument("id")
-    events_parser.add_argument("-f", "--format", choices=("text", "json", "csv"), default="text")
-    events_parser.add_argument("-t", "--type", action="append", metavar="TYPE", help="only events of TYPE (repeatable)")
-    events_parser.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
-    delete = sub.add_parser("delete", help="delete a session", parents=[common])
-    delete.add_argument("id")
+    delete.add_argument("id", metavar="ID", help=ID_HELP)
     return p
+
+
+def _add_list_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    ls = sub.add_parser(
+        "list",
+        help="every saved session, newest first",
+        description="Every saved session, newest first; unreadable files are listed with the reason.",
+        parents=[common],
+    )
+    ls.add_argument(
+        "-f",
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per session; json: an array of objects (metadata, peaks, or the error)",
+    )
+    ls.add_argument("--no-trunc", action="store_true", help="never shorten the command (it is cut only on a terminal)")
+
+
+def _add_show_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    show_parser = sub.add_parser(
+        "show",
+        help="the report of one session",
+        description="The report of one session, as the run printed it (text) or as JSON.",
+        parents=[common],
+    )
+    show_parser.add_argument("id", metavar="ID", help=ID_HELP)
+    show_parser.add_argument(
+        "-f", "--format", choices=("text", "json"), default="text", help="report format (default: text)"
+    )
+    show_parser.add_argument(
+        "--ru", "--ram-unit", dest="ram_unit", metavar="UNIT", help="RAM unit: bytes, kilobytes, … terabytes"
+    )
+    show_parser.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="GPU memory unit")
+    show_parser.add_argument(
+        "--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="time unit: seconds, minutes, hours, days"
+    )
+
+
+def _add_export_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    export_parser = sub.add_parser(
+        "export",
+        help="a session as JSON (everything) or CSV (the timeline)",
+        description="A session as JSON (everything saved) or CSV (the sampled timeline, one row per sample).",
+        parents=[common],
+    )
+    export_parser.add_argument("id", metavar="ID", help=ID_HELP)
+    export_parser.add_argument(
+        "-f", "--format", choices=("json", "csv"), default="json", help="json (default) or csv (the timeline)"
+    )
+    export_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+
+
+def _add_events_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    events_parser = sub.add_parser(
+        "events",
+        help="the event timeline of a session (alerts, peaks, processes, OOM)",
+        description="The event timeline of a session: alerts, new peaks, processes started and ended, OOM.",
+        parents=[common],
+    )
+    events_parser.add_argument("id", metavar="ID", help=ID_HELP)
+    events_parser.add_argument(
+        "-f", "--format", choices=("text", "json", "csv"), default="text", help="text (default), json or csv"
+    )
+    events_parser.add_argument(
+        "-t", "--type", action="append", metavar="TYPE", help="only events of TYPE, e.g. warning (repeatable)"
+    )
+    events_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
 
 
 def main(argv: list[str]) -> int:
@@ -68,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         code = _dispatch(store_dir, args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return code
-    except (LookupError, UnitError) as e:
+    except (LookupError, UnitError, store.OutputError) as e:
         return console.error(str(e.args[0]))
     except OSError as e:
         if e.filename is None:  # stdout: a closed pipe (`| head`) or a full disk
@@ -79,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
     if args.action == "list":
-        return list_sessions(store_dir)
+        return list_sessions(store_dir, fmt=args.format, trunc=not args.no_trunc and sys.stdout.isatty())
     if args.action == "show":
         return show(store_dir, args)
     if args.action == "export":
@@ -93,25 +179,73 @@ def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
     return console.error(f"unknown action {args.action}")
 
 
-def list_sessions(store_dir: Path) -> int:
-    entries = store.list_entries(store_dir)
-    if not entries:
-        print(f"no sessions in {store_dir}")
+def _list_status(e: store.Entry) -> str:
+    if e.session is None:
+        return "unreadable"
+    if e.running:
+        return "running"
+    return "stale" if e.session.meta.status == "running" else e.session.meta.status
+
+
+def _list_json(e: store.Entry) -> dict[str, object]:
+    """One session of `sessions list -f json`: its metadata and headline figures, or why it cannot be read."""
+    item: dict[str, object] = {"id": e.id, "path": str(e.path), "status": _list_status(e), "error": e.error}
+    if e.session is not None:
+        u = e.session.summary
+        item["meta"] = e.session.meta.model_dump(mode="json")
+        item["duration_seconds"] = u.compute_time.time if u else None
+        item["peak_ram_bytes"] = u.max_ram.combined.total_rss if u else None
+        item["peak_gpu_ram_bytes"] = u.max_gpu_ram.combined if u and u.gpus else None
+    return item
+
+
+def _list_row(e: store.Entry) -> list[str]:
+    """The cells of one `sessions list` row: seven, or three (id, UNREADABLE, the reason) for an unreadable file."""
+    sid = escape_controls(e.id)
+    if e.session is None:
+        return [sid, "UNREADABLE", escape_controls(e.error or "")]
+    s = e.session
+    u = s.summary
+    return [
+        sid,
+        _list_status(e),
+        human_seconds(u.compute_time.time) if u else "-",
+        "" if s.meta.exit_code is None else str(s.meta.exit_code),
+        human_bytes(u.max_ram.combined.total_rss) if u else "-",
+        human_bytes(u.max_gpu_ram.combined) if u and u.gpus else "-",
+        command_line(s.meta.command) or "-",
+    ]
+
+
+def list_sessions(store_dir: Path, fmt: str = "text", *, trunc: bool = False) -> int:
+    """Every session, newest first. The command is cut to the terminal's width only on a terminal (`trunc`):
+    piped (`| grep train.py`) every row is whole. Control characters are escaped: one session, one line."""
+    entries = store.list_entries(store_dir, timeline=False)
+    if fmt == "json":
+        sys.stdout.write(json.dumps([_list_json(e) for e in entries], indent=2) + "\n")
         return 0
-    print(f"{'id':<44} {'status':<9} {'duration':>10} {'exit':>5} {'peak RAM':>10} {'peak GPU':>10}  command")
-    for e in entries:
-        if e.session is None:
-            print(f"{e.id:<44} {'UNREADABLE':<9} {e.error}")
+    if not entries:
+        print(f"no sessions in {escape_controls(str(store_dir))}")
+        return 0
+    rows = [["id", "status", "duration", "exit", "peak RAM", "peak GPU", "command"]]
+    rows += [_list_row(e) for e in entries]
+    full = [r for r in rows if len(r) == 7]
+    widths = [max(len(r[i]) for r in (rows if i < 2 else full)) for i in range(6)]
+    room = shutil.get_terminal_size().columns - sum(w + 2 for w in widths) if trunc else 0
+    for r in rows:
+        if len(r) < 7:  # unreadable: id, UNREADABLE, the reason
+            print(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
             continue
-        s = e.session
-        u = s.summary
-        status = "running" if e.running else ("stale" if s.meta.status == "running" else s.meta.status)
-        dur = human_seconds(u.compute_time.time) if u else "-"
-        ram = human_bytes(u.max_ram.combined.total_rss) if u else "-"
-        gpu = human_bytes(u.max_gpu_ram.combined) if u and u.gpus else "-"
-        code = "" if s.meta.exit_code is None else str(s.meta.exit_code)
-        cmd = " ".join(s.meta.command)[:60]
-        print(f"{e.id:<44} {status:<9} {dur:>10} {code:>5} {ram:>10} {gpu:>10}  {cmd}")
+        cmd = r[6]
+        if trunc and len(cmd) > max(room, 20):
+            cmd = cmd[: max(room, 20) - 1] + "…"
+        cells = [
+            r[0].ljust(widths[0]),
+            r[1].ljust(widths[1]),
+            *(c.rjust(w) for c, w in zip(r[2:6], widths[2:6], strict=True)),
+            cmd,
+        ]
+        print("  ".join(cells).rstrip())
     return 0
 
 
@@ -127,21 +261,27 @@ def show(store_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(text: str, output: str | None, done: str) -> None:
-    """To `output` (then `done` on stderr) or to stdout."""
-    if output:
-        store.write_output(Path(output), text.encode())
-        print(done, file=sys.stderr)
-    else:
+def _write(text: str, output: str | None, done: str) -> int:
+    """To `output` (checked before any work by `store.check_output`; then `done` on stderr) or to stdout.
+    A file that cannot be written is named in one error line: exit 1."""
+    if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
+        return 0
+    try:
+        store.write_output(Path(output), text.encode())
+    except OSError as e:
+        return console.error(f"cannot write {output}: {e.strerror or e}", console.EXIT_FAILURE)
+    print(done, file=sys.stderr)
+    return 0
 
 
 def export(store_dir: Path, args: argparse.Namespace) -> int:
+    if args.output is not None:
+        store.check_output(args.output)
     s = _open(store_dir, args.id)
     text = exporting.timeline_csv(s) if args.format == "csv" else exporting.session_json(s)
-    _write(text, args.output, f"exported {s.meta.id} to {args.output}")
-    return 0
+    return _write(text, args.output, f"exported {s.meta.id} to {args.output}")
 
 
 def events(store_dir: Path, args: argparse.Namespace) -> int:
@@ -151,6 +291,8 @@ def events(store_dir: Path, args: argparse.Namespace) -> int:
     for t in args.type or []:
         if t not in EVENT_TYPES:
             raise LookupError(f"unknown event type {t!r}: choose from {', '.join(EVENT_TYPES)}")
+    if args.output is not None:
+        store.check_output(args.output)
     s = _open(store_dir, args.id)
     found = [e for e in s.events if not args.type or e.type in args.type]
     if args.format == "json":
@@ -160,5 +302,4 @@ def events(store_dir: Path, args: argparse.Namespace) -> int:
     else:
         lines = report.events_lines(found, limit=len(found))
         text = "\n".join(lines) + "\n" if lines else f"no events in session {s.meta.id}\n"
-    _write(text, args.output, f"exported {len(found)} events of {s.meta.id} to {args.output}")
-    return 0
+    return _write(text, args.output, f"exported {len(found)} events of {s.meta.id} to {args.output}")

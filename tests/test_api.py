@@ -134,3 +134,27 @@ def test_resource_usage_file_through_a_symlink(tmp_path: Path) -> None:
         time.sleep(0.2)
     assert link.is_symlink() and "max_ram" in json.loads(target.read_text())
     assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_no_file_descriptor_is_closed_twice(tmp_path: Path) -> None:
+    """The sampler's pipe is closed once: a file the script opens after the run keeps working after the
+    Tracker is garbage-collected, and nothing is printed at interpreter exit."""
+    user_file = tmp_path / "user.txt"
+    script = f"""
+import gc
+from gputop_tracker import Tracker
+with Tracker(sleep_time=0.1) as t:
+    pass
+files = [open({str(user_file)!r} + str(i), "w") for i in range(20)]  # one takes the pipe's old number
+del t
+gc.collect()
+for f in files:
+    f.write("still open")
+    f.close()
+with Tracker(sleep_time=0.1) as t2:
+    pass
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Bad file descriptor" not in proc.stderr, proc.stderr
+    assert all((tmp_path / f"user.txt{i}").read_text() == "still open" for i in range(20))

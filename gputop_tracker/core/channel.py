@@ -138,8 +138,14 @@ class SamplerHandle:
         return self.exit_status
 
     def close(self) -> None:
+        """Close the read end once, through its owner: a spawned sampler's pipe belongs to its `Popen`
+        (whose file object would close the same number again when collected, maybe by then another file)."""
+        stdout = self._popen.stdout if self._popen is not None else None
         try:
-            os.close(self.read_fd)
+            if stdout is not None:
+                stdout.close()
+            else:
+                os.close(self.read_fd)
         except OSError:
             pass
         if self._popen is not None and self._popen.stdin is not None:
@@ -172,6 +178,7 @@ def start_spawned(cfg: EngineConfig) -> SamplerHandle:
         start_new_session=True,
     )
     assert popen.stdout is not None
+    # the handle reads the number; popen.stdout keeps owning it and is what `close()` closes
     return SamplerHandle(popen.pid, popen.stdout.fileno(), popen)
 
 

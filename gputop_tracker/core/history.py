@@ -16,6 +16,7 @@ from typing import Any
 
 from gputop_tracker.core import store
 from gputop_tracker.core.models import ResourceUsage, Session
+from gputop_tracker.core.text import escape_controls
 from gputop_tracker.core.units import human_bytes, human_seconds
 
 
@@ -63,7 +64,7 @@ class Row:
             return cls(entry.id, entry, _start_from_id(entry.id), error=entry.error or "unreadable")
         m = s.meta
         u = s.summary
-        row = cls(entry.id, entry, m.start_time or None, command=" ".join(m.command), host=m.host)
+        row = cls(entry.id, entry, m.start_time or None, command=escape_controls(" ".join(m.command)), host=m.host)
         row.running = entry.running
         if m.status == "running":
             row.exit, row.exit_rank = ("running", -1) if row.running else ("stale", 1e9)

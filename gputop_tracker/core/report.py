@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from gputop_tracker.core.models import Event, GpuSummary, ResourceUsage
+from gputop_tracker.core.text import command_line, escape_controls
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
 
 # gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
@@ -56,151 +57,200 @@ def _pct(p: float | None) -> str:
     return "-" if p is None else f"{p:.1f}%"
 
 
+GAP = "  "  # between two columns of a table, whatever the widths of their figures
+
+
+def _widths(rows: list[list[str]]) -> list[int]:
+    return [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(len(r) for r in rows))]
+
+
+def _table(rows: list[list[str]], align: str, widths: list[int] | None = None) -> list[str]:
+    """Rows of cells as aligned lines: each column as wide as its widest cell (header included), columns
+    separated by GAP, so no figure can run into the next one in any unit. `align` has one '<' or '>' per
+    column; a row may have fewer cells than the table (its line ends there)."""
+    widths = widths or _widths(rows)
+    out = []
+    for row in rows:
+        cells = [c.rjust(w) if a == ">" else c.ljust(w) for c, w, a in zip(row, widths, align, strict=False)]
+        out.append(GAP.join(cells).rstrip())
+    return out
+
+
 def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes: int = 10) -> str:
     """An aligned, human report with the same figures as the JSON (human units unless a unit is given)."""
     f = _Fmt(units.ram, units.gpu_ram, units.time)
     u = usage
-    lines: list[str] = []
-    add = lines.append
+    lines = [*_head_lines(u, f), "", *_ram_lines(u, f), "", *_cpu_lines(u), "", *_gpu_lines(u, f)]
+    lines += _process_lines(u, f, max_processes)
+    alerts = [e for e in u.events if e.type in ALERT_TYPES]
+    if alerts:
+        lines += ["", f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)"]
+        lines += events_lines(alerts, limit=20)
+    if u.notes:
+        lines += ["", "Notes", *(f"  - {escape_controls(n)}" for n in u.notes)]
+    if u.session_path:
+        lines += ["", f"Session saved: {u.session_path}"]
+    return "\n".join(lines) + "\n"
+
+
+def _status(u: ResourceUsage) -> str:
+    if u.mode == "attach":
+        return {"exited": "target exited", "stopped": "tracking stopped; target still running"}.get(u.status, u.status)
+    if u.exit_signal:
+        return f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
+    if u.exit_code is not None:
+        return f"exited with code {u.exit_code}"
+    return u.status
+
+
+def _head_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+    """The title, the command (one printable line), how it ended and how it was sampled."""
     title = "gputop-track report"
     if u.session_id:
         title += f" — session {u.session_id}"
-    add(title)
-    add("=" * len(title))
-    cmd = " ".join(_quote(a) for a in u.command) or "-"
-    add(f"{'command':<14}{cmd}")
-    if u.mode == "attach":
-        status = {"exited": "target exited", "stopped": "tracking stopped; target still running"}.get(
-            u.status, u.status
-        )
-    elif u.exit_signal:
-        status = f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
-    elif u.exit_code is not None:
-        status = f"exited with code {u.exit_code}"
-    else:
-        status = u.status
-    add(f"{'status':<14}{status}   (pid {u.pid}, {u.mode}, host {u.host})")
+    cmd = command_line(u.command) or "-"
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(u.start_time)) if u.start_time else "-"
-    add(
+    return [
+        title,
+        "=" * len(title),
+        f"{'command':<14}{cmd}",
+        f"{'status':<14}{_status(u)}   (pid {u.pid}, {u.mode}, host {u.host})",
         f"{'wall time':<14}{f.time(u.compute_time.time)}   started {started}, "
-        f"{u.n_samples} samples every {u.interval:g} s, {u.n_processes} processes seen"
-    )
-    add("")
+        f"{u.n_samples} samples every {u.interval:g} s, {u.n_processes} processes seen",
+    ]
+
+
+def _ram_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+    """The RAM peaks table, then single figures with a description in its name and total columns."""
     ram = u.max_ram
     src = u.sources
-    add("RAM (peaks)         total        private      shared       how measured")
-    rows = [
+    ram_rows = [["RAM (peaks)", "total", "private", "shared", "how measured"]]
+    for name, v, how in (
         ("main", ram.main, src.get("max_ram.main.total_rss", "")),
         ("descendants", ram.descendants, src.get("max_ram.descendants.total_rss", "")),
         ("combined", ram.combined, src.get("max_ram.combined.total_rss", "")),
-    ]
-    for name, v, how in rows:
-        add(f"  {name:<16}{f.ram(v.total_rss):>12} {f.ram(v.private_rss):>12} {f.ram(v.shared_rss):>12}   {how}")
+    ):
+        ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), how])
+    extra: list[list[str]] = []
     if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
-        add(f"  {'combined ≤':<16}{f.ram(ram.combined_upper_bound):>12}   upper bound: Σ of per-process peaks")
+        extra.append(["  combined ≤", f.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
     else:
-        add(f"  {'combined (Σ)':<16}{f.ram(ram.combined_sampled):>12}   largest Σ PSS seen in one sample")
+        extra.append(["  combined (Σ)", f.ram(ram.combined_sampled), "largest Σ PSS seen in one sample"])
     if ram.cgroup_peak is not None and ram.peak_source != "cgroup":
-        add(f"  {'job cgroup':<16}{f.ram(ram.cgroup_peak):>12}   peak of the job's memory cgroup (page cache included)")
-    add(f"  {'system':<16}{f.ram(ram.system):>12}   of {f.ram(ram.system_capacity)} (whole machine, sampled)")
+        extra.append(["  job cgroup", f.ram(ram.cgroup_peak), "peak of the job's memory cgroup (page cache included)"])
+    extra.append(["  system", f.ram(ram.system), f"of {f.ram(ram.system_capacity)} (whole machine, sampled)"])
+    widths = _widths(ram_rows + [row[:2] for row in extra])
+    lines = _table(ram_rows, "<>>><", widths) + _table(extra, "<><", [*widths[:2], 0])
     if u.smaps_max_age is not None:
-        add(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")
-    add("")
+        lines.append(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")
+    return lines
+
+
+def _cpu_lines(u: ResourceUsage) -> list[str]:
     cpu = u.cpu_utilization
     ct = u.cpu_time
-    add("CPU")
-    add(
+    lines = [
+        "CPU",
         f"  {'CPU time':<16}user {ct.user:.2f} s + system {ct.system:.2f} s = {ct.total:.2f} s "
-        f"({ct.mean_percent:.0f}% of one core on average; {ct.source})"
-    )
-    add(f"  {'utilization':<16}{'max':>10} {'mean':>10}   (100% = one core; {cpu.n_expected_cores} cores expected)")
+        f"({ct.mean_percent:.0f}% of one core on average; {ct.source})",
+    ]
+    cpu_rows = [["  utilization", "max", "mean", f"(100% = one core; {cpu.n_expected_cores} cores expected)"]]
     for name, p in (
         ("main", cpu.main),
         ("descendants", cpu.descendants),
         ("combined", cpu.combined),
         ("system", cpu.system),
     ):
-        add(f"    {name:<14}{_pct(p.max_sum_percent):>10} {_pct(p.mean_sum_percent):>10}")
-    add(
+        cpu_rows.append([f"    {name}", _pct(p.max_sum_percent), _pct(p.mean_sum_percent)])
+    lines += _table(cpu_rows, "<>><")
+    lines.append(
         f"  {'threads (peak)':<16}main {cpu.main_n_threads}, descendants {cpu.descendants_n_threads}, "
         f"combined {cpu.combined_n_threads}"
     )
-    add("")
-    add("GPU")
+    return lines
+
+
+def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+    lines = ["GPU"]
     if u.gpu_note:
-        add(f"  {u.gpu_note}")
-    if u.gpus:
-        g = u.max_gpu_ram
-        add(
-            f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
-            f"combined {f.gpu(g.combined)} (peaks, sampled)"
+        lines.append(f"  {escape_controls(u.gpu_note)}")
+    if not u.gpus:
+        if not u.gpu_note:
+            lines.append("  no GPU found")
+        return lines
+    g = u.max_gpu_ram
+    lines.append(
+        f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
+        f"combined {f.gpu(g.combined)} (peaks, sampled)"
+    )
+    gu = u.gpu_utilization.gpu_percentages
+    lines.append(
+        f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
+        f"(sum over {u.gpu_utilization.n_expected_gpus} counted of {u.gpu_utilization.system_gpu_count} GPUs)"
+    )
+    if u.gpu_energy_j is not None:
+        lines.append(
+            f"  {'energy':<16}{u.gpu_energy_j:.1f} J = {u.gpu_energy_wh or 0:.4f} Wh "
+            "(counted GPUs, first to last reading)"
         )
-        gu = u.gpu_utilization.gpu_percentages
-        add(
-            f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
-            f"(sum over {u.gpu_utilization.n_expected_gpus} counted of {u.gpu_utilization.system_gpu_count} GPUs)"
+    for gs in u.gpus:
+        lines += _gpu_device_lines(gs, f)
+    return lines
+
+
+def _gpu_device_lines(gs: GpuSummary, f: _Fmt) -> list[str]:
+    """One GPU (or MIG instance): its peaks and utilization, details, GPM metrics, unattributed memory."""
+    flags = [x for x, on in (("simulated", gs.simulated), ("LOST", gs.lost), ("not counted", not gs.counted)) if on]
+    label = gs.name if gs.mig_parent is None else f"MIG on GPU {gs.mig_parent}"
+    lines = [
+        f"    [{gs.index}] {label:<20} tree peak {f.gpu(gs.tree_peak_memory):>11}  "
+        f"device peak {f.gpu(gs.peak_memory_used):>11} of {f.gpu(gs.memory_total)}  "
+        f"util mean {_pct(gs.mean_utilization)} max {_pct(gs.max_utilization)}"
+        + (f"  ({', '.join(flags)})" if flags else ""),
+        "        " + _gpu_details(gs),
+    ]
+    gpm = [
+        f"{name} mean {_pct(mean)} max {_pct(mx)}"
+        for name, mean, mx in (
+            ("SM activity", gs.mean_sm_activity, gs.max_sm_activity),
+            ("SM occupancy", gs.mean_sm_occupancy, gs.max_sm_occupancy),
+            ("tensor", gs.mean_tensor_activity, gs.max_tensor_activity),
+            ("DRAM bw", gs.mean_dram_bandwidth, gs.max_dram_bandwidth),
         )
-        if u.gpu_energy_j is not None:
-            add(
-                f"  {'energy':<16}{u.gpu_energy_j:.1f} J = {u.gpu_energy_wh or 0:.4f} Wh "
-                "(counted GPUs, first to last reading)"
-            )
-        for gs in u.gpus:
-            flags = [
-                x for x, on in (("simulated", gs.simulated), ("LOST", gs.lost), ("not counted", not gs.counted)) if on
+        if mean is not None
+    ]
+    if gpm:
+        lines.append("        GPM: " + "; ".join(gpm))
+    if gs.peak_unattributed_memory:
+        lines.append(f"        unattributed (PIDs not mappable here) peak {f.gpu(gs.peak_unattributed_memory)}")
+    return lines
+
+
+def _process_lines(u: ResourceUsage, f: _Fmt, max_processes: int) -> list[str]:
+    """The largest processes by peak RSS, as a table sized from its content (names escaped)."""
+    if not u.processes:
+        return []
+    shown = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:max_processes]
+    more = len(u.processes) - len(shown)
+    proc_rows = [["pid", "name", "peak RSS", "source", "CPU s", "threads", "GPU", "exit"]]
+    for proc in shown:
+        proc_rows.append(
+            [
+                str(proc.pid),
+                escape_controls(proc.name[:15]),
+                f.ram(proc.peak_rss),
+                proc.peak_rss_source,
+                f"{proc.cpu_seconds:.2f}",
+                str(proc.peak_threads),
+                f.gpu(proc.peak_gpu_memory),
+                "" if proc.exit_code is None else str(proc.exit_code),
             ]
-            label = gs.name if gs.mig_parent is None else f"MIG on GPU {gs.mig_parent}"
-            add(
-                f"    [{gs.index}] {label:<20} tree peak {f.gpu(gs.tree_peak_memory):>11}  "
-                f"device peak {f.gpu(gs.peak_memory_used):>11} of {f.gpu(gs.memory_total)}  "
-                f"util mean {_pct(gs.mean_utilization)} max {_pct(gs.max_utilization)}"
-                + (f"  ({', '.join(flags)})" if flags else "")
-            )
-            add("        " + _gpu_details(gs))
-            gpm = [
-                f"{name} mean {_pct(mean)} max {_pct(mx)}"
-                for name, mean, mx in (
-                    ("SM activity", gs.mean_sm_activity, gs.max_sm_activity),
-                    ("SM occupancy", gs.mean_sm_occupancy, gs.max_sm_occupancy),
-                    ("tensor", gs.mean_tensor_activity, gs.max_tensor_activity),
-                    ("DRAM bw", gs.mean_dram_bandwidth, gs.max_dram_bandwidth),
-                )
-                if mean is not None
-            ]
-            if gpm:
-                add("        GPM: " + "; ".join(gpm))
-            if gs.peak_unattributed_memory:
-                add(f"        unattributed (PIDs not mappable here) peak {f.gpu(gs.peak_unattributed_memory)}")
-    elif not u.gpu_note:
-        add("  no GPU found")
-    if u.processes:
-        add("")
-        shown = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:max_processes]
-        more = len(u.processes) - len(shown)
-        add(f"Processes (largest {len(shown)} of {len(u.processes)} by peak RSS)")
-        add(f"  {'pid':>7}  {'name':<16}{'peak RSS':>12}  {'source':<10}{'CPU s':>8}{'threads':>8}{'GPU':>11}  exit")
-        for proc in shown:
-            add(
-                f"  {proc.pid:>7}  {proc.name[:15]:<16}{f.ram(proc.peak_rss):>12}  {proc.peak_rss_source:<10}"
-                f"{proc.cpu_seconds:>8.2f}{proc.peak_threads:>8}{f.gpu(proc.peak_gpu_memory):>11}  "
-                f"{'' if proc.exit_code is None else proc.exit_code}"
-            )
-        if more > 0:
-            add(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
-    alerts = [e for e in u.events if e.type in ALERT_TYPES]
-    if alerts:
-        add("")
-        add(f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)")
-        lines.extend(events_lines(alerts, limit=20))
-    if u.notes:
-        add("")
-        add("Notes")
-        for n in u.notes:
-            add(f"  - {n}")
-    if u.session_path:
-        add("")
-        add(f"Session saved: {u.session_path}")
-    return "\n".join(lines) + "\n"
+        )
+    lines = ["", f"Processes (largest {len(shown)} of {len(u.processes)} by peak RSS)"]
+    lines += ["  " + line for line in _table(proc_rows, "><><>>>>")]
+    if more > 0:
+        lines.append(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
+    return lines
 
 
 ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # events.ALERT_TYPES (no import of the sampler side)
@@ -210,7 +260,7 @@ def events_lines(events: list[Event], limit: int = 1000) -> list[str]:
     """One line per event: time since the start, type, message (and an OOM dump's directory)."""
     out = []
     for e in events[:limit]:
-        text = " ".join(e.message.split())
+        text = escape_controls(" ".join(e.message.split()))
         if e.dump:
             text += f"  [dump: {e.dump}]"
         out.append(f"  {'+' + human_seconds(e.elapsed):>11}  {e.type:<15} {text}")
@@ -234,9 +284,3 @@ def _gpu_details(gs: GpuSummary) -> str:
     if gs.tree_peak_sm_utilization is not None:
         parts.append(f"tree's peak per-process SM {gs.tree_peak_sm_utilization:.0f}%")
     return ", ".join(parts)
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)

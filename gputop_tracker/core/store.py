@@ -6,6 +6,7 @@ with `models.Session` and list unreadable files with the reason instead of faili
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
@@ -70,6 +71,41 @@ def _umask() -> int:
     return old
 
 
+class OutputError(ValueError):
+    """An `-o FILE` that cannot be written: the CLI says so in one line and exits 2 before any work."""
+
+
+def check_output(name: str) -> None:
+    """The one rule for every `-o FILE` (the report, `sessions export`, `sessions events`): refuse, before any
+    work, what a shell's `> FILE` would refuse. A regular file must be writable by us (`os.access`, so root
+    may overwrite a 0444 file as its shell would); a new one needs an existing, writable directory (no
+    directory is created); a FIFO, a device or /dev/stdout must be writable and is written in place."""
+    if not name:
+        raise OutputError("cannot write '': no such file or directory")
+    out = Path(name)
+    try:
+        st: os.stat_result | None = os.stat(out)
+    except FileNotFoundError:
+        st = None  # new, or a dangling symlink: its target is created
+    except OSError as e:
+        raise OutputError(f"cannot write {name}: {e.strerror}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"cannot write {name}: is a directory")
+        if not os.access(out, os.W_OK):
+            raise OutputError(f"cannot write {name}: permission denied")
+        if stat.S_ISREG(st.st_mode):
+            parent = Path(os.path.realpath(out)).parent  # replaced by a rename inside its directory
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+        return
+    parent = Path(os.path.realpath(out)).parent
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {name}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+
+
 def write_output(path: Path, data: bytes) -> None:
     """Write a file the user named (`-o FILE`) as a shell's `>` would leave it, but atomically where it can.
 
@@ -124,6 +160,38 @@ class Entry:
         return True
 
 
+class NotRegular(OSError):
+    """A store entry that is not a regular file (a FIFO, a directory, a device): never read, never waited on."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a device or special file")
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """Open `path` for reading only if it is a regular file (through symlinks). The open itself cannot block:
+    O_NONBLOCK makes a FIFO without a writer open at once, and it is then refused by its fstat."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(f"not a regular file ({_kind(mode)})")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _cannot_read(e: OSError) -> str:
+    if isinstance(e, NotRegular):
+        return str(e)
+    return f"cannot read: {e.strerror or e}"
+
+
 def _read_head(path: Path) -> bytes | None:
     """The session without its timeline, as JSON, or None when the file is not laid out as save_session writes.
 
@@ -131,7 +199,7 @@ def _read_head(path: Path) -> bytes | None:
     Inside a JSON string a quote is always escaped, so `,"timeline":` occurs only as a key. The file must end
     by closing both the timeline and the session, so one cut short inside its timeline is not taken as whole.
     """
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         head = b""
         while True:
@@ -157,7 +225,7 @@ def load(path: Path, *, timeline: bool = True) -> Entry:
         try:
             head = _read_head(path)
         except OSError as e:
-            return Entry(sid, path, None, f"cannot read: {e.strerror}")
+            return Entry(sid, path, None, _cannot_read(e))
         if head is not None:
             entry = _parse(sid, path, head)
             if entry.session is not None:
@@ -165,9 +233,12 @@ def load(path: Path, *, timeline: bool = True) -> Entry:
                 return entry
         # not laid out as expected, or the head alone does not parse: the full parse gives the true reason
     try:
-        raw = path.read_bytes()
+        with open_regular(path) as f:
+            raw = f.read()
     except OSError as e:
-        return Entry(sid, path, None, f"cannot read: {e.strerror}")
+        return Entry(sid, path, None, _cannot_read(e))
+    except MemoryError:
+        return Entry(sid, path, None, "too large to read into memory")
     return _parse(sid, path, raw)
 
 
@@ -180,8 +251,14 @@ def _parse(sid: str, path: Path, raw: bytes) -> Entry:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
         return Entry(sid, path, None, f"corrupt or truncated JSON ({e.msg} at byte {e.pos})")
+    except UnicodeDecodeError as e:
+        return Entry(sid, path, None, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})")
     except ValueError as e:
         return Entry(sid, path, None, f"corrupt: {e}")
+    except RecursionError:
+        return Entry(sid, path, None, "not a session (JSON nested too deeply to read)")
+    except MemoryError:
+        return Entry(sid, path, None, "too large to parse in memory")
     if not isinstance(data, dict):
         return Entry(sid, path, None, "not a session (JSON is not an object)")
     version = data.get("schema_version")
@@ -189,6 +266,8 @@ def _parse(sid: str, path: Path, raw: bytes) -> Entry:
         return Entry(sid, path, None, f"written by a newer gputop-tracker (schema {version} > {SCHEMA_VERSION})")
     try:
         session = Session.model_validate(data)
+    except (RecursionError, MemoryError):
+        return Entry(sid, path, None, "invalid session (nested too deeply or too large to validate)")
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])

@@ -43,6 +43,7 @@ from gputop_tracker.core.history import (
     timeline_series,
 )
 from gputop_tracker.core.models import Session
+from gputop_tracker.core.text import escape_controls
 from gputop_tracker.core.units import human_bytes
 from gputop_tracker.tui.charts import Series, TimeChart, session_charts, short_time
 
@@ -171,7 +172,7 @@ class SessionDetailScreen(_HistoryScreenBase):
 def _title(s: Session) -> Text:
     m = s.meta
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(" ".join(m.command) or "-", style="bold")
+    t.append(escape_controls(" ".join(m.command)) or "-", style="bold")
     when = local_time(m.start_time, "%Y-%m-%d %H:%M:%S") if m.start_time else "-"
     t.append(f"  {when} on {m.host or '?'}  ", style="dim")
     t.append(m.id, style="dim")

@@ -31,6 +31,7 @@ from gputop_tracker.core.channel import (
 )
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
+from gputop_tracker.core.text import escape_controls
 from gputop_tracker.tui.live_control import DataSource, RunControl
 from gputop_tracker.tui.process_rows import (
     COLUMNS,
@@ -297,7 +298,7 @@ class LiveApp(RunControl):
 
     def _draw_header(self) -> None:
         command = self.command or (self.final.command if self.final is not None else [])
-        cmd = " ".join(command) or "-"
+        cmd = escape_controls(" ".join(command)) or "-"
         if self.mode == "attach":
             cmd = f"attached to {self.main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
         status = self._status_text()

@@ -13,6 +13,7 @@ from textual.app import App
 from gputop_tracker.core import channel
 from gputop_tracker.core.channel import Failed
 from gputop_tracker.core.models import ResourceUsage, Sample
+from gputop_tracker.core.text import escape_controls
 from gputop_tracker.tui.widgets import QuitScreen, SignalScreen
 
 KILL_AFTER = 5.0  # seconds after "stop it" before SIGKILL
@@ -67,7 +68,7 @@ class RunControl(App[int]):
             self.source.close()
             self.exit(self.exit_code, return_code=self.exit_code)
             return
-        what = " ".join(self.command) or f"PID {self.main_pid}"
+        what = escape_controls(" ".join(self.command)) or f"PID {self.main_pid}"
 
         def chosen(choice: str | None) -> None:
             if choice == "stop":

@@ -1,0 +1,47 @@
+"""Text from the outside world (a command line, a process name, a message) made safe to show on one line.
+
+A command may hold a newline, a tab or an escape sequence: printed as is it splits a row of `sessions list`,
+shifts a column, or recolours the terminal. Every place that shows such text goes through these helpers.
+Light on purpose: no imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+
+# C0 controls, DEL, C1 controls, and the Unicode line and paragraph separators (they end a line too)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    if c in _NAMED:
+        return _NAMED[c]
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def has_controls(text: str) -> bool:
+    return _CONTROL.search(text) is not None
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character written as an escape (`\\n`, `\\t`, `\\x1b`, `\\u2028`)."""
+    return _CONTROL.sub(_escape_char, text)
+
+
+def quote_arg(arg: str) -> str:
+    """One argument as a shell would need it: shlex-quoted, or bash's `$'…'` form when it holds control
+    characters (so the line stays one line and can still be pasted into bash)."""
+    if not has_controls(arg):
+        return shlex.quote(arg)
+    body = arg.replace("\\", "\\\\").replace("'", "\\'")
+    return "$'" + escape_controls(body) + "'"
+
+
+def command_line(argv: Iterable[str]) -> str:
+    """A command (its argv) as one printable line, quoted as a shell would need it."""
+    return " ".join(quote_arg(a) for a in argv)
