@@ -391,10 +391,21 @@ class ProcessTree:
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads
-            if not h.zombie and self._smaps_due(h, now_mono, rss - shared_resident, shared_resident):
-                self._read_smaps(h, now_mono, rss - shared_resident, shared_resident)
+            anon = rss - shared_resident
+            # cheap tests first (an idle process fails the first two): the full rule is in _smaps_due
+            if (
+                (h.smaps_stale or h.uss < 0 or (now_mono >= h.smaps_due and self._smaps_tokens > SMAPS_BURST / 2))
+                and not h.zombie
+                and self._smaps_due(h, now_mono, anon, shared_resident)
+            ):
+                self._read_smaps(h, now_mono, anon, shared_resident)
             if h.uss >= 0:
-                _carry_forward(r, h, rss - shared_resident, shared_resident)
+                if anon == h.smaps_anon and shared_resident == h.smaps_shared:  # unchanged since the read
+                    r.private, r.pss, r.shared, r.pss_shared = h.uss, h.pss, h.smaps_rss - h.uss, h.pss - h.uss
+                    if r.private > r.pss:
+                        r.private = r.pss
+                else:
+                    _carry_forward(r, h, anon, shared_resident)
             else:
                 # Not read yet (out of budget). A forked child shares all its pages copy-on-write and
                 # statm cannot tell: count only what grew since we first saw it, a lower bound.

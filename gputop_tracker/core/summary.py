@@ -311,44 +311,66 @@ class SummaryBuilder:
         attached_start = self.mode == "attach" and self.n_samples == 1
         sm_by_pid = _sm_by_pid(gpus) if out_procs is not None else {}
         rec_procs: list[tuple[Any, ...]] | None = [] if self.recorder is not None else None
-        t = TreeFigures()
-        for r in readings:
+        live_user = live_system = d_cpu = 0.0
+        d_pss = d_private = d_shared = d_max_rss = d_threads = d_gpu = 0
+        main: Reading | None = None
+        main_gpu = 0
+        events = self.events
+        for r in readings:  # the hot loop: locals, and a method call only where something happens
             h = r.handle
             pid = h.pid
-            is_main = pid == main_pid
             p = procs.get(pid)
             if p is None:
-                p = procs[pid] = self._new_process(r, is_main, now, attached_start)
-            if is_main and r.child_faults:
-                self.main_had_children = True
-            gmem = gpu_by_pid.get(pid)
+                p = procs[pid] = self._new_process(r, pid == main_pid, now, attached_start)
+            gmem = gpu_by_pid.get(pid) if gpu_by_pid else None
             gsum = sum(gmem.values()) if gmem else 0
             p.update(r, now, gsum)
-            p.peak_events(self.events, now, r.rss, gsum)
-            live[pid] = (r.user_total, r.system_total)
-            t.live_user += r.user_total
-            t.live_system += r.system_total
+            rss = r.rss
+            if rss >= p.next_rss_event or gsum >= p.next_gpu_event:
+                p.peak_events(events, now, rss, gsum)
+            user, system = r.user_total, r.system_total
+            live[pid] = (user, system)
+            live_user += user
+            live_system += system
             if rec_procs is not None:
-                rec_procs.append((pid, r.rss, r.private, r.pss, p.peak_rss, round(r.cpu_percent, 1), r.threads, gsum))
-            t.pss += r.pss
-            t.private += r.private
-            t.shared += r.pss_shared
-            if r.rss > t.max_rss:
-                t.max_rss = r.rss
-            if is_main:
-                t.main_rss, t.main_private, t.main_shared = r.rss, r.private, r.shared
-                t.main_cpu, t.main_threads, t.main_gpu = r.cpu_percent, r.threads, gsum
+                rec_procs.append((pid, rss, r.private, r.pss, p.peak_rss, round(r.cpu_percent, 1), r.threads, gsum))
+            if pid == main_pid:
+                main, main_gpu = r, gsum
+                if r.child_faults:
+                    self.main_had_children = True
             else:
-                t.desc_pss += r.pss
-                t.desc_private += r.private
-                t.desc_shared += r.pss_shared
-                if r.rss > t.desc_max_rss:
-                    t.desc_max_rss = r.rss
-                t.desc_cpu += r.cpu_percent
-                t.desc_threads += r.threads
-                t.desc_gpu += gsum
+                d_pss += r.pss
+                d_private += r.private
+                d_shared += r.pss_shared
+                if rss > d_max_rss:
+                    d_max_rss = rss
+                d_cpu += r.cpu_percent
+                d_threads += r.threads
+                d_gpu += gsum
             if out_procs is not None:
                 out_procs.append(_process_sample(r, p, gmem, sm_by_pid.get(pid)))
+        t = TreeFigures(
+            desc_pss=d_pss,
+            desc_private=d_private,
+            desc_shared=d_shared,
+            desc_max_rss=d_max_rss,
+            desc_cpu=d_cpu,
+            desc_threads=d_threads,
+            desc_gpu=d_gpu,
+            pss=d_pss,
+            private=d_private,
+            shared=d_shared,
+            max_rss=d_max_rss,
+            live_user=live_user,
+            live_system=live_system,
+        )
+        if main is not None:
+            t.main_rss, t.main_private, t.main_shared = main.rss, main.private, main.shared
+            t.main_cpu, t.main_threads, t.main_gpu = main.cpu_percent, main.threads, main_gpu
+            t.pss += main.pss
+            t.private += main.private
+            t.shared += main.pss_shared
+            t.max_rss = max(t.max_rss, main.rss)
         if attached_start:
             self.ledger.start_attached(t.live_user, t.live_system)
             self.notes.append(
