@@ -93,6 +93,23 @@ class TreeFigures:
     live_user: float = 0.0
     live_system: float = 0.0
 
+    def add_main(self, main: Reading | None, gpu: int) -> None:
+        """The whole tree = the descendants (summed in the loop) and the main process."""
+        self.pss, self.private, self.shared, self.max_rss = (
+            self.desc_pss,
+            self.desc_private,
+            self.desc_shared,
+            self.desc_max_rss,
+        )
+        if main is None:
+            return
+        self.main_rss, self.main_private, self.main_shared = main.rss, main.private, main.shared
+        self.main_cpu, self.main_threads, self.main_gpu = main.cpu_percent, main.threads, gpu
+        self.pss += main.pss
+        self.private += main.private
+        self.shared += main.pss_shared
+        self.max_rss = max(self.max_rss, main.rss)
+
     @property
     def desc_total(self) -> int:  # Σ PSS counts shared pages once; never less than the largest process
         return max(self.desc_pss, self.desc_max_rss)
@@ -357,29 +374,22 @@ class SummaryBuilder:
             desc_cpu=d_cpu,
             desc_threads=d_threads,
             desc_gpu=d_gpu,
-            pss=d_pss,
-            private=d_private,
-            shared=d_shared,
-            max_rss=d_max_rss,
             live_user=live_user,
             live_system=live_system,
         )
-        if main is not None:
-            t.main_rss, t.main_private, t.main_shared = main.rss, main.private, main.shared
-            t.main_cpu, t.main_threads, t.main_gpu = main.cpu_percent, main.threads, main_gpu
-            t.pss += main.pss
-            t.private += main.private
-            t.shared += main.pss_shared
-            t.max_rss = max(t.max_rss, main.rss)
+        t.add_main(main, main_gpu)
         if attached_start:
-            self.ledger.start_attached(t.live_user, t.live_system)
-            self.notes.append(
-                "attached to a running process: CPU time counts from the attach; a peak RSS (VmHWM) older than "
-                "the attach is reported apart (peak_rss_before_attach), never as the peak while attached"
-            )
+            self._start_attached(t)
         self.ledger.close_sample(t.live_user, t.live_system)
         self._pending_record = rec_procs
         return t
+
+    def _start_attached(self, t: TreeFigures) -> None:
+        self.ledger.start_attached(t.live_user, t.live_system)
+        self.notes.append(
+            "attached to a running process: CPU time counts from the attach; a peak RSS (VmHWM) older than "
+            "the attach is reported apart (peak_rss_before_attach), never as the peak while attached"
+        )
 
     def _new_process(self, r: Reading, is_main: bool, now: float, attached_start: bool) -> ProcessStats:
         h = r.handle
