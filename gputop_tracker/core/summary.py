@@ -240,8 +240,6 @@ class SummaryBuilder:
 
         `who` = (name, ppid) read from its zombie before the reap: a child no sample saw still gets its row."""
         self.ledger.reap(pid, user, system)
-        if pid == self.main_pid and maxrss <= self.spawner_hwm:
-            maxrss = 0  # no more than our own fork copy: says nothing about the command
         p = self.procs.get(pid)
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
@@ -249,7 +247,9 @@ class SummaryBuilder:
             p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
             self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
             p.peak_rss = maxrss
-        self.reaped_maxrss[pid] = maxrss
+        # no more than our own fork copy: says nothing about the command, so it bounds no process of the tree
+        polluted = pid == self.main_pid and maxrss <= self.spawner_hwm
+        self.reaped_maxrss[pid] = 0 if polluted else maxrss
         _exit_event(self.events, pid, p, exit_code)
         if p is not None:
             p.reaped = True
