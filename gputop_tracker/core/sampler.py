@@ -281,7 +281,7 @@ class Engine:
                 return
 
     def _on_reaped(
-        self, pid: int, utime: float, stime: float, maxrss: int, exit_code: int, who: tuple[str, int] | None
+        self, pid: int, utime: float, stime: float, maxrss: int, exit_code: int, who: tuple[str, int, bool] | None
     ) -> None:
         if self.builder is not None:
             self.builder.reaped(pid, utime, stime, maxrss, exit_code, who)

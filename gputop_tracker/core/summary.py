@@ -234,16 +234,19 @@ class SummaryBuilder:
         system: float,
         maxrss: int,
         exit_code: int | None,
-        who: tuple[str, int] | None = None,
+        who: tuple[str, int, bool] | None = None,
     ) -> None:
         """A child reaped by us (wait4): its rusage is exact and includes its own reaped children.
 
-        `who` = (name, ppid) read from its zombie before the reap: a child no sample saw still gets its row."""
+        `who` = (name, ppid, had children) read from its zombie before the reap: a child no sample saw still
+        gets its row, and whether the command ever waited for a child is known for sure."""
         self.ledger.reap(pid, user, system)
+        if pid == self.main_pid and who is not None and who[2]:
+            self.main_had_children = True  # its ru_maxrss also covers children: never its own peak alone
         p = self.procs.get(pid)
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
-            name, ppid = who or ("?", 0)
+            name, ppid = who[:2] if who else ("?", 0)
             p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
             self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
             p.peak_rss = maxrss
