@@ -20,6 +20,7 @@ from gputop_tracker._version import __version__
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core import paths, validate
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.jobctl import is_session_leader, leave_job
 from gputop_tracker.core.units import UnitError, Units, parse_size
 
 if TYPE_CHECKING:
@@ -278,7 +279,9 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     if cfg.mode == "launch":
         if in_terminal_foreground():
             # The command stays in the terminal's job: it may read the tty, and Ctrl-C reaches it directly.
+            # Once it runs we leave that job (`leave_terminal_job`), the sampler mirroring its stops onto us.
             cfg.process_group = os.getpgrp()
+            cfg.mirror_stops_to = 0 if is_session_leader() else os.getpid()
             shares_terminal_job = True
         else:
             # Batch, pipe or background: its own process group, so a signal sent to our whole group
@@ -293,7 +296,9 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
 
-    relay = SignalRelay(handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job)
+    relay = SignalRelay(
+        handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job, session_leader=is_session_leader()
+    )
     interrupted = relay.interrupted
     threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
     usage = None
@@ -310,6 +315,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
                 failure = msg
             elif isinstance(msg, Started):
                 started = msg
+                if cfg.mirror_stops_to:
+                    relay.leave_terminal_job()
     finally:
         handle.close()
         handle.wait()
@@ -349,22 +356,38 @@ def in_terminal_foreground() -> bool:
 
 class SignalRelay:
     """Passes SIGINT, SIGTERM and SIGHUP aimed at us on to the sampler (which passes them to the command),
-    but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it.
+    but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it —
+    except a hang-up sent to us as the terminal's session leader (`ssh -t host gputop-track …` losing its
+    connection): the kernel sends that to the session leader alone.
     Once the sampler has been reaped (`reaped` set) nothing is forwarded: its PID may belong to another
     process by then (a tiny window remains between the reaping and the flag)."""
 
-    def __init__(self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True) -> None:
+    def __init__(
+        self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True, session_leader: bool = False
+    ) -> None:
         self.handle = handle
         self.attach = attach
         self.shares_terminal_job = shares_terminal_job
+        self.session_leader = session_leader
         self.interrupted: list[int] = []
         self.reaped = threading.Event()
 
     def forward(self, sig: int, si_code: int) -> None:
         self.interrupted.append(sig)
-        from_terminal = self.shares_terminal_job and si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
+        from_terminal = (
+            self.shares_terminal_job
+            and si_code == SI_KERNEL
+            and (sig == signal.SIGINT or (sig == signal.SIGHUP and not self.session_leader))
+        )
         if (self.attach or not from_terminal) and not self.reaped.is_set():
             self.handle.signal(sig)
+
+    def leave_terminal_job(self) -> None:
+        """The command runs in the terminal's job: we leave it (for the sampler's group), so that what the
+        shell or a user sends to the whole job reaches the command once; what still reaches us was aimed at
+        us and is forwarded."""
+        if leave_job(self.handle.pid):
+            self.shares_terminal_job = False
 
     def run(self) -> None:
         while True:

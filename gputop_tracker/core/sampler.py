@@ -31,7 +31,8 @@ from gputop_tracker.core import paths, store
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
-from gputop_tracker.core.launch import Launcher, raise_open_files_limit
+from gputop_tracker.core.jobctl import StopMirror
+from gputop_tracker.core.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.oomdetect import OomDetector
 from gputop_tracker.core.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
@@ -96,6 +97,7 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
+        self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
 
     @property
     def main_pid(self) -> int:
@@ -157,6 +159,8 @@ class Engine:
         cgroup = self.cgroup
         counters = ev.OomCounters(cgroup.path if cgroup else None, cgroup.version if cgroup else None)
         self.oom = OomDetector(time.monotonic, counters, self.interval, main_pid)
+        if cfg.mirror_stops_to and cfg.mode == LAUNCH:
+            self.stop_mirror = StopMirror(cfg.mirror_stops_to, main_pid)
         self.pipe.send("started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir)})
         started = f"started {shlex.join(builder.command)}" if cfg.mode == LAUNCH else f"attached to {main_pid}"
         builder.events.add("start", start, started[:300], pid=main_pid)
@@ -199,6 +203,8 @@ class Engine:
         launcher = self.launcher
         launcher.forward_signals()
         launcher.reap(self._on_reaped)
+        if self.stop_mirror is not None:
+            self.stop_mirror.check()
         over = launcher.main_exit is not None or launcher.stop_requested
         try:
             if self._sample(s):
@@ -313,6 +319,8 @@ class Engine:
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
         s.builder.close(alive={pid for pid in s.tree.handles if _alive(pid)})
+        if self.stop_mirror is not None:
+            self.stop_mirror.release()
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
@@ -329,6 +337,8 @@ class Engine:
         if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
             self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
+            if self.stop_mirror is not None:
+                self.stop_mirror.release()
             self.tee.linger(self._become_tee_helper)
         except Exception:
             pass
@@ -526,8 +536,10 @@ def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
     """Entry point in a forked child: never returns."""
     code = 1
     try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the front end blocks signals; we must not
         os.setpgid(0, 0)  # out of the terminal's job: tty signals reach the command, not us
+        # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
+        # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
         code = Engine(cfg, out_fd).run()
     except BaseException as e:  # a crash here must still tell the front end
         try:

@@ -9,14 +9,17 @@ where a pipe without a reader would kill it with SIGPIPE. With --no-save the fil
 from __future__ import annotations
 
 import argparse
+import asyncio
 import codecs
 import os
 import re
 import select
+import signal
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop_tracker import console
 from gputop_tracker.core import channel, paths
@@ -24,6 +27,9 @@ from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.framing import LineFramer
 from gputop_tracker.core.units import Units
+
+if TYPE_CHECKING:
+    from gputop_tracker.tui.live_app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
 CHUNK = 1 << 16
@@ -102,6 +108,30 @@ def _output_fds(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, i
     return w, r, None
 
 
+class HangUp:
+    """The command runs in a session of its own, so a hang-up of our terminal (the connection of `ssh -t`
+    dropping: the kernel signals the session leader, the shell its jobs) would never reach it: we pass it on,
+    close the view (no terminal left to draw on) and wait for the sampler, which waits for the command."""
+
+    def __init__(self, handle: SamplerHandle) -> None:
+        self.handle = handle
+        self.app: LiveApp | None = None
+        self.seen = False
+        signal.signal(signal.SIGHUP, self._on_hangup)
+
+    def _on_hangup(self, _sig: int, _frame: object) -> None:
+        self.seen = True
+        self.handle.signal(signal.SIGHUP)
+        if self.app is not None:
+            try:
+                asyncio.get_running_loop().call_soon_threadsafe(self.app.exit)
+            except RuntimeError:  # the view is not running (yet, or any more)
+                pass
+
+    def release(self) -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the sampler's pid is no longer ours to signal
+
+
 def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     """Track with the live view; return the command's exit code (128+N after signal N) once the user quits."""
     from gputop_tracker.core.store import new_session_id
@@ -124,6 +154,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     else:  # an attached process keeps its own output; the pane stays empty
         read_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     handle = start_forked(cfg)  # before any thread: the App starts several
+    hangup = HangUp(handle)
     for fd in (write_fd, devnull):
         if fd >= 0:
             os.close(fd)
@@ -139,13 +170,15 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         store_dir=store,
         output_path=output_path,
     )
+    hangup.app = app
     code = app.run()
     source.close()
-    if app.running:
+    if app.running and not hangup.seen:
         # The view ended without a decision (crash, closed terminal): stop tracking, never kill the job.
         handle.signal(STOP_SIGNAL)
     handle.close()
     handle.wait()
+    hangup.release()
     os.close(read_fd)
     final = app.final
     if final is not None and final.session_path:
@@ -154,6 +187,8 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         console.not_saved(final.notes)
     if app.failure is not None:
         console.say(app.failure.message)
+    if hangup.seen and app.final is None:
+        return 128 + signal.SIGHUP
     if code is None:  # the app crashed; Textual printed the traceback
         return app.return_code or 1
     return code
