@@ -21,10 +21,11 @@ from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core import paths, validate
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.jobctl import is_session_leader, leave_job
+from gputop_tracker.core.orphans import become_subreaper
 from gputop_tracker.core.units import UnitError, Units, parse_size
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.channel import SamplerHandle
+    from gputop_tracker.core.channel import SamplerHandle, Started
 
 DEFAULT_INTERVAL = 0.5
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
@@ -292,6 +293,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
     # which the command receives itself, from a kill aimed at us, which we must pass on.
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    become_subreaper()  # should the sampler die, the command comes to us (`sampler_died`)
     handle = start_forked(cfg)
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
@@ -326,10 +328,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
         print(f"{PROG}: {failure.message}", file=sys.stderr)
         return failure.exit_code
     if usage is None:
-        where = f"; partial session {started.session_id} in {started.store}" if started else ""
-        return console.error(
-            f"the sampler stopped unexpectedly (status {handle.exit_status}){where}", console.EXIT_FAILURE
-        )
+        return sampler_died(cfg, handle, started, relay)
     write_report(usage, args, units)
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)
@@ -338,6 +337,20 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     if usage.exit_code is None:  # detached
         return 0
     return usage.exit_code
+
+
+def sampler_died(cfg: EngineConfig, handle: SamplerHandle, started: Started | None, relay: SignalRelay) -> int:
+    """The sampler died before the command: wait for the command ourselves (`orphans.outlive_sampler`)."""
+    from gputop_tracker.core import orphans
+
+    if started is None:
+        how = orphans.describe_death(handle.exit_status)
+        return console.error(f"the sampler stopped unexpectedly ({how})", console.EXIT_FAILURE)
+    took_over = orphans.Takeover(cfg, handle.exit_status, started.pid, started.session_id, started.store)
+    try:
+        return took_over.run(console.say, relay.retarget)
+    finally:
+        relay.reaped.set()
 
 
 def in_terminal_foreground() -> bool:
@@ -371,6 +384,7 @@ class SignalRelay:
         self.session_leader = session_leader
         self.interrupted: list[int] = []
         self.reaped = threading.Event()
+        self.target = 0  # the command's pid once the sampler died (`retarget`): signals go to it directly
 
     def forward(self, sig: int, si_code: int) -> None:
         self.interrupted.append(sig)
@@ -380,7 +394,18 @@ class SignalRelay:
             and (sig == signal.SIGINT or (sig == signal.SIGHUP and not self.session_leader))
         )
         if (self.attach or not from_terminal) and not self.reaped.is_set():
-            self.handle.signal(sig)
+            if self.target:
+                try:
+                    os.kill(self.target, sig)
+                except ProcessLookupError:
+                    pass
+            else:
+                self.handle.signal(sig)
+
+    def retarget(self, pid: int) -> None:
+        """The sampler is gone: pass signals to the command `pid` itself (ours to wait for) until `reaped`."""
+        self.target = pid
+        self.reaped.clear()
 
     def leave_terminal_job(self) -> None:
         """The command runs in the terminal's job: we leave it (for the sampler's group), so that what the

@@ -98,6 +98,7 @@ class Engine:
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
         self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
+        self.front_end = os.getppid()  # the process that started us: its death is noted in the session
 
     @property
     def main_pid(self) -> int:
@@ -205,6 +206,7 @@ class Engine:
         launcher.reap(self._on_reaped)
         if self.stop_mirror is not None:
             self.stop_mirror.check()
+        self._check_front_end(s.builder)
         over = launcher.main_exit is not None or launcher.stop_requested
         try:
             if self._sample(s):
@@ -294,6 +296,17 @@ class Engine:
         if self.oom is not None:
             self.oom.reaped(pid, exit_code)
 
+    def _check_front_end(self, builder: SummaryBuilder) -> None:
+        """Once a sample: when the front end that started us died (we were reparented), say so in the
+        session, once. We track on to the end alone; the report is then only in the session."""
+        if self.front_end and os.getppid() != self.front_end:
+            what = "the Python process that started tracking" if self.cfg.control_stdin else "gputop-track's front end"
+            builder.note(
+                f"{what} (PID {self.front_end}) died at +{time.time() - builder.start_time:.1f} s; "
+                "the sampler tracked on alone and saved this session"
+            )
+            self.front_end = 0
+
     def _sampling_failed(self, builder: SummaryBuilder, e: Exception) -> None:
         self.sampling_errors += 1
         if self.sampling_errors == 1:
@@ -314,6 +327,7 @@ class Engine:
     # ------------------------------------------------------------------ the end
 
     def _finish_run(self, s: _Sampling) -> int:
+        self._check_front_end(s.builder)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputop_tracker import console
-from gputop_tracker.core import channel, paths
+from gputop_tracker.core import channel, orphans, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.framing import LineFramer
+from gputop_tracker.core.orphans import become_subreaper
 from gputop_tracker.core.units import Units
 
 if TYPE_CHECKING:
@@ -132,6 +133,11 @@ class HangUp:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the sampler's pid is no longer ours to signal
 
 
+def _killed(handle: SamplerHandle) -> bool:
+    """The sampler died of a signal (a SIGKILL, the OOM killer) rather than ending its run."""
+    return handle.exit_status is not None and handle.exit_status < 0
+
+
 def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     """Track with the live view; return the command's exit code (128+N after signal N) once the user quits."""
     from gputop_tracker.core.store import new_session_id
@@ -153,6 +159,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         cfg.stdin, cfg.stdout, cfg.stderr = devnull, write_fd, write_fd
     else:  # an attached process keeps its own output; the pane stays empty
         read_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    become_subreaper()  # should the sampler die, the command comes to us (`orphans.Takeover`)
     handle = start_forked(cfg)  # before any thread: the App starts several
     hangup = HangUp(handle)
     for fd in (write_fd, devnull):
@@ -187,6 +194,9 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         console.not_saved(final.notes)
     if app.failure is not None:
         console.say(app.failure.message)
+    if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
+        took_over = orphans.Takeover(cfg, handle.exit_status, app.main_pid, app.session_id, str(store))
+        return took_over.run(console.say)
     if hangup.seen and app.final is None:
         return 128 + signal.SIGHUP
     if code is None:  # the app crashed; Textual printed the traceback
