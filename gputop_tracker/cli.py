@@ -117,6 +117,11 @@ def build_parser() -> Parser:
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
+    p.add_argument(
+        "--wait-descendants",
+        action="store_true",
+        help="when the command exits, keep tracking until its descendants (daemons) are gone too",
+    )
     _add_alert_options(p.add_argument_group("alerts and OOM dumps"))
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
@@ -257,6 +262,7 @@ def track(args: argparse.Namespace) -> int:
         flight_seconds=args.oom_window,
         oom_dumps=args.oom_dumps,
         oom_dump_mb=args.oom_dump_mb,
+        wait_descendants=args.wait_descendants,
         # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
         # in, it would count as one of the tracked process's descendants
         exclude=[os.getpid()],
