@@ -47,6 +47,7 @@ class Launcher:
         signal.set_wakeup_fd(w)
         for s in RELAYED_SIGNALS:
             signal.signal(s, self._on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED_SIGNALS)  # blocked since the fork (run_forked_child)
         self.wake_fd = r
         return r
 

@@ -30,8 +30,10 @@ from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.endwatch import EndWatch
 from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
-from gputop_tracker.core.launch import Launcher, raise_open_files_limit
+from gputop_tracker.core.jobctl import StopMirror
+from gputop_tracker.core.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.oomdetect import OomDetector
 from gputop_tracker.core.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
@@ -96,6 +98,8 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
+        self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
+        self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin)
 
     @property
     def main_pid(self) -> int:
@@ -157,6 +161,8 @@ class Engine:
         cgroup = self.cgroup
         counters = ev.OomCounters(cgroup.path if cgroup else None, cgroup.version if cgroup else None)
         self.oom = OomDetector(time.monotonic, counters, self.interval, main_pid)
+        if cfg.mirror_stops_to and cfg.mode == LAUNCH:
+            self.stop_mirror = StopMirror(cfg.mirror_stops_to, main_pid)
         self.pipe.send("started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir)})
         started = f"started {shlex.join(builder.command)}" if cfg.mode == LAUNCH else f"attached to {main_pid}"
         builder.events.add("start", start, started[:300], pid=main_pid)
@@ -197,9 +203,13 @@ class Engine:
     def _step(self, s: _Sampling) -> bool:
         """One pass of the loop: relay signals, reap, take one sample. False once tracking is over."""
         launcher = self.launcher
+        interrupted = bool(launcher.to_forward)
         launcher.forward_signals()
         launcher.reap(self._on_reaped)
-        over = launcher.main_exit is not None or launcher.stop_requested
+        if self.stop_mirror is not None:
+            self.stop_mirror.check()
+        self.end.check_front_end(s.builder.note, s.builder.start_time)
+        over = False
         try:
             if self._sample(s):
                 over = True
@@ -207,6 +217,15 @@ class Engine:
             self._sampling_failed(s.builder, e)
             if s.tree.root_gone and not s.tree.handles:
                 over = True
+        over = over or self.end.over(  # after the sample: it may have found a daemon that forked meanwhile
+            main_exited=launcher.main_exit is not None,
+            stop_requested=launcher.stop_requested,
+            interrupted=interrupted,
+            descendants=self._descendants(s) if self.cfg.wait_descendants else [],
+        )
+        if self.end.waiting and s.pidfd >= 0:  # readable for good: it would wake every wait at once
+            os.close(s.pidfd)
+            s.pidfd = -1
         return not over
 
     def _sample(self, s: _Sampling) -> bool:
@@ -248,7 +267,7 @@ class Engine:
             self._save(s.builder, running=True)
         self._wait(s.next_sample_time(self.interval), s.pidfd)
         if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd):
-            self.launcher.stop_requested = True
+            self.end.main_gone = True
 
     def _wait(self, deadline: float, pidfd: int) -> None:
         """Until `deadline` (monotonic), copying the command's output and moving messages meanwhile; early when
@@ -307,12 +326,20 @@ class Engine:
 
     # ------------------------------------------------------------------ the end
 
+    def _descendants(self, s: _Sampling) -> list[int]:
+        """The tree's processes still running, but for the command itself."""
+        return [pid for pid in s.tree.handles if pid != self.main_pid and _alive(pid)]
+
     def _finish_run(self, s: _Sampling) -> int:
+        self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
         s.builder.close(alive={pid for pid in s.tree.handles if _alive(pid)})
+        self.end.note_survivors(s.builder.note, self._descendants(s), s.builder.start_time)
+        if self.stop_mirror is not None:
+            self.stop_mirror.release()
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
@@ -329,6 +356,8 @@ class Engine:
         if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
             self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
+            if self.stop_mirror is not None:
+                self.stop_mirror.release()
             self.tee.linger(self._become_tee_helper)
         except Exception:
             pass
@@ -368,37 +397,7 @@ class Engine:
         self.pipe.send("summary", {"summary": summary})
 
     def _save(self, builder: SummaryBuilder, running: bool) -> dict[str, Any]:
-        summary = builder.summary()
-        summary["session_id"] = self.session_id
-        if self.cfg.save:
-            summary["session_path"] = str(paths.session_file(self.store_dir, self.session_id))
-        session = {
-            "schema_version": SCHEMA_VERSION,
-            "meta": {
-                "id": self.session_id,
-                "status": "running" if running else "finished",
-                "command": builder.command,
-                "mode": self.cfg.mode,
-                "pid": self.main_pid,
-                "engine_pid": os.getpid(),
-                "host": builder.host,
-                "start_time": builder.start_time,
-                "end_time": None if running else builder.end_time,
-                "exit_code": builder.outcome.exit_code,
-                "interval": self.interval,
-            },
-            "summary": summary,
-            "timeline": builder.timeline(),
-        }
-        if self.cfg.save:
-            try:
-                # a running checkpoint is atomic but not worth an fsync (the final save has one)
-                store.save_session(self.store_dir, session, durable=not running)
-            except OSError as e:
-                if not running:
-                    summary["notes"].append(f"session NOT saved: {e}")
-                    summary["session_path"] = None
-        return summary
+        return save_session(self.cfg, self.store_dir, self.session_id, self.interval, builder, running=running)
 
     # ------------------------------------------------------------------ the command's output
 
@@ -478,6 +477,43 @@ class Engine:
         )
 
 
+def save_session(
+    cfg: EngineConfig, store_dir: Path, session_id: str, interval: float, builder: SummaryBuilder, *, running: bool
+) -> dict[str, Any]:
+    """Write the session (a checkpoint while `running`, else the final one) unless --no-save; its summary."""
+    summary = builder.summary()
+    summary["session_id"] = session_id
+    if cfg.save:
+        summary["session_path"] = str(paths.session_file(store_dir, session_id))
+    session = {
+        "schema_version": SCHEMA_VERSION,
+        "meta": {
+            "id": session_id,
+            "status": "running" if running else "finished",
+            "command": builder.command,
+            "mode": cfg.mode,
+            "pid": builder.main_pid,
+            "engine_pid": os.getpid(),
+            "host": builder.host,
+            "start_time": builder.start_time,
+            "end_time": None if running else builder.end_time,
+            "exit_code": builder.outcome.exit_code,
+            "interval": interval,
+        },
+        "summary": summary,
+        "timeline": builder.timeline(),
+    }
+    if cfg.save:
+        try:
+            # a running checkpoint is atomic but not worth an fsync (the final save has one)
+            store.save_session(store_dir, session, durable=not running)
+        except OSError as e:
+            if not running:
+                summary["notes"].append(f"session NOT saved: {e}")
+                summary["session_path"] = None
+    return summary
+
+
 def _raised_at(e: Exception) -> str:
     """ " at file.py:LINE" of the innermost frame of `e`'s traceback."""
     tb = e.__traceback__
@@ -526,8 +562,10 @@ def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
     """Entry point in a forked child: never returns."""
     code = 1
     try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the front end blocks signals; we must not
         os.setpgid(0, 0)  # out of the terminal's job: tty signals reach the command, not us
+        # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
+        # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
         code = Engine(cfg, out_fd).run()
     except BaseException as e:  # a crash here must still tell the front end
         try:
