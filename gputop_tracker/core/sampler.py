@@ -32,6 +32,7 @@ from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.endwatch import EndWatch
 from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
+from gputop_tracker.core.gpuselect import GpuSelection
 from gputop_tracker.core.jobctl import StopMirror
 from gputop_tracker.core.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
@@ -48,7 +49,7 @@ PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (t
 class _Sampling:
     """What the loop samples with, and its schedule (monotonic times)."""
 
-    __slots__ = ("builder", "gpu", "gpus_selected", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
+    __slots__ = ("builder", "gpu", "gpu_selection", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
 
     def __init__(
         self, builder: SummaryBuilder, tree: ProcessTree, host: HostReader, gpu: GpuBackend, pidfd: int
@@ -58,7 +59,7 @@ class _Sampling:
         self.host = host
         self.gpu = gpu
         self.pidfd = pidfd  # the main process's pidfd (readable once it exited), or -1
-        self.gpus_selected = False
+        self.gpu_selection: GpuSelection | None = None
         self.next_tick = time.monotonic()
         self.next_checkpoint = self.next_tick  # the first checkpoint right after the first sample, never before it
 
@@ -243,9 +244,11 @@ class Engine:
         readings = tree.read(now_mono)
         gpus = s.gpu.read([r.handle.pid for r in readings])
         self.last_gpus = gpus
-        if gpus and not s.gpus_selected:
-            s.gpus_selected = True
-            self._select_gpus(builder, gpus)
+        if gpus:  # only once GPUs answer: nothing is read on a machine without one
+            if s.gpu_selection is None:
+                s.gpu_selection = _gpu_selection(self.cfg, self.main_pid)
+            if s.gpu_selection.observe(readings, gpus):
+                _select_gpus(builder, gpus, s.gpu_selection)
         want_sample = self.pipe.open and self.cfg.stream_samples
         sample = builder.add(time.time(), readings, gpus, s.host.read(), want_sample=want_sample)
         if sample is not None:
@@ -313,16 +316,6 @@ class Engine:
             builder.note(
                 f"a sample failed ({type(e).__name__}: {e}{_raised_at(e)}); tracking went on — please report this"
             )
-
-    def _select_gpus(self, builder: SummaryBuilder, gpus: list[Any]) -> None:
-        spec, reason = _gpu_spec(self.cfg, self.main_pid)
-        if spec is None:
-            builder.select_gpus(None, reason)
-            return
-        chosen, problems = resolve_gpu_selection(gpus, spec)
-        builder.select_gpus(chosen, reason)
-        for p in problems:
-            builder.note(f"GPU selection: {p}")
 
     # ------------------------------------------------------------------ the end
 
@@ -522,15 +515,20 @@ def _raised_at(e: Exception) -> str:
     return f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
 
 
-def _gpu_spec(cfg: EngineConfig, main_pid: int) -> tuple[str | None, str]:
-    """The command's GPUs as a --gpus / CUDA_VISIBLE_DEVICES list (None: every GPU), and why."""
-    if cfg.gpus is not None:
-        return cfg.gpus, "--gpus"
-    env = _environ(main_pid) if cfg.mode == ATTACH else os.environ
-    spec = env.get("CUDA_VISIBLE_DEVICES")
-    if spec is None:
-        return None, "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES"
-    return spec, f"CUDA_VISIBLE_DEVICES={spec}"
+def _gpu_selection(cfg: EngineConfig, main_pid: int) -> GpuSelection:
+    attached = cfg.mode == ATTACH
+    env = _environ(main_pid) if attached else os.environ
+    return GpuSelection(cfg.gpus, env, "the command's environment" if attached else "gputop-track's environment")
+
+
+def _select_gpus(builder: SummaryBuilder, gpus: list[Any], selection: GpuSelection) -> None:
+    if selection.spec is None:
+        builder.select_gpus(None, selection.reason)
+        return
+    chosen, problems = resolve_gpu_selection(gpus, selection.spec)
+    builder.select_gpus(chosen, selection.reason)
+    for p in problems:
+        builder.note(f"GPU selection: {p}")
 
 
 def _open_pidfd(pid: int) -> int:

@@ -195,9 +195,14 @@ class SummaryBuilder:
         self.notes.append(text)
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
-        """Which GPUs count for utilization (decided at the first GPU reading)."""
-        self.gpu_uuids = uuids
-        self.gpu_selection_reason = reason
+        """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
+        changed = self.gpus and uuids != self.gpu_uuids
+        self.gpu_uuids, self.gpu_selection_reason = uuids, reason
+        for st in self.gpus.values():
+            g = st.first
+            st.counted = g.mig_parent is None if uuids is None else g.uuid in uuids
+        if changed:
+            self.gpu_util = Percentages()
 
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
