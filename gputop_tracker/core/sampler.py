@@ -195,6 +195,7 @@ class Engine:
             event_sink=lambda e: self.pipe.send("event", {"event": e}),
         )
         self.builder = builder
+        builder.slurm = cfg.slurm
         if cgroup_limit:
             builder.note(f"memory limit of the job's cgroup: {cgroup_limit} bytes")
         return builder

@@ -28,6 +28,7 @@ from gputop_tracker.core.accumulators import (
     Timeline,
     TreeMaxima,
 )
+from gputop_tracker.core.efficiency import with_job
 from gputop_tracker.core.events import EventLog, FlightRecorder
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.peaks import Peak, TreeBounds, combined_peak, reaped_process_peak
@@ -184,6 +185,7 @@ class SummaryBuilder:
         self.unseen_reaped = 0  # children we reaped that no sample ever saw
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
+        self.slurm: dict[str, Any] | None = None  # the cluster job and its request (slurm.job_context)
         self.timeline_data = Timeline(TIMELINE_COLUMNS)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
@@ -518,7 +520,7 @@ class SummaryBuilder:
 
     def summary(self, *, details: bool = True) -> dict[str, Any]:
         """The report as a `models.ResourceUsage` dict (bytes and seconds); see `build_summary`."""
-        return build_summary(self, details=details)
+        return with_job(build_summary(self, details=details), self.slurm)
 
 
 # --------------------------------------------------------------------------- the report, section by section
