@@ -36,7 +36,8 @@ USAGE = f"""\
 {PROG} [OPTIONS] -- CMD [ARGS...]
        {PROG} [OPTIONS] --attach PID
        {PROG} --history
-       {PROG} sessions {{list,show,export,events,delete}} ... (see `sessions --help`)"""
+       {PROG} advise [ID ...] [--job JOBID] [--command TEXT] [--last N] (see `advise --help`)
+       {PROG} sessions {{list,show,export,events,job,delete}} ... (see `sessions --help`)"""
 
 EPILOG = f"""\
 examples:
@@ -170,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop_tracker import sessions_cli
 
             return sessions_cli.main(argv[1:])
+        if argv and argv[0] == "advise":
+            from gputop_tracker import jobs_cli
+
+            return jobs_cli.advise_main(argv[1:])
         return track(build_parser().parse_args(argv))
     except (UsageError, UnitError) as e:
         return console.error(str(e))
