@@ -160,8 +160,8 @@ def job_text(view: dict[str, Any]) -> list[str]:
     kind = view["kind"]
     first = {"array": "array_task_id", "nodes": "node"}.get(kind, "session_id")
     head = {"array": "task", "nodes": "node"}.get(kind, "session")
-    title = {"array": "array tasks", "nodes": "nodes", "single": "sessions"}[kind]
     n = view["n_nodes"] if kind == "nodes" else view["n"]
+    title = {"array": "array task", "nodes": "node", "single": "session"}[kind] + ("s" if n != 1 else "")
     lines = [f"SLURM job {escape_controls(view['job_id'])}: {n} {title}"]
     rows = [[head, "peak RAM", "peak GPU", "wall", "CPU s", "exit"], *(_cells(r, first) for r in view["rows"])]
     if kind == "nodes":
