@@ -259,8 +259,8 @@ def test_gpu_fractions_and_unused_gpu_note() -> None:
 
 def test_summary_with_a_job_validates_exactly(forbid: None) -> None:  # noqa: F811
     b = SummaryBuilder(main_pid=os.getpid(), command=["x"], mode="attach", interval=0.1, start_time=0.0)
-    b.slurm = slurm.job_context({**BASE, "SLURM_MEM_PER_NODE": "10", "SLURM_CPUS_PER_TASK": "1"})
-    u = models.ResourceUsage.model_validate(b.summary())
+    job = slurm.job_context({**BASE, "SLURM_MEM_PER_NODE": "10", "SLURM_CPUS_PER_TASK": "1"})
+    u = models.ResourceUsage.model_validate(b.summary(job=job))
     assert u.slurm is not None and u.slurm.job_id == "4242" and u.efficiency is not None
     assert with_job({"notes": []}, None) == {"notes": [], "slurm": None, "efficiency": None}
 

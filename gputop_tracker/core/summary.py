@@ -185,7 +185,6 @@ class SummaryBuilder:
         self.unseen_reaped = 0  # children we reaped that no sample ever saw
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
-        self.slurm: dict[str, Any] | None = None  # the cluster job and its request (slurm.job_context)
         self.timeline_data = Timeline(TIMELINE_COLUMNS)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
@@ -518,9 +517,9 @@ class SummaryBuilder:
     def timeline(self) -> dict[str, Any]:
         return self.timeline_data.as_dict()
 
-    def summary(self, *, details: bool = True) -> dict[str, Any]:
+    def summary(self, *, details: bool = True, job: dict[str, Any] | None = None) -> dict[str, Any]:
         """The report as a `models.ResourceUsage` dict (bytes and seconds); see `build_summary`."""
-        return with_job(build_summary(self, details=details), self.slurm)
+        return with_job(build_summary(self, details=details), job)
 
 
 # --------------------------------------------------------------------------- the report, section by section
