@@ -36,7 +36,8 @@ USAGE = f"""\
 {PROG} [OPTIONS] -- CMD [ARGS...]
        {PROG} [OPTIONS] --attach PID
        {PROG} --history
-       {PROG} sessions {{list,show,export,events,delete}} ... (see `sessions --help`)"""
+       {PROG} advise [ID ...] [--job JOBID] [--command TEXT] [--last N] (see `advise --help`)
+       {PROG} sessions {{list,show,export,events,job,delete}} ... (see `sessions --help`)"""
 
 EPILOG = f"""\
 examples:
@@ -122,6 +123,11 @@ def build_parser() -> Parser:
         action="store_true",
         help="when the command exits, keep tracking until its descendants (daemons) are gone too",
     )
+    p.add_argument(
+        "--request",
+        metavar="LIST",
+        help="what the job asked for, e.g. mem=16G,cpus=4,gpus=1,time=2h (outside SLURM; overrides its values)",
+    )
     _add_alert_options(p.add_argument_group("alerts and OOM dumps"))
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
@@ -165,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             from gputop_tracker import sessions_cli
 
             return sessions_cli.main(argv[1:])
+        if argv and argv[0] == "advise":
+            from gputop_tracker import jobs_cli
+
+            return jobs_cli.advise_main(argv[1:])
         return track(build_parser().parse_args(argv))
     except (UsageError, UnitError) as e:
         return console.error(str(e))
@@ -205,6 +215,17 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(str(e)) from None
 
 
+def _job_context(args: argparse.Namespace) -> dict[str, object] | None:
+    """The SLURM job (our environment, or the target's when attaching) and --request (issue 18)."""
+    from gputop_tracker.core import slurm
+
+    try:
+        request = slurm.parse_request(args.request) if args.request is not None else None
+    except slurm.RequestError as e:
+        raise UsageError(str(e)) from None
+    return slurm.context_for("attach" if args.attach is not None else "launch", args.attach or 0, request)
+
+
 def _check_output(name: str) -> None:
     """-o FILE can be written: the rule every `-o` shares (`store.check_output`)."""
     from gputop_tracker.core.store import OutputError, check_output
@@ -234,6 +255,7 @@ def track(args: argparse.Namespace) -> int:
     if args.attach is not None:
         _check_attach(args.attach)
     mem_limit = parse_size(args.mem_limit) if args.mem_limit else None
+    job = _job_context(args)
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
     if args.enforce_mem_limit and args.attach is not None:
@@ -263,6 +285,7 @@ def track(args: argparse.Namespace) -> int:
         oom_dumps=args.oom_dumps,
         oom_dump_mb=args.oom_dump_mb,
         wait_descendants=args.wait_descendants,
+        slurm=job,
         # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
         # in, it would count as one of the tracked process's descendants
         exclude=[os.getpid()],

@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from gputop_tracker import console
+from gputop_tracker import console, jobs_cli
 from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core import export as exporting
 from gputop_tracker.core import paths, report, store
@@ -23,6 +23,7 @@ examples:
   {console.PROG} sessions show 20250102-0930 --ru gigabytes
   {console.PROG} sessions export ID -f csv -o timeline.csv
   {console.PROG} sessions events ID -t warning -t critical
+  {console.PROG} sessions job 4242 -f json   every session of SLURM job 4242 (array tasks or nodes)
 
 An ID may be given by its start (any prefix that matches one session). Reports, listings and
 exports go to stdout unless -o FILE; errors go to stderr (one line starting `{console.PROG}: error:`).
@@ -55,6 +56,7 @@ def build_sessions_parser() -> Parser:
     _add_show_parser(sub, common)
     _add_export_parser(sub, common)
     _add_events_parser(sub, common)
+    jobs_cli.add_job_parser(sub, common)
     delete = sub.add_parser(
         "delete",
         help="delete a session",
@@ -172,6 +174,8 @@ def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
         return export(store_dir, args)
     if args.action == "events":
         return events(store_dir, args)
+    if args.action == "job":
+        return jobs_cli.job(store_dir, args)
     if args.action == "delete":
         path = store.delete(store_dir, args.id)
         print(f"deleted {path.name.removesuffix(store.SUFFIX)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 MIN_INTERVAL = 0.05
 # EngineConfig.mode: start the command and track its tree, or track a process that already runs
@@ -45,6 +46,8 @@ class EngineConfig:
     wait_descendants: bool = False  # track on after the command exits, until its descendants are gone too
     mirror_stops_to: int = 0  # the front end's pid when it left the terminal's job: stopped with the command
     control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
+    # the cluster job (issue 18): read by the front end before the sampler starts (slurm.context_for)
+    slurm: dict[str, Any] | None = None
 
 
 def config_json(cfg: EngineConfig) -> str:

@@ -292,6 +292,39 @@ class Alerts(Model):
     events_dropped: int = 0
 
 
+class SlurmRequest(Model):
+    """What the job asked the scheduler for (or `--request`); None where unknown."""
+
+    mem_bytes: int | None = None
+    cpus: int | None = None
+    gpus: int | None = None
+    time_limit_s: int | None = None
+
+
+class SlurmJob(Model):
+    """The cluster job the session ran in (SLURM's environment at start); job ids None under `--request` alone."""
+
+    job_id: str | None = None
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+    step_id: str | None = None
+    node: str | None = None
+    node_id: int | None = None
+    local_id: int | None = None
+    num_nodes: int | None = None
+    requested: SlurmRequest = Field(default_factory=SlurmRequest)
+
+
+class Efficiency(Model):
+    """Each a fraction of the request (1.0 = all of it); None where the request or the figure is unknown."""
+
+    memory: float | None = None
+    cpu: float | None = None
+    time: float | None = None
+    gpu_memory: float | None = None
+    gpu_utilization: float | None = None
+
+
 class ResourceUsage(Model):
     """The report. The first five fields are gpu-tracker's, with its names and meaning."""
 
@@ -327,6 +360,8 @@ class ResourceUsage(Model):
     events: list[Event] = Field(default_factory=list, description="the event timeline, oldest first")
     leak_suspects: list[LeakSuspect] = Field(default_factory=list)
     alerts: Alerts = Field(default_factory=Alerts)
+    slurm: SlurmJob | None = Field(None, description="the cluster job and its request (issue 18)")
+    efficiency: Efficiency | None = Field(None, description="fractions of the request used")
     tool_version: str = __version__
     schema_version: int = SCHEMA_VERSION
 

@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+from gputop_tracker.core.jobreport import job_lines
 from gputop_tracker.core.models import Event, GpuSummary, ResourceUsage
 from gputop_tracker.core.text import command_line, escape_controls
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
@@ -82,6 +83,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     u = usage
     lines = [*_head_lines(u, f), "", *_ram_lines(u, f), "", *_cpu_lines(u), "", *_gpu_lines(u, f)]
     lines += _process_lines(u, f, max_processes)
+    lines += job_lines(u)
     alerts = [e for e in u.events if e.type in ALERT_TYPES]
     if alerts:
         lines += ["", f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)"]

@@ -256,7 +256,7 @@ class Engine:
                 # the report's figures so far, computed where the report is (0.1 ms at 100 processes);
                 # sent before the sample, so a view draws both in one update
                 self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
-                self.pipe.send("progress", {"summary": builder.summary(details=False)})
+                self.pipe.send("progress", {"summary": builder.summary(details=False, job=self.cfg.slurm)})
             self.pipe.send("sample", {"sample": sample})
         if self.output_file is not None:
             self.output_file.poll()
@@ -474,7 +474,7 @@ def save_session(
     cfg: EngineConfig, store_dir: Path, session_id: str, interval: float, builder: SummaryBuilder, *, running: bool
 ) -> dict[str, Any]:
     """Write the session (a checkpoint while `running`, else the final one) unless --no-save; its summary."""
-    summary = builder.summary()
+    summary = builder.summary(job=cfg.slurm)  # with the job's context and efficiency (issue 18)
     summary["session_id"] = session_id
     if cfg.save:
         summary["session_path"] = str(paths.session_file(store_dir, session_id))

@@ -28,6 +28,7 @@ from gputop_tracker.core.accumulators import (
     Timeline,
     TreeMaxima,
 )
+from gputop_tracker.core.efficiency import with_job
 from gputop_tracker.core.events import EventLog, FlightRecorder
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.peaks import Peak, TreeBounds, combined_peak, reaped_process_peak
@@ -516,9 +517,9 @@ class SummaryBuilder:
     def timeline(self) -> dict[str, Any]:
         return self.timeline_data.as_dict()
 
-    def summary(self, *, details: bool = True) -> dict[str, Any]:
+    def summary(self, *, details: bool = True, job: dict[str, Any] | None = None) -> dict[str, Any]:
         """The report as a `models.ResourceUsage` dict (bytes and seconds); see `build_summary`."""
-        return build_summary(self, details=details)
+        return with_job(build_summary(self, details=details), job)
 
 
 # --------------------------------------------------------------------------- the report, section by section

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker.core import report, validate
+from gputop_tracker.core import report, slurm, validate
 from gputop_tracker.core.channel import (
     STOP_SIGNAL,
     EventMessage,
@@ -67,6 +67,7 @@ class Tracker:
         oom_dumps: int = 5,
         oom_dump_mb: float = 200.0,
         wait_descendants: bool = False,
+        request: str | dict[str, int] | None = None,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -106,6 +107,7 @@ class Tracker:
             oom_dump_mb=oom_dump_mb,
             wait_descendants=bool(wait_descendants),
             control_stdin=True,
+            slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
         )
         self._handle: SamplerHandle | None = None
         self._usage: ResourceUsage | None = None
