@@ -215,3 +215,11 @@ def test_cgroup_a_little_above_the_largest_process_is_exact() -> None:
     """Page tables and the parent's own pages: the cgroup reads a few MB above the largest process."""
     pk = combined_peak(bounds(1008 * MB, 960 * MB, 930 * MB, None, "x"), 1015 * MB)
     assert pk.exact and pk.value == 1015 * MB and pk.source == "cgroup"
+
+
+def test_cgroup_is_not_exact_without_an_exact_single_peak_to_check_it_against() -> None:
+    """`python -c pass`: its own peak is a lower bound (5 MB seen of 11); the cgroup (5.2 MB) leaves out the
+    library pages charged to other cgroups. Agreeing with a lower bound proves nothing."""
+    b = TreeBounds(largest_single=5_100_000, sampled=5_000_000, seen_sum=5_100_000, upper=None, largest_exact=False)
+    pk = combined_peak(b, 5_200_000)
+    assert not pk.exact and pk.value == 5_100_000 and "cannot be checked" in pk.label

@@ -54,6 +54,7 @@ class TreeBounds:
     seen_sum: int  # Σ of the per-process peaks of every process seen (some may be lower bounds)
     upper: int | None  # that Σ when every one is exact and no process went unseen: an upper bound; else None
     upper_why: str = ""  # why there is no upper bound
+    largest_exact: bool = True  # largest_single is a kernel figure, not a lower bound
 
 
 def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: str | None = None) -> Peak:
@@ -64,6 +65,17 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
     if cgroup_peak is not None:
         where = cgroup_source or "the job's cgroup"
         ceiling = upper if upper is not None else max(b.seen_sum, low)
+        above = cgroup_peak > ceiling + PAGE_SLACK and not agree(cgroup_peak, ceiling)
+        if not b.largest_exact and not one_process and not above:
+            # Nothing exact to check the cgroup against: it leaves out library pages charged to other cgroups
+            # (a small process can be mostly those), so it may read below the largest process's own peak.
+            return Peak(
+                low,
+                False,
+                "sampled",
+                f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
+                f"({cgroup_peak} bytes) cannot be checked against an exact single-process peak",
+            )
         if low <= cgroup_peak and (cgroup_peak <= ceiling + PAGE_SLACK or agree(cgroup_peak, ceiling)):
             return Peak(cgroup_peak, True, "cgroup", f"exact ({where})")
         if cgroup_peak < low and agree(cgroup_peak, low):

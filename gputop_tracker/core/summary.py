@@ -574,6 +574,7 @@ def _has_descendants(b: SummaryBuilder) -> bool:
 def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
     singles = [pk.value for pk in peaks.values()]
     largest = max([*singles, *b.reaped_maxrss.values(), 0])
+    exact = max([*(pk.value for pk in peaks.values() if pk.exact), *b.reaped_maxrss.values(), 0])
     seen_sum = sum(singles)
     why = ""
     if b.vanished_by_others:
@@ -588,6 +589,7 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         seen_sum=seen_sum,
         upper=None if why else (max(seen_sum, largest) or None),
         upper_why=why,
+        largest_exact=exact >= largest and largest > 0,
     )
 
 
