@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,8 +21,9 @@ from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.fake import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from gputop_tracker.tui.live import clean_output
 from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.live_control import subtree_pids
 from gputop_tracker.tui.proctable import ProcessTable
-from gputop_tracker.tui.widgets import HelpScreen, QuitScreen, SignalScreen, short_bytes
+from gputop_tracker.tui.widgets import HelpScreen, KillScreen, QuitScreen, SignalScreen, short_bytes
 
 
 def make_app(src: FakeSource) -> LiveApp:
@@ -172,7 +174,7 @@ async def test_quit_while_running_asks(key: str, choice: str) -> None:
                     break
                 await asyncio.sleep(0.01)
     if choice == "stop":
-        assert src.signals == [signal.SIGTERM]
+        assert src.tree_signals == [signal.SIGTERM] and src.signals == []  # the tree, through the sampler
         assert app.return_code == 128 + signal.SIGTERM
     elif choice == "detach":
         assert src.stopped and src.signals == []
@@ -247,6 +249,7 @@ async def test_signal_selected_process_with_confirmation(sleeper: subprocess.Pop
         await pilot.press("k")
         await pilot.pause()
         assert isinstance(app.screen, SignalScreen) and app.screen.pid == sleeper.pid
+        assert app.screen.n_descendants == 0
         await pilot.press("t" if confirm else "escape")
         await pilot.pause()
         assert not isinstance(app.screen, SignalScreen)
@@ -358,3 +361,149 @@ def test_stop_signal_is_detach() -> None:
     src = FakeSource(1)
     src.signal(STOP_SIGNAL)
     assert src.stopped
+
+
+async def wait_exit(app: LiveApp) -> None:
+    for _ in range(500):
+        if app._exit:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_ctrl_c_opens_the_quit_dialog_and_enter_stops_a_launched_tree() -> None:
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert app.screen.focused is not None and app.screen.focused.id == "stop"
+        await pilot.press("ctrl+c")  # again: still the one dialog
+        await pilot.pause()
+        assert len(app.screen_stack) == 2
+        await pilot.press("enter")
+        await wait_exit(app)
+    assert src.tree_signals == [signal.SIGTERM]
+    assert app.final is not None and any("stopped from the live view" in n for n in app.final.notes)
+
+
+async def test_attach_quit_defaults_to_detach() -> None:
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert app.screen.focused is not None and app.screen.focused.id == "detach"
+        await pilot.press("enter")
+        await wait_exit(app)
+    assert src.stopped and src.tree_signals == [] and src.signals == []
+    assert app.return_code == 0
+
+
+async def test_attach_stop_needs_the_explicit_key() -> None:
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q", "s")
+        await wait_exit(app)
+    assert src.tree_signals == [signal.SIGTERM] and not src.stopped
+
+
+async def test_stubborn_tree_asks_before_sigkill(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_tracker.tui import live_control
+
+    monkeypatch.setattr(live_control, "KILL_AFTER", 0.05)
+    src = FakeSource(3, ignores_sigterm=True)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q", "s")
+        for _ in range(300):
+            if isinstance(app.screen, KillScreen):
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, KillScreen) and app.running  # no SIGKILL unasked
+        assert src.tree_signals == [signal.SIGTERM]
+        await pilot.press("w")  # wait longer: asked again after another grace period
+        for _ in range(300):
+            if isinstance(app.screen, KillScreen):
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, KillScreen)
+        await pilot.press("k")
+        await wait_exit(app)
+    assert src.tree_signals == [signal.SIGTERM, signal.SIGKILL]
+    assert app.return_code == 128 + signal.SIGKILL
+
+
+async def test_kill_dialog_detach_leaves_the_tree() -> None:
+    src = FakeSource(3, ignores_sigterm=True)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q", "s")
+        await pilot.pause()
+        app._ask_kill()
+        await pilot.pause()
+        assert isinstance(app.screen, KillScreen)
+        await pilot.press("d")
+        await wait_exit(app)
+    assert src.stopped and src.tree_signals == [signal.SIGTERM]
+
+
+@pytest.fixture
+def sleeper_tree() -> subprocess.Popen[bytes]:
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code])
+    yield p
+    for c in psutil_children(p.pid):
+        try:
+            os.kill(c, signal.SIGKILL)
+        except OSError:
+            pass
+    p.kill()
+    p.wait()
+
+
+def psutil_children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+async def test_signal_dialog_offers_the_subtree(sleeper_tree: subprocess.Popen[bytes]) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while not psutil_children(sleeper_tree.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    (child,) = psutil_children(sleeper_tree.pid)
+    tree = [*TREE, (sleeper_tree.pid, MAIN_PID, "parent", 10, 1), (child, sleeper_tree.pid, "child", 10, 1)]
+    src = FakeSource(3, tree=tree)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        table.move_cursor(row_keys(app).index(sleeper_tree.pid))
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen) and app.screen.n_descendants == 1
+        await pilot.press("a", "t")
+        await pilot.pause()
+        app.exit()
+    assert sleeper_tree.wait(timeout=5) == -signal.SIGTERM
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        subprocess.run(["true"])  # the child is reparented to init (or us): it is reaped there
+    state = Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] if Path(f"/proc/{child}").exists() else "X"
+    assert state in ("X", "Z")
+
+
+def test_subtree_pids_parents_first() -> None:
+    procs = make_sample(1).processes
+    assert subtree_pids(procs, 4260) == [4260, 4261, 4262]
+    assert subtree_pids(procs, 4250) == [4250]

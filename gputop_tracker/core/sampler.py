@@ -4,7 +4,8 @@ It runs apart from the front end (forked by the CLI, spawned by the API) and own
 needs, so a busy or crashed front end never costs a sample or the session. It talks over one pipe:
 one JSON message per line — `started`, `sample` (only when the front end asked for them), `event`
 (alerts and the event timeline, always), `error`, `summary`. The API's sampler also reads requests from
-its stdin (one JSON object a line: `{"cmd": "oom", ...}` from `Tracker.capture_oom`).
+its stdin (one JSON object a line: `{"cmd": "oom", ...}` from `Tracker.capture_oom`; the live view's
+`{"cmd": "stop_tree", "signal": N}` on a request pipe: signal the whole tree, which only the sampler knows).
 It stays light: no pydantic, no textual, no psutil on this path.
 
 `Engine` keeps the loop and wires its parts: `launch.Launcher` (the command, its cgroup, reaping, signals),
@@ -96,6 +97,8 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
+        self.sampling: _Sampling | None = None
+        self.tree_stop: TreeStop | None = None  # set by a stop_tree request: the tree is being stopped
 
     @property
     def main_pid(self) -> int:
@@ -122,7 +125,7 @@ class Engine:
         start = time.time()
         if not self._start():
             return 1
-        sampling = self._setup(start)
+        sampling = self.sampling = self._setup(start)
         while self._step(sampling):
             self._pace(sampling)
         return self._finish_run(sampling)
@@ -199,7 +202,7 @@ class Engine:
         launcher = self.launcher
         launcher.forward_signals()
         launcher.reap(self._on_reaped)
-        over = launcher.main_exit is not None or launcher.stop_requested
+        over = (launcher.main_exit is not None and not self._draining(s)) or launcher.stop_requested
         try:
             if self._sample(s):
                 over = True
@@ -247,7 +250,7 @@ class Engine:
             s.builder.set_smaps_age(s.tree.oldest_smaps_age(now_mono))
             self._save(s.builder, running=True)
         self._wait(s.next_sample_time(self.interval), s.pidfd)
-        if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd):
+        if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd) and not self._draining(s):
             self.launcher.stop_requested = True
 
     def _wait(self, deadline: float, pidfd: int) -> None:
@@ -312,7 +315,10 @@ class Engine:
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
-        s.builder.close(alive={pid for pid in s.tree.handles if _alive(pid)})
+        alive = {pid for pid in s.tree.handles if _alive(pid)}
+        s.builder.close(alive=alive)
+        if self.tree_stop is not None:
+            s.builder.note(self.tree_stop.report(alive))
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
@@ -423,6 +429,35 @@ class Engine:
                 pid = request.get("pid")
                 message = str(request.get("message", "out-of-memory error"))[:1000]
                 self._oom(message, "api", pid if isinstance(pid, int) else None)
+            elif request.get("cmd") == "stop_tree":
+                sig = request.get("signal")
+                self._stop_tree(sig if isinstance(sig, int) else signal.SIGTERM)
+
+    # ------------------------------------------------------------------ stopping the whole tree
+
+    def _stop_tree(self, sig: int) -> None:
+        """Signal the command's process group and every tracked process (those that left the group too); go on
+        sampling until the whole tree is gone, not just the main process."""
+        s = self.sampling
+        if s is None or self.builder is None:
+            return
+        if self.tree_stop is None:
+            self.tree_stop = TreeStop()
+        pgid = self.main_pid if self.cfg.mode == LAUNCH and self.cfg.new_session else None
+        n = self.tree_stop.send(sig, pgid, set(s.tree.handles) - {os.getpid()})
+        name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
+        self.builder.events.add(
+            "stop_tree", time.time(), f"{name} sent to {n} processes of the tree", pid=self.main_pid
+        )
+
+    def _draining(self, s: _Sampling) -> bool:
+        """After stop_tree: True while a process of the tree still runs, though the main process may be gone."""
+        if self.tree_stop is None:
+            return False
+        if s.pidfd >= 0 and _readable(s.pidfd):  # the main process's end is seen: from now wait on the clock
+            os.close(s.pidfd)
+            s.pidfd = -1
+        return any(_alive(pid) for pid in s.tree.handles)
 
     # ------------------------------------------------------------------ OOM events and dumps
 
@@ -550,6 +585,41 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+class TreeStop:
+    """The signals sent to stop the tree, for the session's note."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.pids: set[int] = set()
+
+    def send(self, sig: int, pgid: int | None, pids: set[int]) -> int:
+        """`sig` to process group `pgid` (when given) and to each of `pids`; how many processes it reached."""
+        reached = set()
+        if pgid:
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass
+        for pid in sorted(pids):
+            try:
+                os.kill(pid, sig)
+                reached.add(pid)
+            except OSError:
+                pass
+        self.pids |= reached
+        name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
+        self.sent.append(f"{name} to {len(reached)}")
+        return len(reached)
+
+    def report(self, alive: set[int]) -> str:
+        """The note the session keeps: what was sent, and what survived it."""
+        text = f"stopped from the live view: {', then '.join(self.sent)} processes of the tree"
+        if alive:
+            shown = ", ".join(str(p) for p in sorted(alive)[:20])
+            return f"{text}; {len(alive)} still running when tracking ended (PIDs {shown})"
+        return f"{text}; none survived"
 
 
 def _alive(pid: int) -> bool:

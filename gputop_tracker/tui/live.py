@@ -74,6 +74,10 @@ class SamplerSource:
     def signal(self, sig: int) -> None:
         self.handle.signal(sig)
 
+    def stop_tree(self, sig: int) -> bool:
+        """The sampler signals the whole tree; False when it cannot be asked."""
+        return self.handle.request({"cmd": "stop_tree", "signal": int(sig)})
+
     def stop(self) -> None:
         self.handle.signal(STOP_SIGNAL)
 
@@ -123,7 +127,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         cfg.stdin, cfg.stdout, cfg.stderr = devnull, write_fd, write_fd
     else:  # an attached process keeps its own output; the pane stays empty
         read_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    handle = start_forked(cfg)  # before any thread: the App starts several
+    handle = start_forked(cfg, requests=True)  # before any thread: the App starts several
     for fd in (write_fd, devnull):
         if fd >= 0:
             os.close(fd)
@@ -148,6 +152,9 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     handle.wait()
     os.close(read_fd)
     final = app.final
+    for note in final.notes if final is not None else []:
+        if note.startswith("stopped from the live view"):
+            console.say(note)
     if final is not None and final.session_path:
         console.say(f"session {final.session_id} saved: {final.session_path}")
     elif final is not None and cfg.save:

@@ -90,6 +90,7 @@ class LiveApp(RunControl):
     TITLE = "gputop-track"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit; asks first while the command runs"),
+        Binding("ctrl+c", "quit", "Quit", id="quit_ctrl_c", show=False, priority=True, tooltip="As q"),
         Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
         Binding("s", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
         Binding("t", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -196,7 +197,8 @@ class SummaryPanel(Panel):
 
 
 class QuitScreen(ModalScreen[str]):
-    """The command still runs: stop it, detach (leave it running), or stay."""
+    """The command still runs: stop it (its whole tree), detach (leave it running), or stay. Enter presses the
+    focused button: Stop for a launched command, Detach for an attached process (only watched, never ours)."""
 
     BINDINGS = [
         Binding("s", "choose('stop')", "Stop it", id="quit_dialog.stop"),
@@ -211,19 +213,26 @@ class QuitScreen(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog", classes="dialog"):
-            yield Label(f"[b]{self.what}[/b] is still running.", markup=True)
+            yield Label(f"[b]{escape(self.what)}[/b] is still running.", markup=True)
             left = "the process" if self.attach else "the command"
             yield Label(
-                f"[b]s[/b]    stop it: SIGTERM to {left}, then save the session\n"
+                f"[b]s[/b]    stop: SIGTERM to {left} and every process of its tree;\n"
+                f"     after {KILL_GRACE:g} s asks before SIGKILL; the session is saved\n"
                 f"[b]d[/b]    detach: stop tracking, {left} keeps running\n"
                 "[b]esc[/b]  cancel: stay here",
                 markup=True,
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Stop it", id="stop", variant="error")
-                yield Button("Detach", id="detach", variant="primary")
-                yield Button("Cancel", id="cancel")
+                buttons = [
+                    Button("[u]S[/u]top tree", id="stop", variant="error"),
+                    Button("[u]D[/u]etach", id="detach", variant="primary"),
+                ]
+                yield from (reversed(buttons) if self.attach else buttons)  # the default first
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#detach" if self.attach else "#stop", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id or "cancel")
@@ -232,40 +241,100 @@ class QuitScreen(ModalScreen[str]):
         self.dismiss(choice)
 
 
+KILL_GRACE = 5.0  # seconds the quit dialog announces (live_control.KILL_AFTER)
+
+
+class KillScreen(ModalScreen[str]):
+    """The tree outlived SIGTERM's grace period: SIGKILL it, wait longer, or detach. Never SIGKILL unasked."""
+
+    BINDINGS = [
+        Binding("k", "choose('kill')", "SIGKILL", id="kill_dialog.kill"),
+        Binding("w,escape", "choose('wait')", "Wait", id="kill_dialog.wait"),
+        Binding("d", "choose('detach')", "Detach", id="kill_dialog.detach"),
+    ]
+
+    def __init__(self, n_alive: int, waited: float) -> None:
+        super().__init__()
+        self.n_alive = n_alive
+        self.waited = waited
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="kill-dialog", classes="dialog"):
+            yield Label(f"{self.n_alive} processes of the tree still run {self.waited:g} s after SIGTERM.")
+            yield Label(
+                "[b]k[/b]    SIGKILL every process of the tree\n"
+                "[b]w[/b]    wait longer (esc)\n"
+                "[b]d[/b]    detach: stop tracking, leave them running",
+                markup=True,
+                classes="dialog-help",
+            )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("[u]W[/u]ait", id="wait", variant="primary")
+                yield Button("SIGKILL ([u]k[/u])", id="kill", variant="error")
+                yield Button("[u]D[/u]etach", id="detach")
+
+    def on_mount(self) -> None:
+        self.query_one("#wait", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "wait")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)
+
+
 SIGNALS = {"term": signal.SIGTERM, "int": signal.SIGINT, "hup": signal.SIGHUP, "kill": signal.SIGKILL}
 
 
-class SignalScreen(ModalScreen[int | None]):
-    """Confirm a signal to one process of the tracked tree."""
+class SignalScreen(ModalScreen[tuple[int, bool] | None]):
+    """Confirm a signal to one process of the tracked tree, or to it and its descendants (`a`)."""
 
     BINDINGS = [
         Binding("t,enter", "choose('term')", "SIGTERM", id="signal_dialog.term"),
         Binding("i", "choose('int')", "SIGINT", id="signal_dialog.int"),
         Binding("9", "choose('kill')", "SIGKILL", id="signal_dialog.kill"),
+        Binding("a", "subtree", "Process / subtree", id="signal_dialog.subtree"),
         Binding("escape,n", "choose('cancel')", "Cancel", id="signal_dialog.cancel"),
     ]
 
-    def __init__(self, pid: int, name: str) -> None:
+    def __init__(self, pid: int, name: str, n_descendants: int = 0) -> None:
         super().__init__()
         self.pid = pid
         self.proc_name = name
+        self.n_descendants = n_descendants
+        self.subtree = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="signal-dialog", classes="dialog"):
-            yield Label(f"Send a signal to PID [b]{self.pid}[/b] ({self.proc_name})?", markup=True)
-            yield Label("[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  esc cancel", classes="dialog-help")
+            yield Label(f"Send a signal to PID [b]{self.pid}[/b] ({escape(self.proc_name)})?", markup=True)
+            yield Label(self._target_text(), id="signal-target")
+            yield Label(
+                "[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  [b]a[/b] process/subtree  esc cancel",
+                classes="dialog-help",
+            )
             with Horizontal(classes="dialog-buttons"):
-                yield Button("SIGTERM", id="term", variant="warning")
-                yield Button("SIGINT", id="int")
-                yield Button("SIGKILL", id="kill", variant="error")
-                yield Button("Cancel", id="cancel")
+                yield Button("SIGTERM ([u]t[/u])", id="term", variant="warning")
+                yield Button("SIGINT ([u]i[/u])", id="int")
+                yield Button("SIGKILL ([u]9[/u])", id="kill", variant="error")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def _target_text(self) -> str:
+        if self.subtree:
+            return f"to: the process and its {self.n_descendants} descendants (a: the process only)"
+        more = f" (a: also its {self.n_descendants} descendants)" if self.n_descendants else ""
+        return f"to: this process only{more}"
+
+    def action_subtree(self) -> None:
+        if self.n_descendants:
+            self.subtree = not self.subtree
+            self.query_one("#signal-target", Label).update(self._target_text())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_choose(event.button.id or "cancel")
 
     def action_choose(self, choice: str) -> None:
         sig = SIGNALS.get(choice)
-        self.dismiss(int(sig) if sig is not None else None)
+        self.dismiss((int(sig), self.subtree) if sig is not None else None)
 
 
 HELP = """\
