@@ -507,3 +507,76 @@ def test_subtree_pids_parents_first() -> None:
     procs = make_sample(1).processes
     assert subtree_pids(procs, 4260) == [4260, 4261, 4262]
     assert subtree_pids(procs, 4250) == [4250]
+
+
+def test_time_ring_is_bounded_over_the_whole_run_and_keeps_peaks() -> None:
+    from gputop_tracker.core.livestats import TimeRing
+
+    ring = TimeRing(capacity=16)
+    for i in range(1000):
+        ring.add(float(i), {"ram": 500.0 if i == 777 else float(i % 10), "late": 1.0 if i >= 500 else None})
+    assert len(ring) < 16 and ring.stride >= 64
+    assert ring.times[0] < 100 and ring.times[-1] >= 900  # still the whole run
+    assert max(v for v in ring.series("ram") if v is not None) == 500.0  # merged, never averaged away
+    assert ring.peaks["ram"] == (500.0, 777.0)
+    assert ring.series("late")[0] is None and ring.series("late")[-1] == 1.0
+
+
+async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None:
+    from gputop_tracker.tui.charts import TimeChart
+
+    src = FakeSource(6)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        ram = app.query_one("#live-chart-ram", TimeChart)
+        assert ram.display and len(ram.xs) == 6 and ram.peak is not None
+        assert [s.label for s in ram.series] == ["Σ PSS", "private"]
+        text = ram.render().plain
+        assert "RAM (tree)" in text and "GB┤" in text and "0s" in text and "5s" in text  # units, time axis
+        assert "▲ peak" in text
+        for chart_id in ("#live-chart-cpu", "#live-chart-gpu-memory", "#live-chart-gpu-util"):
+            assert app.query_one(chart_id, TimeChart).display
+        await pilot.press("p")
+        for i in range(6, 10):
+            src.push_sample(i)
+        await settle(app, pilot, src.n_scripted)
+        assert len(app.history.chart) == 10 and len(ram.xs) == 6  # counted, not drawn
+        await pilot.press("p")
+        await pilot.pause()
+        assert len(ram.xs) == 10
+
+
+async def test_narrow_shows_one_compact_chart() -> None:
+    from gputop_tracker.tui.charts import TimeChart
+
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        shown = [c.id for c in app.query(TimeChart) if c.display and c.styles.display != "none"]
+        assert shown == ["live-chart-ram"]
+        assert app.query_one("#live-chart-ram").region.height == 5
+
+
+def test_charts_of_one_to_three_samples_draw_points_not_lines() -> None:
+    from gputop_tracker.tui.charts import Series, TimeChart, short_time
+
+    assert short_time(0.4) == "0.4s" and short_time(2.0) == "2s" and short_time(42) == "42s"
+    chart = TimeChart("RAM", [0.0, 0.2], [Series("x", [1e9, 2e9], "green")], peak=(2e9, 0.2))
+    plain = chart_text(chart, 40, 8)
+    assert "0.2s" in plain and "0s 0s" not in plain
+    dots = sum(ch != "⠀" and 0x2800 <= ord(ch) <= 0x28FF for ch in plain)
+    assert dots <= 4  # two points (two cells each at most), no diagonal between them
+
+
+def chart_text(chart: object, width: int, height: int) -> str:
+    from unittest.mock import PropertyMock, patch
+
+    from textual.geometry import Size
+
+    from gputop_tracker.tui.charts import TimeChart
+
+    assert isinstance(chart, TimeChart)
+    with patch.object(TimeChart, "size", new_callable=PropertyMock, return_value=Size(width, height)):
+        return chart.render().plain

@@ -32,7 +32,9 @@ def nice_ceiling(v: float) -> float:
 
 
 def short_time(s: float) -> str:
-    """Axis labels: 42s, 5m, 12m30s, 1h05m."""
+    """Axis labels: 0.4s (under 10 s), 42s, 5m, 12m30s, 1h05m."""
+    if s < 10 and round(s, 1) != round(s):
+        return f"{s:.1f}s"
     if s < 60:
         return f"{s:.0f}s"
     if s < 3600:
@@ -66,6 +68,7 @@ class TimeChart(Widget):
         *,
         unit: str = "bytes",
         y_top: float = 0.0,
+        peak: tuple[float, float] | None = None,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
@@ -75,6 +78,15 @@ class TimeChart(Widget):
         self.series = list(series)
         self.unit = unit
         self.y_top = y_top
+        self.peak = peak
+        """(value, elapsed) of the first series' peak: named in the title and marked on the plot."""
+
+    def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
+        """New points (a live chart, once a sample): one repaint, no layout."""
+        self.xs = list(xs)
+        self.series = list(series)
+        self.peak = peak
+        self.refresh()
 
     def _scale(self) -> tuple[float, Callable[[float], str]]:
         peak = max((v for s in self.series for v in s.values if v is not None), default=0.0)
@@ -85,6 +97,13 @@ class TimeChart(Widget):
         top = max(self.y_top, nice_ceiling(peak / factor) * factor if peak > 0 else 1.0)
         return top, lambda v: f"{v / factor:g} {name}" if v else "0"
 
+    def _exact(self, v: float) -> str:
+        """A peak's figure, three significant digits."""
+        if self.unit == "percent":
+            return f"{v:.0f}%"
+        name, factor = next(((n, f) for n, f in _BYTE_UNITS if v >= f), ("B", 1.0))
+        return f"{v / factor:.3g} {name}"
+
     def render(self) -> Text:
         width, height = self.size.width, self.size.height
         out = Text(no_wrap=True, overflow="crop")
@@ -92,11 +111,22 @@ class TimeChart(Widget):
         for s in self.series:
             out.append("  ━ ", style=s.color)
             out.append(s.label)
+        top, fmt = self._scale()
+        if self.peak is not None:
+            # the peak first when room is short: the series names are also in the colours
+            figure = f"{self._exact(self.peak[0])} at {short_time(self.peak[1])}"
+            peak = Text(f"  ▲ peak {figure}", style="bold")
+            if out.cell_len + peak.cell_len > width:
+                if len(self.title) + peak.cell_len > width:
+                    peak = Text(f" ▲{figure}", style="bold")
+                out = Text.assemble((self.title, "bold"), peak, no_wrap=True, overflow="crop")
+            else:
+                out.append_text(peak)
+        out.truncate(max(width, 1), overflow="ellipsis")
         if not self.xs or width < 12 or height < 4:
             out.append("\n  no samples recorded" if not self.xs else "")
             return out
         plot_h = height - 3
-        top, fmt = self._scale()
         fractions = (1.0, 0.75, 0.5, 0.25, 0.0) if plot_h >= 9 else (1.0, 0.5, 0.0)
         labels: dict[int, str] = {}
         for f in fractions:
@@ -123,23 +153,29 @@ class TimeChart(Widget):
                 px = min(px_w - 1, int(x / x_end * (px_w - 1) + 0.5))
                 points[px] = max(points.get(px, v), v)
             known = sorted(points.items())
-            for (c0, v0), (c1, v1) in itertools.pairwise(known):
+            # 1-3 samples: the points alone (a line through two readings would invent what happened between)
+            for (c0, v0), (c1, v1) in itertools.pairwise(known if len(self.xs) > 3 else []):
                 for c in range(c0, c1):
                     ya = (v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * (px_h - 1)
                     yb = (v0 + (v1 - v0) * (c + 1 - c0) / (c1 - c0)) / top * (px_h - 1)
                     lo, hi = sorted((round(ya), round(yb)))
                     for py in range(lo, max(lo, hi - 1) + 1):
                         dot(c, py, s.color)
-            if known:
-                c, v = known[-1]
+            for c, v in known if len(self.xs) <= 3 else known[-1:]:
                 dot(c, round(v / top * (px_h - 1)), s.color)
+                if len(self.xs) <= 3:  # a point: two dots wide, to be seen
+                    dot(min(c + 1, px_w - 1), round(v / top * (px_h - 1)), s.color)
+        if self.peak is not None and self.series:
+            pc = min(plot_w - 1, int(self.peak[1] / x_end * (px_w - 1) + 0.5) // 2)
+            pr = plot_h - 1 - min(max(round(self.peak[0] / top * (px_h - 1)), 0), px_h - 1) // 4
+            colors[pr][pc] = f"bold reverse {self.series[0].color}"
+            cells[pr][pc] |= 0xFF if not cells[pr][pc] else 0
         for r in range(plot_h):
             out.append("\n")
             label = labels.get(r)
             out.append(f"{label or '':>{label_w}}", style="dim")
             out.append("┤" if label else "│", style="dim")
-            for c in range(plot_w):
-                out.append(chr(0x2800 + cells[r][c]), style=colors[r][c] or "")
+            _append_runs(out, cells[r], colors[r])
         out.append("\n" + " " * label_w + "└" + "─" * plot_w, style="dim")
         axis = [" "] * (plot_w + 1)
         ticks = [(0, short_time(0))]
@@ -153,6 +189,15 @@ class TimeChart(Widget):
                     axis[at + i] = ch
         out.append("\n" + " " * label_w + "".join(axis), style="dim")
         return out
+
+
+def _append_runs(out: Text, cells: list[int], colors: list[str | None]) -> None:
+    """One row of braille cells, one span per run of one colour (a live chart redraws each second)."""
+    start = 0
+    for c in range(1, len(cells) + 1):
+        if c == len(cells) or colors[c] != colors[start]:
+            out.append("".join(chr(0x2800 + b) for b in cells[start:c]), style=colors[start] or "")
+            start = c
 
 
 GPU_COLORS = ("magenta", "bright_cyan", "yellow", "bright_green", "bright_red", "blue", "bright_magenta", "cyan")

@@ -32,6 +32,7 @@ from gputop_tracker.core.channel import (
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
+from gputop_tracker.tui.live_charts import LiveCharts
 from gputop_tracker.tui.live_control import DataSource, RunControl
 from gputop_tracker.tui.process_rows import (
     COLUMNS,
@@ -151,6 +152,7 @@ class LiveApp(RunControl):
             with VerticalScroll(id="side"):
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
+        yield LiveCharts(id="charts")
         log = Log(id="output", max_lines=LOG_LINES, auto_scroll=True)
         log.border_title = "output"
         if self.output_path is not None:
@@ -176,6 +178,9 @@ class LiveApp(RunControl):
     def _apply_width(self, width: int) -> None:
         narrow = width < NARROW
         self.set_class(narrow, "narrow")
+        height = self.size.height
+        self.query_one("#charts").styles.height = 5 if narrow else min(14, max(8, height // 4))
+        self.query_one("#output").styles.height = 4 if narrow else max(6, height // 5)
         side = 0 if narrow else side_width(width)
         if not narrow:
             self.query_one("#side").styles.width = side
@@ -347,6 +352,7 @@ class LiveApp(RunControl):
         if s is not None:
             self._update_gpus(s)
             self.query_one("#host", HostPanel).show(s.host, self.panel_width)
+            self.query_one("#charts", LiveCharts).show(self.history, self.narrow)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
             summary.show_final(self.final, self.narrow)
