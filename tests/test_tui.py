@@ -580,3 +580,100 @@ def chart_text(chart: object, width: int, height: int) -> str:
     assert isinstance(chart, TimeChart)
     with patch.object(TimeChart, "size", new_callable=PropertyMock, return_value=Size(width, height)):
         return chart.render().plain
+
+
+def test_short_command_keeps_what_tells_processes_apart() -> None:
+    from gputop_tracker.tui.process_rows import short_command
+
+    p = (
+        make_sample(1)
+        .processes[0]
+        .model_copy(
+            update={"cmdline": ["/usr/bin/python3", "/home/me/projects/deep/net/train_worker.py", "--rank", "3"]}
+        )
+    )
+    assert short_command(p) == "python3 …/train_worker.py --rank 3"
+    q = p.model_copy(update={"cmdline": ["python3", "--data=/very/long/path/to/the/dataset/dir"], "name": "python3"})
+    assert short_command(q) == "python3 --data=…/dir"
+    renamed = p.model_copy(update={"name": "pt_data_worker", "cmdline": ["python3", "train.py"]})
+    assert short_command(renamed) == "pt_data_worker: python3 train.py"
+    assert short_command(p.model_copy(update={"cmdline": [], "name": "kworker"})) == "kworker"
+
+
+def _workers_tree() -> list[tuple[int, int, str, int, int]]:
+    return [*TREE[:1], (4300, MAIN_PID, "python3", 100, 1), (4301, MAIN_PID, "python3", 100, 1)]
+
+
+def _with_args(s: SampleMessage | object, pid: int, args: list[str]) -> None:
+    assert isinstance(s, SampleMessage)
+    for p in s.sample.processes:
+        if p.pid == pid:
+            p.cmdline = args
+
+
+async def test_command_and_state_columns_tell_workers_apart() -> None:
+    src = FakeSource(0, tree=_workers_tree())
+    for i in range(3):
+        msg = SampleMessage(make_sample(i, tree=_workers_tree()))
+        _with_args(msg, 4300, ["python3", "worker.py", "--rank", "0"])
+        _with_args(msg, 4301, ["python3", "worker.py", "--rank", "1"])
+        if i == 2:
+            next(p for p in msg.sample.processes if p.pid == 4301).rss = 0  # exited, not reaped yet
+        src.push(msg)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert "command" in app.query_one("#procs", ProcessTable).column_label("name")
+        assert cell(app, 4300, "name").endswith("worker.py --rank 0")
+        assert cell(app, 4301, "name").endswith("worker.py --rank 1")
+        assert cell(app, 4300, "state") == "run" and cell(app, 4301, "state") == "zombie"
+
+
+async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
+    from gputop_tracker.core.channel import EventMessage
+    from gputop_tracker.core.models import Event
+    from gputop_tracker.tui.process_info import EXITED_ROWS
+
+    src = FakeSource(3, tree=_workers_tree())
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        src.push(EventMessage(Event(time=0, type="process_exited", pid=4301, name="python3", signal=9)))
+        src.push(SampleMessage(make_sample(4, tree=_workers_tree()[:2])))
+        await settle(app, pilot, src.n_scripted)
+        assert cell(app, 4301, "state") == "sig 9"
+        for i in range(EXITED_ROWS):
+            src.push(SampleMessage(make_sample(5 + i, tree=_workers_tree()[:2])))
+        await settle(app, pilot, src.n_scripted)
+        assert 4301 not in row_keys(app)
+
+
+async def test_enter_opens_the_process_in_full() -> None:
+    from gputop_tracker.tui.process_info import ProcessDetailScreen
+
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert app.query_one("#procs", ProcessTable).border_subtitle == f"{MAIN_PID}: python3 train.py --epochs 3"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessDetailScreen)
+        text = app.screen.text.plain
+        for part in (
+            f"PID        {MAIN_PID}",
+            "PPID       1000",
+            "state      run",
+            "first seen at 0:00:00",
+            "python3 train.py --epochs 3",
+            "GPU 0:",
+            "GPU 1:",
+            "peak",
+        ):
+            assert part in text, part
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ProcessDetailScreen)
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.query_one("#procs", ProcessTable).border_subtitle.startswith("4250: pt_data_worker")

@@ -14,7 +14,7 @@ import pytest
 from gputop_tracker.tui.fake import FakeSource
 from gputop_tracker.tui.live_app import LiveApp
 
-SIZES = [(80, 24), (160, 50)]
+SIZES = [(80, 24), (120, 40), (160, 50)]
 
 
 def make(finished: bool = False) -> LiveApp:
@@ -58,3 +58,34 @@ def test_flat_sorted_by_cpu(snap_compare: Any) -> None:
 def test_quit_dialog(snap_compare: Any) -> None:
     app = make()
     assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "q"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_process_details(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = make()
+    assert snap_compare(app, terminal_size=size, run_before=settled(app, "enter"))
+
+
+def test_quit_dialog_attached(snap_compare: Any) -> None:
+    src = FakeSource(20)
+    app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled(app, "q"))
+
+
+def test_signal_dialog_subtree(snap_compare: Any) -> None:
+    app = make()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=settled(app, "k", "a"))
+
+
+def test_kill_dialog(snap_compare: Any) -> None:
+    app = make()
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app, "q", "s")(pilot)
+        app._ask_kill()
+        await pilot.pause()
+
+    src = app.source
+    assert isinstance(src, FakeSource)
+    src.ignores_sigterm = True
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

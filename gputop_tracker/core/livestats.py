@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 HISTORY = 120  # sparkline points kept per GPU
 CHART_POINTS = 512  # points kept per chart series, whatever the length of the run
+PROCESSES_KEPT = 4096  # per-process memos kept (those of exited processes are the first to go)
 
 
 @dataclass
@@ -84,6 +85,17 @@ def _larger(a: float | None, b: float | None) -> float | None:
 
 
 @dataclass
+class ProcessMemo:
+    """What the view saw of one process over its life: for its detail pane."""
+
+    first_seen: float  # elapsed seconds of the first sample that had it
+    peak_rss: int = 0
+    peak_private: int = 0
+    peak_cpu_percent: float = 0.0
+    peak_gpu: dict[str, int] = field(default_factory=dict)  # GPU uuid -> bytes
+
+
+@dataclass
 class SampleHistory:
     """The last `HISTORY` values per GPU (sparklines), the run's chart series, and how many samples were seen.
 
@@ -93,9 +105,11 @@ class SampleHistory:
     n_samples: int = 0
     gpus: dict[int, GpuHistory] = field(default_factory=dict)
     chart: TimeRing = field(default_factory=TimeRing)
+    processes: dict[int, ProcessMemo] = field(default_factory=dict)
 
     def add(self, s: Sample) -> None:
         self.n_samples += 1
+        self._remember(s)
         values: dict[str, float | None] = {
             "ram": float(s.tree.combined_total),
             "private": float(s.tree.combined_private),
@@ -110,6 +124,21 @@ class SampleHistory:
             values[f"gpu{g.index}_memory"] = float(g.tree_memory)
             values[f"gpu{g.index}_util"] = g.utilization_gpu
         self.chart.add(s.elapsed, values)
+
+    def _remember(self, s: Sample) -> None:
+        for p in s.processes:
+            m = self.processes.get(p.pid)
+            if m is None:
+                m = self.processes[p.pid] = ProcessMemo(first_seen=s.elapsed)
+            m.peak_rss = max(m.peak_rss, p.peak_rss, p.rss)
+            m.peak_private = max(m.peak_private, p.private)
+            m.peak_cpu_percent = max(m.peak_cpu_percent, p.cpu_percent)
+            for uuid, n in p.gpu_memory.items():
+                m.peak_gpu[uuid] = max(m.peak_gpu.get(uuid, 0), n)
+        if len(self.processes) > PROCESSES_KEPT:
+            alive = {p.pid for p in s.processes}
+            for pid in [pid for pid in self.processes if pid not in alive][: len(self.processes) - PROCESSES_KEPT]:
+                del self.processes[pid]
 
     @property
     def gpu_indices(self) -> list[int]:

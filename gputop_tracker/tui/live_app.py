@@ -34,6 +34,7 @@ from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
 from gputop_tracker.tui.live_charts import LiveCharts
 from gputop_tracker.tui.live_control import DataSource, RunControl
+from gputop_tracker.tui.process_info import ExitedRows, ProcessDetailScreen, detail_text
 from gputop_tracker.tui.process_rows import (
     COLUMNS,
     SORT_LABEL,
@@ -95,7 +96,8 @@ class LiveApp(RunControl):
         Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
         Binding("s", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
         Binding("t", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),
-        Binding("k", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process"),
+        Binding("k", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process or its subtree"),
+        Binding("enter", "details", "Details", id="details", tooltip="The selected process in full"),
         Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
         Binding("question_mark", "help", "Help", id="help", key_display="?", tooltip="Keys and columns"),
     ]
@@ -139,6 +141,7 @@ class LiveApp(RunControl):
         self._name_width = 0
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
+        self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
 
     # ------------------------------------------------------------------ layout
@@ -221,6 +224,7 @@ class LiveApp(RunControl):
         msg = event.msg
         if isinstance(msg, SampleMessage):
             self.history.add(msg.sample)  # sparklines keep every sample, paused or not
+            self.exited.seen(msg.sample)
             self.latest = msg.sample
             if not self.paused:
                 with self.batch_update():  # one screen update per sample, not one per widget
@@ -234,6 +238,8 @@ class LiveApp(RunControl):
                 self.store_dir = Path(msg.store)
             self._draw_header()
         elif isinstance(msg, EventMessage):
+            if msg.event.type == "process_exited":
+                self.exited.exited(msg.event)
             self._on_alert(msg)
         elif isinstance(msg, Summary):
             self.final = msg.usage
@@ -382,14 +388,51 @@ class LiveApp(RunControl):
             panel.show(g, self.history.gpus.get(g.index), mean, self.narrow, self.panel_width)
 
     def _update_table(self, s: Sample | None, processes: list[ProcessSample] | None = None) -> None:
+        states: dict[int, str] = {}
         if processes is None:
             if self.final is not None and self.final.processes:
                 processes = final_processes(self.final)
             else:
                 processes = s.processes if s is not None else []
+                ghosts = self.exited.ghosts(processes)
+                states = {p.pid: label for p, label in ghosts}
+                processes = processes + [p for p, _ in ghosts]
         ordered = ordered_processes(processes, self.sort_key, self.tree_view)
-        rows = [(p.pid, process_cells(p, depth, self._columns)) for p, depth in ordered]
-        self.query_one("#procs", ProcessTable).update_rows(rows)
+        rows = [(p.pid, process_cells(p, depth, self._columns, states.get(p.pid))) for p, depth in ordered]
+        table = self.query_one("#procs", ProcessTable)
+        table.update_rows(rows)
+        self._show_selected_command()
+
+    def _show_selected_command(self) -> None:
+        """The selected process's whole command line under the table (the column shortens it)."""
+        table = self.query_one("#procs", ProcessTable)
+        pid = table.cursor_key
+        p = self._process(pid)
+        text = escape_controls(" ".join(p.cmdline) or p.name) if p is not None else ""
+        room = max(self.size.width - (0 if self.narrow else side_width(self.size.width)) - 8, 10)
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        table.border_subtitle = f"{pid}: {text}" if text else None
+
+    def _process(self, pid: int | None) -> ProcessSample | None:
+        if pid is None:
+            return None
+        procs = self.latest.processes if self.latest is not None else []
+        ghosts = [p for p, _ in self.exited.ghosts(procs)]
+        return next((p for p in [*procs, *ghosts] if p.pid == pid), None)
+
+    def on_process_table_cursor_moved(self, _event: ProcessTable.CursorMoved) -> None:
+        self._show_selected_command()
+
+    def action_details(self) -> None:
+        pid = self.selected_pid()
+        p = self._process(pid)
+        if pid is None or p is None:
+            self.notify("select a process first", severity="warning")
+            return
+        gpus = self.latest.gpus if self.latest is not None else []
+        text = detail_text(p, self.history.processes.get(pid), gpus, self.exited.label(pid))
+        self.push_screen(ProcessDetailScreen(text))
 
     def _label_sort_column(self) -> None:
         table = self.query_one("#procs", ProcessTable)

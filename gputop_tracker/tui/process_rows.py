@@ -10,7 +10,8 @@ from gputop_tracker.tui.widgets import short_bytes
 # column key, label, width (cells; 0: the name column, which takes what is left), right-aligned
 COLUMNS: list[Column] = [
     ("pid", "PID", 7, True),
-    ("name", "process", 0, False),
+    ("name", "command", 0, False),
+    ("state", "state", 6, False),
     ("cpu", "CPU %", 6, True),
     ("threads", "thr", 4, True),
     ("rss", "RSS", 7, True),
@@ -19,8 +20,8 @@ COLUMNS: list[Column] = [
     ("gpu", "GPU mem", 7, True),
     ("sm", "SM %", 5, True),
 ]
-DROP_ORDER = ["shared", "sm", "threads", "private"]  # least useful first, when the names lack room
-MIN_NAME = 16
+DROP_ORDER = ["shared", "sm", "threads", "state", "private"]  # least useful first, when the names lack room
+MIN_NAME = 20
 
 SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
 SORT_LABEL = {
@@ -30,7 +31,7 @@ SORT_LABEL = {
     "private": "private",
     "gpu": "GPU mem",
     "threads": "threads",
-    "name": "name",
+    "name": "command",
 }
 ASCENDING_SORTS = ("pid", "name")  # the others put the largest first
 
@@ -115,14 +116,52 @@ def ordered_processes(procs: list[ProcessSample], key: str, tree: bool) -> list[
     return out
 
 
-def process_cells(p: ProcessSample, depth: int, columns: list[str]) -> tuple[Cell, ...]:
-    """The row of one process: the cells of `columns`, the name indented by its depth in the tree."""
+LONG_ARG = 24  # a path argument longer than this shows as …/its-last-part
+
+
+def short_arg(arg: str) -> str:
+    """A long path (or --opt=path) keeps its last part: the script or file that tells processes apart."""
+    if len(arg) <= LONG_ARG or "/" not in arg:
+        return arg
+    head, sep, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    base = value.rstrip("/").rsplit("/", 1)[-1]
+    return f"{head}{sep}…/{base}" if base else arg
+
+
+def short_command(p: ProcessSample) -> str:
+    """The command line, shortened: the program's base name, long paths as …/last-part, every flag kept.
+    A process that renamed itself (its comm is not the program's name) shows that name first."""
+    if not p.cmdline:
+        return p.name  # unreadable (another user's, or gone): the kernel's name
+    prog = p.cmdline[0].rsplit("/", 1)[-1]
+    text = " ".join([prog, *(short_arg(a) for a in p.cmdline[1:])])
+    if p.name and not prog.startswith(p.name[:15]) and not p.name.startswith(prog[:15]):
+        return f"{p.name}: {text}"
+    return text
+
+
+def process_state(p: ProcessSample) -> str:
+    """running, or zombie: a process that holds no memory any more has exited and waits for its parent."""
+    if p.pss < 0:
+        return ""  # a final report's row: peaks over the run, no state
+    return "zombie" if p.rss == 0 else "run"
+
+
+def process_cells(p: ProcessSample, depth: int, columns: list[str], state: str | None = None) -> tuple[Cell, ...]:
+    """The row of one process: the cells of `columns`, the command indented by its depth in the tree.
+    `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago."""
     style = "bold" if p.role == "main" else ""
+    if state is not None:
+        style = "dim"
+    else:
+        state = process_state(p)
     indent = ("  " * (depth - 1) + "└ ") if depth else ""
     gpu = sum(p.gpu_memory.values())
+    state_style = "dim" if state in ("", "run") else "bold yellow" if state == "zombie" else "bold red"
     values: dict[str, Cell] = {
         "pid": (str(p.pid), style),
-        "name": (indent + p.name, style),
+        "name": (indent + short_command(p), style),
+        "state": (state, state_style if state != "run" or style != "dim" else "dim"),
         "cpu": (f"{p.cpu_percent:.1f}", ""),
         "threads": (str(p.threads), ""),
         "rss": (short_bytes(p.rss), ""),
