@@ -21,7 +21,7 @@ COLUMNS: list[Column] = [
     ("sm", "SM %", 5, True),
 ]
 DROP_ORDER = ["shared", "sm", "threads", "state", "private"]  # least useful first, when the names lack room
-MIN_NAME = 20
+MIN_NAME = 18
 
 SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
 SORT_LABEL = {
