@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -206,7 +207,7 @@ async def test_after_exit_stays_open_then_quits_with_the_exit_code() -> None:
         assert not app.running
         assert "exited with code 3" in header(app)
         summary = str(app.query_one("#summary", Static).content)
-        assert "session saved: /tmp/gputop-demo/" in summary
+        assert "saved: " in summary and "20250301-120000-demo-4242-beef.json" in summary
         assert app.query_one("#procs", ProcessTable).border_title == "processes: peaks over the run"
         assert cell(app, MAIN_PID, "rss") == short_bytes(src.samples[-1].processes[0].peak_rss)
         await pilot.press("q")
@@ -300,16 +301,20 @@ async def test_run_so_far_shows_the_samplers_running_summary() -> None:
         await settle(app, pilot, src.n_scripted)
         usage = make_summary(src.samples)  # the figures the final report prints
         text = str(app.query_one("#summary", Static).content)
-        assert f"peak RAM (tree)  {human_bytes(usage.max_ram.combined.total_rss)}" in text
-        assert f"CPU time         {human_seconds(usage.cpu_time.total)}" in text
-        assert f"processes seen {usage.n_processes}" in text
-        assert "session saved" not in text
+        assert f"peak RAM    {human_bytes(usage.max_ram.combined.total_rss)} (tree)" in text
+        assert f"CPU time    {human_seconds(usage.cpu_time.total)}" in text
+        assert f"{usage.n_processes} processes" in text
+        # per GPU, never a sum above 100 %
+        assert "per GPU ×2" in text
+        for figure in re.findall(r"GPU util.*?(\d+)%.*?(\d+)%", text)[0]:
+            assert int(figure) <= 100
+        assert "saved:" not in text
         # the panel shows what the sampler sent, not figures of its own
         odd = usage.model_copy(update={"peak_threads": 987654, "processes": []})
         src.push(Progress(odd))
         src.push(SampleMessage(make_sample(7)), progress=False)
         await settle(app, pilot, src.n_scripted)
-        assert "peak threads     987654" in str(app.query_one("#summary", Static).content)
+        assert "threads     987654 peak" in str(app.query_one("#summary", Static).content)
 
 
 def test_progress_message_is_decoded_and_validated() -> None:
@@ -677,3 +682,11 @@ async def test_enter_opens_the_process_in_full() -> None:
         await pilot.press("down")
         await pilot.pause()
         assert app.query_one("#procs", ProcessTable).border_subtitle.startswith("4250: pt_data_worker")
+
+
+def test_sm_percent_is_per_gpu() -> None:
+    from gputop_tracker.tui.process_rows import sm_text
+
+    p = make_sample(3).processes[0].model_copy(update={"gpu_sm_percent": 170.0})
+    assert len(p.gpu_memory) == 2 and sm_text(p) == "85×2"
+    assert sm_text(p.model_copy(update={"gpu_memory": {}, "gpu_sm_percent": 40.0})) == "40"

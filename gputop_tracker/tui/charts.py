@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from rich.text import Text
 from textual.widget import Widget
@@ -42,6 +43,13 @@ def short_time(s: float) -> str:
         return f"{m}m" if sec == 0 else f"{m}m{sec:02d}s"
     h, m = divmod(round(s / 60), 60)
     return f"{h}h{m:02d}m"
+
+
+def stepped_end(x: float) -> float:
+    """The end of a growing time axis: a multiple of a round step near an eighth of it, so the axis moves
+    about eight times per doubling of the run rather than on every sample."""
+    step = nice_ceiling(x / 8) if x > 0 else 1.0
+    return max(step, math.ceil(x / step - 1e-9) * step)
 
 
 @dataclass
@@ -80,6 +88,8 @@ class TimeChart(Widget):
         self.y_top = y_top
         self.peak = peak
         """(value, elapsed) of the first series' peak: named in the title and marked on the plot."""
+        self.stepped_axis = False
+        """The time axis ends on a round figure that grows in steps (a live chart: most lines stay the same)."""
 
     def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
         """New points (a live chart, once a sample): one repaint, no layout."""
@@ -105,7 +115,12 @@ class TimeChart(Widget):
         return f"{v / factor:.3g} {name}"
 
     def render(self) -> Text:
-        width, height = self.size.width, self.size.height
+        sink = TextSink()
+        self.draw(sink, self.size.width, self.size.height)
+        return sink.text
+
+    def draw(self, sink: ChartSink, width: int, height: int) -> None:
+        """The chart into `sink`: a title line, the plot rows, the time axis."""
         out = Text(no_wrap=True, overflow="crop")
         out.append(self.title, style="bold")
         for s in self.series:
@@ -123,9 +138,12 @@ class TimeChart(Widget):
             else:
                 out.append_text(peak)
         out.truncate(max(width, 1), overflow="ellipsis")
+        sink.title(out)
         if not self.xs or width < 12 or height < 4:
-            out.append("\n  no samples recorded" if not self.xs else "")
-            return out
+            if not self.xs:
+                sink.newline()
+                sink.append("  no samples recorded", "")
+            return
         plot_h = height - 3
         fractions = (1.0, 0.75, 0.5, 0.25, 0.0) if plot_h >= 9 else (1.0, 0.5, 0.0)
         labels: dict[int, str] = {}
@@ -137,6 +155,8 @@ class TimeChart(Widget):
         colors: list[list[str | None]] = [[None] * plot_w for _ in range(plot_h)]
         px_w, px_h = plot_w * 2, plot_h * 4
         x_end = max([self.xs[-1], *(s.xs[-1] for s in self.series if s.xs)], default=0.0) or 1e-9
+        if self.stepped_axis:
+            x_end = stepped_end(x_end)
 
         def dot(px: int, py: int, color: str) -> None:
             py = min(max(py, 0), px_h - 1)
@@ -171,12 +191,12 @@ class TimeChart(Widget):
             colors[pr][pc] = f"bold reverse {self.series[0].color}"
             cells[pr][pc] |= 0xFF if not cells[pr][pc] else 0
         for r in range(plot_h):
-            out.append("\n")
+            sink.newline()
             label = labels.get(r)
-            out.append(f"{label or '':>{label_w}}", style="dim")
-            out.append("┤" if label else "│", style="dim")
-            _append_runs(out, cells[r], colors[r])
-        out.append("\n" + " " * label_w + "└" + "─" * plot_w, style="dim")
+            sink.append(f"{label or '':>{label_w}}" + ("┤" if label else "│"), "dim")
+            _append_runs(sink, cells[r], colors[r])
+        sink.newline()
+        sink.append(" " * label_w + "└" + "─" * plot_w, "dim")
         axis = [" "] * (plot_w + 1)
         ticks = [(0, short_time(0))]
         if plot_w >= 24:
@@ -187,16 +207,38 @@ class TimeChart(Widget):
             for i, ch in enumerate(text):
                 if 0 <= at + i < len(axis):
                     axis[at + i] = ch
-        out.append("\n" + " " * label_w + "".join(axis), style="dim")
-        return out
+        sink.newline()
+        sink.append(" " * label_w + "".join(axis), "dim")
 
 
-def _append_runs(out: Text, cells: list[int], colors: list[str | None]) -> None:
+class ChartSink(Protocol):
+    """Where a chart is drawn: a Rich Text (a static chart) or lines of segments (a live one)."""
+
+    def title(self, text: Text) -> None: ...
+    def append(self, text: str, style: str) -> None: ...
+    def newline(self) -> None: ...
+
+
+class TextSink:
+    def __init__(self) -> None:
+        self.text = Text(no_wrap=True, overflow="crop")
+
+    def title(self, text: Text) -> None:
+        self.text.append_text(text)
+
+    def append(self, text: str, style: str) -> None:
+        self.text.append(text, style=style)
+
+    def newline(self) -> None:
+        self.text.append("\n")
+
+
+def _append_runs(out: ChartSink, cells: list[int], colors: list[str | None]) -> None:
     """One row of braille cells, one span per run of one colour (a live chart redraws each second)."""
     start = 0
     for c in range(1, len(cells) + 1):
         if c == len(cells) or colors[c] != colors[start]:
-            out.append("".join(chr(0x2800 + b) for b in cells[start:c]), style=colors[start] or "")
+            out.append("".join([chr(0x2800 + b) for b in cells[start:c]]), colors[start] or "")
             start = c
 
 

@@ -182,8 +182,9 @@ class LiveApp(RunControl):
         narrow = width < NARROW
         self.set_class(narrow, "narrow")
         height = self.size.height
-        self.query_one("#charts").styles.height = 5 if narrow else min(14, max(8, height // 4))
-        self.query_one("#output").styles.height = 4 if narrow else max(6, height // 5)
+        # the charts and the output grow with the terminal; the side panels keep what they need at 120x40
+        self.query_one("#charts").styles.height = 5 if narrow else min(14, max(7, (height - 19) // 3))
+        self.query_one("#output").styles.height = 4 if narrow else min(12, max(6, height // 6))
         side = 0 if narrow else side_width(width)
         if not narrow:
             self.query_one("#side").styles.width = side
@@ -361,12 +362,12 @@ class LiveApp(RunControl):
             self.query_one("#charts", LiveCharts).show(self.history, self.narrow)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
-            summary.show_final(self.final, self.narrow)
+            summary.show_final(self.final, self.narrow, width=self.panel_width)
             self.query_one("#procs", ProcessTable).border_title = "processes: peaks over the run"
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
-            summary.show_live(self.progress, self.narrow)
+            summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
 
     @property
     def panel_width(self) -> int:

@@ -168,7 +168,7 @@ def process_cells(p: ProcessSample, depth: int, columns: list[str], state: str |
         "private": (short_bytes(p.private), ""),
         "shared": (short_bytes(p.shared) if p.pss >= 0 else "-", ""),
         "gpu": (short_bytes(gpu) if gpu else "-", ""),
-        "sm": ("-" if p.gpu_sm_percent is None else f"{p.gpu_sm_percent:.0f}", ""),
+        "sm": (sm_text(p), ""),
     }
     return tuple(values[k] for k in columns)
 
@@ -178,3 +178,12 @@ def sort_mark(column: str, sort_key: str) -> str:
     if column != sort_key:
         return ""
     return " ▲" if column in ASCENDING_SORTS else " ▼"
+
+
+def sm_text(p: ProcessSample) -> str:
+    """SM % of one process: NVML sums it over GPUs; shown per GPU (the mean over the GPUs it holds memory on),
+    so a figure never reads above 100."""
+    if p.gpu_sm_percent is None:
+        return "-"
+    n = max(1, len(p.gpu_memory))
+    return f"{p.gpu_sm_percent / n:.0f}" + (f"×{n}" if n > 1 else "")

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Sparkline, Static
+from textual.widgets import Button, Label, Static
 
 from gputop_tracker.core.livestats import GpuHistory
 from gputop_tracker.core.models import GpuSample, HostSample, ResourceUsage
@@ -80,18 +80,16 @@ def _n_lines(t: Text | str) -> int:
 
 
 class GpuPanel(Vertical):
-    """One GPU: utilization and memory bars, the utilization history, temperature and power."""
+    """One GPU: utilization and memory bars, temperature and power (its history is in the live charts)."""
 
     def __init__(self, index: int, **kwargs: object) -> None:
         super().__init__(id=f"gpu-{index}", classes="gpu panel", **kwargs)  # type: ignore[arg-type]
         self.index = index
         # kept as attributes: the app may draw before they are mounted
         self.text = Panel(classes="gpu-text")
-        self.spark = Sparkline([], classes="gpu-spark")
 
     def compose(self) -> ComposeResult:
         yield self.text
-        yield self.spark
 
     def show(self, g: GpuSample, hist: GpuHistory | None, mean: float | None, compact: bool, width: int) -> None:
         """`mean`: this GPU's mean utilization over the run, from the sampler's running summary."""
@@ -129,39 +127,37 @@ class GpuPanel(Vertical):
                 f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}",
             )
         self.text.update(t)
-        if hist is not None and not compact:
-            self.spark.data = list(hist.util)  # a reactive: an equal list draws nothing
 
 
 class HostPanel(Panel):
     def show(self, h: HostSample, width: int) -> None:
-        bw = max(6, min(30, width - 46))
         frac = h.memory_used / h.memory_total if h.memory_total else None
-        self.update(
-            Text.assemble(
-                ("host ", "bold"),
-                "RAM ",
-                bar(frac, bw),
-                f" {short_bytes(h.memory_used)}/{short_bytes(h.memory_total)}",
-                f"  CPU {h.cpu_percent:.0f}% of {h.cpu_count}",
-            )
+        figures = (
+            f" {short_bytes(h.memory_used)}/{short_bytes(h.memory_total)}  CPU {h.cpu_percent:.0f}% of {h.cpu_count}"
         )
+        room = width - len("host RAM ") - len(figures)
+        if room < 4:  # never wrap: the bar gives way first, then the word "host"
+            self.update(Text.assemble(("RAM ", "bold"), bar(frac, max(3, room + 5)), figures))
+            return
+        self.update(Text.assemble(("host ", "bold"), "RAM ", bar(frac, min(30, room)), figures))
 
 
 class SummaryPanel(Panel):
     """The run so far (or the final report): the figures the report prints."""
 
-    def show_live(self, u: ResourceUsage, compact: bool) -> None:
-        """The sampler's running summary (`channel.Progress`): the figures the report will print."""
-        self.show_final(u, compact, live=True)
-
-    def show_final(self, u: ResourceUsage, compact: bool, note: str = "", *, live: bool = False) -> None:
+    def show_final(
+        self, u: ResourceUsage, compact: bool, note: str = "", *, live: bool = False, width: int = 48
+    ) -> None:
+        """The final report, or (`live`) the sampler's running summary (`channel.Progress`): the figures the
+        report prints. `width`: the panel's content width (the saved path is shortened to it)."""
         ram = u.max_ram
         ct = u.cpu_time
-        gp = u.gpu_utilization.gpu_percentages
-        saved = f"session saved: {u.session_path}" if u.session_path else "session not saved"
+        saved = f"saved: {u.session_path}" if u.session_path else "session not saved"
+        if len(saved) > width:  # the file's name matters more than its directory
+            saved = "saved: …" + saved[len(saved) - width + 8 :]
+        gpu_util = gpu_util_text(u)
         if compact:
-            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {pct(gp.mean_sum_percent)}" if u.gpus else ""
+            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {gpu_util}" if u.gpus else ""
             parts: list[str | tuple[str, str]] = [
                 ("peak " if live else "final peak ", "bold" if live else "bold green"),
                 f"RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
@@ -173,24 +169,32 @@ class SummaryPanel(Panel):
             return
         self.border_title = "run so far" if live else "final summary"
         lines = [
-            f"peak RAM (tree)  {human_bytes(ram.combined.total_rss)}",
-            f"peak private     {human_bytes(ram.combined.private_rss)}",
-            f"CPU time         {human_seconds(ct.total)} ({ct.mean_percent:.0f}% of a core)",
-            f"CPU util mean    {u.cpu_utilization.combined.mean_sum_percent:.1f}%  "
-            f"max {u.cpu_utilization.combined.max_sum_percent:.1f}%",
-            f"peak threads     {u.peak_threads}   processes seen {u.n_processes}",
+            f"peak RAM    {human_bytes(ram.combined.total_rss)} (tree)",
+            f"  private   {human_bytes(ram.combined.private_rss)}",
+            f"CPU time    {human_seconds(ct.total)}, {ct.mean_percent:.0f}% of a core",
+            f"CPU util    mean {u.cpu_utilization.combined.mean_sum_percent:.0f}%"
+            f"  max {u.cpu_utilization.combined.max_sum_percent:.0f}%",
+            f"threads     {u.peak_threads} peak, {u.n_processes} processes",
         ]
         if u.gpus:
-            lines.append(f"peak GPU memory  {human_bytes(u.max_gpu_ram.combined)}")
-            lines.append(
-                f"GPU util mean    {pct(gp.mean_sum_percent)}  max {pct(gp.max_sum_percent)}"
-                f" (Σ {u.gpu_utilization.n_expected_gpus} GPUs)"
-            )
+            lines.append(f"GPU memory  {human_bytes(u.max_gpu_ram.combined)} peak")
+            lines.append(f"GPU util    {gpu_util}")
         if not live:
             lines.append(saved)
         if note:
             lines.append(note)
         self.update("\n".join(lines))
+
+
+def gpu_util_text(u: ResourceUsage) -> str:
+    """Per GPU, never summed: one GPU's mean and max, or the mean over GPUs with their count."""
+    if not u.gpus:
+        return "-"
+    mean = sum(g.mean_utilization for g in u.gpus) / len(u.gpus)
+    peak = max(g.max_utilization for g in u.gpus)
+    if len(u.gpus) == 1:
+        return f"mean {pct(mean)}  max {pct(peak)}"
+    return f"mean {pct(mean)}  max {pct(peak)} per GPU ×{len(u.gpus)}"
 
 
 # --------------------------------------------------------------------------- dialogs
