@@ -190,8 +190,8 @@ def gpu_util_text(u: ResourceUsage) -> str:
     """Per GPU, never summed: one GPU's mean and max, or the mean over GPUs with their count."""
     if not u.gpus:
         return "-"
-    mean = sum(g.mean_utilization for g in u.gpus) / len(u.gpus)
-    peak = max(g.max_utilization for g in u.gpus)
+    mean = sum(g.mean_utilization or 0.0 for g in u.gpus) / len(u.gpus)
+    peak = max(g.max_utilization or 0.0 for g in u.gpus)
     if len(u.gpus) == 1:
         return f"mean {pct(mean)}  max {pct(peak)}"
     return f"mean {pct(mean)}  max {pct(peak)} per GPU ×{len(u.gpus)}"
