@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from textual.binding import Binding
 from textual.widgets import Static
 
 from gputop_tracker.core import channel, sampler
@@ -357,9 +358,10 @@ def test_sample_history_keeps_the_sparkline_points() -> None:
     assert list(h.gpus[0].util) == [s.gpus[0].utilization_gpu for s in samples]
 
 
-def test_clean_output_strips_terminal_controls() -> None:
-    assert clean_output("\x1b[31mred\x1b[0m\n") == "red\n"
-    assert clean_output("10%\r20%\r\n") == "10%\n20%\n"
+def test_clean_output_keeps_colours_and_carriage_returns() -> None:
+    assert clean_output("\x1b[31mred\x1b[0m\n") == "\x1b[31mred\x1b[0m\n"  # colours: the pane shows them
+    assert clean_output("10%\r20%\r\n") == "10%\r20%\n"  # the pane rewrites the line
+    assert clean_output("a\x1b[2K\x1b[1A\x1b]0;title\x07b") == "ab"  # cursor moves, erase, window title: gone
 
 
 def test_stop_signal_is_detach() -> None:
@@ -690,3 +692,127 @@ def test_sm_percent_is_per_gpu() -> None:
     p = make_sample(3).processes[0].model_copy(update={"gpu_sm_percent": 170.0})
     assert len(p.gpu_memory) == 2 and sm_text(p) == "85×2"
     assert sm_text(p.model_copy(update={"gpu_memory": {}, "gpu_sm_percent": 40.0})) == "40"
+
+
+async def test_output_pane_is_terminal_like() -> None:
+    from gputop_tracker.tui.output_pane import OutputPane
+
+    src = FakeSource(2, output=[])
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        out.write("start\n")
+        for i in range(0, 101, 10):  # a progress bar: one line, rewritten
+            out.write(f"\r{i:3d}% |{'#' * (i // 10):<10}|")
+        out.write("\n\x1b[31mred error\x1b[0m\n")
+        await pilot.pause()
+        assert out.lines == ["start", "100% |##########|", "red error"]
+        red = [s for s in out._lines[2].spans if not isinstance(s.style, str) and s.style.color is not None]
+        assert red, "colours kept"
+        out.write("\x1b[3")  # an escape cut between two reads
+        out.write("2mgreen\x1b[0m\n")
+        assert out.lines[-1] == "green"
+        # follows the tail...
+        out.write("".join(f"line {i}\n" for i in range(200)))
+        await pilot.pause()
+        assert out.scroll_y == out.max_scroll_y > 0
+        # ...unless the user scrolled up
+        out.scroll_to(y=3, animate=False, immediate=True)
+        out.write("more\n")
+        await pilot.pause()
+        assert out.scroll_y == 3
+
+
+async def test_output_zoom_and_find_keys() -> None:
+    from gputop_tracker.tui.output_pane import OutputPane
+
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        small = out.region.height
+        await pilot.press("o")
+        await pilot.pause()
+        assert app.has_class("output-zoom") and out.region.height > 3 * small and out.has_focus
+        await pilot.press("o")
+        await pilot.pause()
+        assert out.region.height == small
+        await pilot.press("f", *"loss 6.5")
+        await pilot.pause()
+        assert out.term == "loss 6.5" and out.border_subtitle == "“loss 6.5”: 1 found"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert out.has_focus and not app.query_one("#prompt").display
+        await pilot.press("escape")
+        await pilot.pause()
+        assert out.term == ""
+
+
+async def test_filter_reverse_and_function_keys() -> None:
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("slash", *"worker")
+        await pilot.pause()
+        assert set(row_keys(app)) == {4250, 4251, 4252, 4253}
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one("#procs", ProcessTable).has_focus and len(row_keys(app)) == 4
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(row_keys(app)) == len(TREE)
+        await pilot.press("f5")  # htop's F5: tree/flat
+        await pilot.pause()
+        assert not app.tree_view
+        assert row_keys(app) == sorted(p[0] for p in TREE)
+        await pilot.press("r")
+        await pilot.pause()
+        assert row_keys(app) == sorted((p[0] for p in TREE), reverse=True)
+        assert app.query_one("#procs", ProcessTable).column_label("pid") == "PID ▼"
+        await pilot.press("s")  # cpu, largest first; a second click on its label: smallest first
+        await pilot.pause()
+        assert app.query_one("#procs", ProcessTable).column_label("cpu") == "CPU ▼"  # the arrow is never cut
+        app.on_process_table_header_selected(ProcessTable.HeaderSelected(app.query_one("#procs", ProcessTable), "cpu"))
+        await pilot.pause()
+        cpus = [float(cell(app, pid, "cpu")) for pid in row_keys(app)]
+        assert cpus == sorted(cpus) and app.query_one("#procs", ProcessTable).column_label("cpu") == "CPU ▲"
+        for key in ("home", "end", "pageup", "pagedown", "up", "down"):
+            await pilot.press(key)
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.selected_pid() == row_keys(app)[-1]
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.selected_pid() == row_keys(app)[0]
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_sort_and_tree_redraw_while_paused() -> None:
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("p", "t")
+        await pilot.pause()
+        assert row_keys(app) == sorted(p[0] for p in TREE)  # re-ordered at once, from the frozen sample
+        frozen = cell(app, MAIN_PID, "cpu")
+        src.push_sample(9)
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("s")
+        await pilot.pause()
+        assert cell(app, MAIN_PID, "cpu") == frozen
+
+
+def test_every_binding_has_an_id_and_is_shown_or_in_help() -> None:
+    from gputop_tracker.tui.widgets import HELP
+
+    for b in LiveApp.BINDINGS:
+        assert isinstance(b, Binding) and b.id, b
+        first = b.key.split(",")[0]
+        shown = (b.key_display or first).replace("question_mark", "?").replace("slash", "/")
+        assert b.show or f"[b]{shown}" in HELP or first in HELP.lower(), b

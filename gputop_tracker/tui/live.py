@@ -27,13 +27,14 @@ from gputop_tracker.core.units import Units
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
 CHUNK = 1 << 16
-_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CR = re.compile(r"\r(?!\n)")
+# escape sequences but colours (SGR, CSI ... m): they would move the cursor or change the view's terminal
+_CONTROLS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-ln-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
 def clean_output(text: str) -> str:
-    """Terminal control sequences would draw over the view; a bare CR (progress bars) starts a new line."""
-    return _CR.sub("\n", _CSI.sub("", text)).replace("\r\n", "\n")
+    """What the output pane may show: colours (SGR) and carriage returns (a progress bar rewrites its line,
+    `OutputPane` does that) are kept; other terminal control sequences would draw over the view."""
+    return _CONTROLS.sub("", text).replace("\r\n", "\n")
 
 
 class SamplerSource:

@@ -8,16 +8,13 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.reactive import reactive
-from textual.widgets import Footer, Log
+from textual.widgets import Footer, Input
 
 from gputop_tracker.core import channel
 from gputop_tracker.core.channel import (
@@ -33,14 +30,15 @@ from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
 from gputop_tracker.tui.live_charts import LiveCharts
-from gputop_tracker.tui.live_control import DataSource, RunControl
-from gputop_tracker.tui.process_info import ExitedRows, ProcessDetailScreen, detail_text
+from gputop_tracker.tui.live_control import DataSource
+from gputop_tracker.tui.live_keys import ViewKeys
+from gputop_tracker.tui.output_pane import OutputPane
+from gputop_tracker.tui.process_info import ExitedRows
 from gputop_tracker.tui.process_rows import (
     COLUMNS,
-    SORT_LABEL,
-    SORTS,
     final_processes,
     fit_columns,
+    fit_label,
     ordered_processes,
     process_cells,
     sort_mark,
@@ -48,7 +46,6 @@ from gputop_tracker.tui.process_rows import (
 from gputop_tracker.tui.proctable import ProcessTable
 from gputop_tracker.tui.widgets import (
     GpuPanel,
-    HelpScreen,
     HostPanel,
     Panel,
     SummaryPanel,
@@ -85,29 +82,11 @@ def side_width(width: int) -> int:
     return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
 
 
-class LiveApp(RunControl):
+class LiveApp(ViewKeys):
     """Full-screen live view of one tracked command or attached process."""
 
     CSS_PATH = "live.tcss"
     TITLE = "gputop-track"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Quit; asks first while the command runs"),
-        Binding("ctrl+c", "quit", "Quit", id="quit_ctrl_c", show=False, priority=True, tooltip="As q"),
-        Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
-        Binding("s", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
-        Binding("t", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),
-        Binding("k", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process or its subtree"),
-        Binding("enter", "details", "Details", id="details", tooltip="The selected process in full"),
-        Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
-        Binding("question_mark", "help", "Help", id="help", key_display="?", tooltip="Keys and columns"),
-    ]
-
-    paused: reactive[bool] = reactive(False)
-    """Display frozen; samples keep arriving and the run summary keeps counting."""
-    tree_view: reactive[bool] = reactive(True)
-    """Indented process tree (True) or a flat list sorted by the sort column."""
-    sort_key: reactive[str] = reactive("pid")
-    """Column the rows (siblings, in the tree view) are ordered by."""
 
     def __init__(
         self,
@@ -142,6 +121,8 @@ class LiveApp(RunControl):
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
+        self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
+        self._prompt_mode = ""
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
 
     # ------------------------------------------------------------------ layout
@@ -156,11 +137,14 @@ class LiveApp(RunControl):
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield LiveCharts(id="charts")
-        log = Log(id="output", max_lines=LOG_LINES, auto_scroll=True)
+        log = OutputPane(LOG_LINES, id="output")
         log.border_title = "output"
         if self.output_path is not None:
             log.border_subtitle = str(self.output_path)
         yield log
+        prompt = Input(id="prompt")
+        prompt.display = False
+        yield prompt
         yield Footer()
 
     def on_mount(self) -> None:
@@ -184,7 +168,8 @@ class LiveApp(RunControl):
         height = self.size.height
         # the charts and the output grow with the terminal; the side panels keep what they need at 120x40
         self.query_one("#charts").styles.height = 5 if narrow else min(14, max(7, (height - 19) // 3))
-        self.query_one("#output").styles.height = 4 if narrow else min(12, max(6, height // 6))
+        output_h = 4 if narrow else min(12, max(6, height // 6))
+        self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
         side = 0 if narrow else side_width(width)
         if not narrow:
             self.query_one("#side").styles.width = side
@@ -224,10 +209,12 @@ class LiveApp(RunControl):
         self.n_messages += 1
         msg = event.msg
         if isinstance(msg, SampleMessage):
-            self.history.add(msg.sample)  # sparklines keep every sample, paused or not
+            self.history.add(msg.sample)  # charts keep every sample, paused or not
             self.exited.seen(msg.sample)
-            self.latest = msg.sample
-            if not self.paused:
+            if self.paused:
+                self._paused_latest = msg.sample
+            else:
+                self.latest = msg.sample
                 with self.batch_update():  # one screen update per sample, not one per widget
                     self._redraw()
         elif isinstance(msg, Progress):
@@ -273,7 +260,7 @@ class LiveApp(RunControl):
         if self.paused:
             self._held_output.append(event.text)
             return
-        self.query_one("#output", Log).write(event.text)
+        self.query_one("#output", OutputPane).write(event.text)
 
     def _on_finished(self) -> None:
         self._redraw()
@@ -398,7 +385,9 @@ class LiveApp(RunControl):
                 ghosts = self.exited.ghosts(processes)
                 states = {p.pid: label for p, label in ghosts}
                 processes = processes + [p for p, _ in ghosts]
-        ordered = ordered_processes(processes, self.sort_key, self.tree_view)
+        if self.row_filter:
+            processes = [p for p in processes if self.keep_row(p)]
+        ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
         rows = [(p.pid, process_cells(p, depth, self._columns, states.get(p.pid))) for p, depth in ordered]
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
@@ -425,78 +414,16 @@ class LiveApp(RunControl):
     def on_process_table_cursor_moved(self, _event: ProcessTable.CursorMoved) -> None:
         self._show_selected_command()
 
-    def action_details(self) -> None:
-        pid = self.selected_pid()
-        p = self._process(pid)
-        if pid is None or p is None:
-            self.notify("select a process first", severity="warning")
-            return
-        gpus = self.latest.gpus if self.latest is not None else []
-        text = detail_text(p, self.history.processes.get(pid), gpus, self.exited.label(pid))
-        self.push_screen(ProcessDetailScreen(text))
-
     def _label_sort_column(self) -> None:
         table = self.query_one("#procs", ProcessTable)
+        widths = table.widths
         for key, label, _width, _right in COLUMNS:
             if key in table.columns:
-                mark = sort_mark(key, self.sort_key)
-                table.set_label(key, label + mark, "bold" if mark else "")
+                mark = sort_mark(key, self.sort_key, self.sort_reverse)
+                table.set_label(key, fit_label(label, mark, widths[key]), "bold" if mark else "")
 
     def selected_pid(self) -> int | None:
         return self.query_one("#procs", ProcessTable).cursor_key
-
-    def on_process_table_header_selected(self, event: ProcessTable.HeaderSelected) -> None:
-        if event.column in SORTS:
-            self.sort_key = event.column
-
-    # ------------------------------------------------------------------ reactives
-
-    def watch_paused(self, paused: bool) -> None:
-        if not paused:
-            if self._held_output:
-                self.query_one("#output", Log).write("".join(self._held_output))
-                self._held_output.clear()
-            self._redraw()
-        else:
-            self._draw_header()
-
-    def watch_tree_view(self) -> None:
-        if self.latest is not None and not self.paused:
-            self._update_table(self.latest)
-
-    def watch_sort_key(self) -> None:
-        if not self._columns:  # not laid out yet
-            return
-        self._label_sort_column()
-        if self.latest is not None and not self.paused:
-            self._update_table(self.latest)
-
-    # ------------------------------------------------------------------ actions
-
-    def action_pause(self) -> None:
-        self.paused = not self.paused
-
-    def action_sort(self) -> None:
-        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
-        self.notify(f"sorted by {SORT_LABEL[self.sort_key]}", timeout=1.5)
-
-    def action_tree(self) -> None:
-        self.tree_view = not self.tree_view
-
-    def action_history(self) -> None:
-        try:
-            from gputop_tracker.tui.history import HistoryScreen
-        except ImportError:
-            self.notify("history not available", severity="warning")
-            return
-        store = self.store_dir
-        if store is None:
-            self.notify("history not available: no session store", severity="warning")
-            return
-        self.push_screen(HistoryScreen(store))
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
 
     def on_unmount(self) -> None:
         self.source.close()  # lets the reader threads end, so the app can shut down

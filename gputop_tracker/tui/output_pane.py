@@ -26,7 +26,7 @@ class OutputPane(ScrollView, can_focus=True):
     """Lines of output with a terminal's carriage returns and colours; `search()` highlights a word."""
 
     DEFAULT_CSS = """
-    OutputPane { background: $surface; color: $foreground; }
+    OutputPane { background: $surface; color: $foreground; overflow-x: hidden; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "scroll_up", "Up", show=False, id="output.up"),
@@ -82,9 +82,11 @@ class OutputPane(ScrollView, can_focus=True):
             first_dirty = 0
         for y in [y for y in self._strips if y >= first_dirty]:
             del self._strips[y]
-        self.virtual_size = Size(self.size.width, len(self._lines) + (self._current is not None))
+        self.virtual_size = Size(0, len(self._lines) + (self._current is not None))  # lines are cropped
         if follow:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+            # and once laid out again: a scrollbar that appears now changes the room
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
 
     def _put(self, piece: str) -> None:
@@ -105,7 +107,7 @@ class OutputPane(ScrollView, can_focus=True):
         self._lines.clear()
         self._current = None
         self._strips.clear()
-        self.virtual_size = Size(self.size.width, 0)
+        self.virtual_size = Size(0, 0)
         self.refresh()
 
     # ------------------------------------------------------------------ search
@@ -121,7 +123,7 @@ class OutputPane(ScrollView, can_focus=True):
         lines = self.lines
         for y in range(len(lines) - 1, -1, -1):
             if low in lines[y].lower():
-                self.scroll_to(y=max(0, y - self.size.height // 2), animate=False)
+                self.scroll_to(y=max(0, y - self.size.height // 2), animate=False, force=True)
                 return y
         return None
 

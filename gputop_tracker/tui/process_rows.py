@@ -91,11 +91,13 @@ def final_processes(u: ResourceUsage) -> list[ProcessSample]:
     ]
 
 
-def ordered_processes(procs: list[ProcessSample], key: str, tree: bool) -> list[tuple[ProcessSample, int]]:
-    """Each process with its depth in the tree (0 in the flat list), in display order: siblings by `key`,
-    the main process's tree first."""
+def ordered_processes(
+    procs: list[ProcessSample], key: str, tree: bool, *, reverse: bool = False
+) -> list[tuple[ProcessSample, int]]:
+    """Each process with its depth in the tree (0 in the flat list), in display order: siblings by `key`
+    (`reverse`: the other way), the main process's tree first."""
     if not tree:
-        return [(p, 0) for p in sorted(procs, key=lambda p: (sort_value(p, key), p.pid))]
+        return [(p, 0) for p in sorted(procs, key=lambda p: (sort_value(p, key), p.pid), reverse=reverse)]
     by_pid = {p.pid: p for p in procs}
     children: dict[int, list[ProcessSample]] = {}
     roots = []
@@ -108,7 +110,7 @@ def ordered_processes(procs: list[ProcessSample], key: str, tree: bool) -> list[
 
     def walk(p: ProcessSample, depth: int) -> None:
         out.append((p, depth))
-        for c in sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid)):
+        for c in sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid), reverse=reverse):
             walk(c, depth + 1)
 
     for r in sorted(roots, key=lambda r: (r.role != "main", sort_value(r, key), r.pid)):
@@ -173,11 +175,18 @@ def process_cells(p: ProcessSample, depth: int, columns: list[str], state: str |
     return tuple(values[k] for k in columns)
 
 
-def sort_mark(column: str, sort_key: str) -> str:
-    """The header's arrow on the sort column: ▲ ascending (pid, name), ▼ largest first."""
+def sort_mark(column: str, sort_key: str, reverse: bool = False) -> str:
+    """The header's arrow on the sort column: ▲ ascending (pid, name), ▼ largest first; flipped when reversed."""
     if column != sort_key:
         return ""
-    return " ▲" if column in ASCENDING_SORTS else " ▼"
+    return " ▲" if (column in ASCENDING_SORTS) != reverse else " ▼"
+
+
+def fit_label(label: str, mark: str, width: int) -> str:
+    """A column label with its sort arrow in `width` cells: the label gives way, never the arrow."""
+    if len(label) + len(mark) <= width:
+        return label + mark
+    return label[: max(width - len(mark), 1)].rstrip() + mark
 
 
 def sm_text(p: ProcessSample) -> str:

@@ -105,6 +105,10 @@ class ProcessTable(ScrollView, can_focus=True):
         return [c[0] for c in self._columns]
 
     @property
+    def widths(self) -> dict[str, int]:
+        return {c[0]: c[2] for c in self._columns}
+
+    @property
     def ordered_keys(self) -> list[int]:
         return list(self._keys)
 

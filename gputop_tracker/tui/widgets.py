@@ -157,7 +157,7 @@ class SummaryPanel(Panel):
             saved = "saved: …" + saved[len(saved) - width + 8 :]
         gpu_util = gpu_util_text(u)
         if compact:
-            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {gpu_util}" if u.gpus else ""
+            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {gpu_util_text(u, short=True)}" if u.gpus else ""
             parts: list[str | tuple[str, str]] = [
                 ("peak " if live else "final peak ", "bold" if live else "bold green"),
                 f"RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
@@ -186,12 +186,14 @@ class SummaryPanel(Panel):
         self.update("\n".join(lines))
 
 
-def gpu_util_text(u: ResourceUsage) -> str:
+def gpu_util_text(u: ResourceUsage, *, short: bool = False) -> str:
     """Per GPU, never summed: one GPU's mean and max, or the mean over GPUs with their count."""
     if not u.gpus:
         return "-"
     mean = sum(g.mean_utilization or 0.0 for g in u.gpus) / len(u.gpus)
     peak = max(g.max_utilization or 0.0 for g in u.gpus)
+    if short:
+        return pct(mean) + (f"×{len(u.gpus)}" if len(u.gpus) > 1 else "")
     if len(u.gpus) == 1:
         return f"mean {pct(mean)}  max {pct(peak)}"
     return f"mean {pct(mean)}  max {pct(peak)} per GPU ×{len(u.gpus)}"
@@ -347,17 +349,27 @@ HELP = """\
 The sampler runs in its own process: pausing or closing this view never costs a sample,
 and the session is saved by the sampler whatever happens here.
 
-[b]q[/b]  quit; while the command runs: stop it, detach (leave it running) or cancel
-[b]p[/b]  pause the display (sampling and the summary go on)
-[b]s[/b]  cycle the sort column (PID, CPU, RSS, private, GPU memory, threads, name)
-[b]t[/b]  tree or flat view
-[b]k[/b]  send a signal to the selected process (asks first; only processes of the tracked tree)
-[b]h[/b]  saved sessions (history)
-[b]?[/b]  this help
+[b]q[/b] [b]ctrl+c[/b] [b]f10[/b]  quit; while the command runs: [b]s[/b] stop its whole tree (SIGTERM, then
+         SIGKILL only if you confirm), [b]d[/b] detach (leave it running), [b]esc[/b] cancel.
+         Attached to a process: enter detaches; stopping it needs [b]s[/b]
+[b]p[/b]        pause the display (sampling, the charts and the summary go on)
+[b]s[/b] [b]f6[/b]     next sort column; [b]r[/b] reverse (or click a column label, twice to reverse)
+[b]t[/b] [b]f5[/b]     tree or flat view
+[b]/[/b] [b]f4[/b]     filter the processes by PID or command (enter keeps it, esc clears it)
+[b]k[/b] [b]f9[/b]     signal the selected process, or ([b]a[/b]) it and its descendants
+[b]enter[/b]    the selected process in full: command line, state, peaks, GPUs
+[b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output
+[b]tab[/b]      move between the process table and the output pane
+[b]↑ ↓ pgup pgdn home end[/b]  move in the focused pane
+[b]h[/b]        saved sessions (history)
+[b]?[/b] [b]f1[/b]     this help; [b]esc[/b] closes dialogs, the filter and the search
 
-[b]Columns[/b]: RSS = resident set; private = USS (only this process holds it);
+[b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
+under the table); state = run, zombie (exited, its parent has not reaped it), exit N / sig N
+(just ended); RSS = resident set; private = USS (only this process holds it);
 shared = RSS - private; GPU mem = memory this process holds on all GPUs;
-SM % = its share of the GPUs' streaming multiprocessors (NVML, summed over GPUs).
+SM % = its share of a GPU's streaming multiprocessors, per GPU (×N: the mean over N GPUs).
+[b]Charts[/b]: the whole run, kept while paused; ▲ marks the peak.
 [b]Run so far[/b]: the figures the final report prints — peak RAM of the tree
 (Σ PSS, or the largest exact single-process peak), exact CPU-seconds, mean utilization.
 The command's stdin is /dev/null; its stdout and stderr go to the output pane and to
