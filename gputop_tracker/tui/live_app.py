@@ -123,6 +123,7 @@ class LiveApp(ViewKeys):
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self._prompt_mode = ""
+        self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
 
     # ------------------------------------------------------------------ layout
@@ -148,31 +149,32 @@ class LiveApp(ViewKeys):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._apply_width(self.size.width)
+        self._apply_width(self.size.width, self.size.height)
         self._draw_header()
         self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
         self.read_samples()
         self.read_output()
 
     def on_resize(self, event: events.Resize) -> None:
-        self._apply_width(event.size.width)
+        self._apply_width(event.size.width, event.size.height)
         self._redraw()
 
     @property
     def narrow(self) -> bool:
         return self.has_class("narrow")
 
-    def _apply_width(self, width: int) -> None:
+    def _apply_width(self, width: int, height: int | None = None) -> None:
+        # during a resize self.size is still the old one: everything drawn from here on uses view_size
+        self.view_size = (width, height if height is not None else self.view_size[1] or self.size.height)
+        height = self.view_size[1]
         narrow = width < NARROW
         self.set_class(narrow, "narrow")
-        height = self.size.height
         # the charts and the output grow with the terminal; the side panels keep what they need at 120x40
         self.query_one("#charts").styles.height = 5 if narrow else min(14, max(7, (height - 19) // 3))
         output_h = 4 if narrow else min(12, max(6, height // 6))
         self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
         side = 0 if narrow else side_width(width)
-        if not narrow:
-            self.query_one("#side").styles.width = side
+        self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
         cols, name_w = fit_columns(width - side)
         keys = [c[0] for c in cols]
         if keys == self._columns and name_w == self._name_width:
@@ -330,7 +332,7 @@ class LiveApp(ViewKeys):
             *extras,
         )
         line1 = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
-        line1.truncate(max(self.size.width - 2, 10), overflow="ellipsis")
+        line1.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")
         self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
 
     def _redraw(self) -> None:
@@ -359,7 +361,8 @@ class LiveApp(ViewKeys):
     @property
     def panel_width(self) -> int:
         """Content width of a side panel (known from the layout rules, not from a size not yet laid out)."""
-        return self.size.width - 2 if self.narrow else side_width(self.size.width) - 6
+        width = self.view_size[0]
+        return width - 2 if self.narrow else side_width(width) - 6
 
     def _update_gpus(self, s: Sample) -> None:
         side = self.query_one("#side", VerticalScroll)
@@ -399,7 +402,8 @@ class LiveApp(ViewKeys):
         pid = table.cursor_key
         p = self._process(pid)
         text = escape_controls(" ".join(p.cmdline) or p.name) if p is not None else ""
-        room = max(self.size.width - (0 if self.narrow else side_width(self.size.width)) - 8, 10)
+        width = self.view_size[0]
+        room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
         if len(text) > room:
             text = text[: room - 1] + "…"
         table.border_subtitle = f"{pid}: {text}" if text else None

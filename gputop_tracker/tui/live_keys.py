@@ -73,7 +73,7 @@ class ViewKeys(RunControl):
     def _label_sort_column(self) -> None:
         raise NotImplementedError
 
-    def _apply_width(self, width: int) -> None:
+    def _apply_width(self, width: int, height: int | None = None) -> None:
         raise NotImplementedError
 
     def _process(self, pid: int | None) -> ProcessSample | None:
@@ -156,7 +156,7 @@ class ViewKeys(RunControl):
     def action_zoom_output(self) -> None:
         zoomed = not self.has_class("output-zoom")
         self.set_class(zoomed, "output-zoom")
-        self._apply_width(self.size.width)
+        self._apply_width(*self.size)
         self.query_one("#output" if zoomed else "#procs").focus()
 
     def action_focus_next_pane(self) -> None:
