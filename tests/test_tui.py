@@ -537,7 +537,7 @@ async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot, src.n_scripted)
         ram = app.query_one("#live-chart-ram", TimeChart)
-        assert ram.display and len(ram.xs) == 6 and ram.peak is not None
+        assert ram.display and len(ram.xs) in (5, 6) and ram.peak is not None  # redrawn every 2 s of the run
         assert [s.label for s in ram.series] == ["Σ PSS", "private"]
         text = ram.render().plain
         assert "RAM (tree)" in text and "GB┤" in text and "0s" in text and "5s" in text  # units, time axis
@@ -548,7 +548,7 @@ async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None
         for i in range(6, 10):
             src.push_sample(i)
         await settle(app, pilot, src.n_scripted)
-        assert len(app.history.chart) == 10 and len(ram.xs) == 6  # counted, not drawn
+        assert len(app.history.chart) == 10 and len(ram.xs) <= 6  # counted, not drawn
         await pilot.press("p")
         await pilot.pause()
         assert len(ram.xs) == 10
@@ -605,6 +605,9 @@ def test_short_command_keeps_what_tells_processes_apart() -> None:
     renamed = p.model_copy(update={"name": "pt_data_worker", "cmdline": ["python3", "train.py"]})
     assert short_command(renamed) == "pt_data_worker: python3 train.py"
     assert short_command(p.model_copy(update={"cmdline": [], "name": "kworker"})) == "kworker"
+    # no room: the directory goes, then the interpreter; the arguments stay
+    assert short_command(p, 32) == "python3 train_worker.py --rank 3"
+    assert short_command(p, 22) == "train_worker.py --rank 3"
 
 
 def _workers_tree() -> list[tuple[int, int, str, int, int]]:

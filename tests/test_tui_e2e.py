@@ -112,6 +112,8 @@ def start_in_tmux(tmp_path: Path, track: list[str], size: tuple[int, int] = (160
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell], check=True
     )
+    # a tmux server already running may keep its own default size: ask for ours
+    subprocess.run(["tmux", "resize-window", "-t", session, "-x", str(size[0]), "-y", str(size[1])], check=False)
     return session, rc_file
 
 
@@ -169,3 +171,39 @@ def test_attach_quit_enter_leaves_the_process_running(tmp_path: Path) -> None:
     finally:
         target.kill()
         target.wait()
+
+
+RANKS = (
+    "import subprocess, sys, time\n"
+    "if len(sys.argv) > 1:\n"
+    "    time.sleep(300)\n"
+    "ps = [subprocess.Popen([sys.executable, __file__, '--rank', str(r)]) for r in (0, 1)]\n"
+    "for i in range(0, 101, 5):\n"
+    "    print(f'\\rtraining {i:3d}%|' + '#' * (i // 10) + ' ' * (10 - i // 10) + '|', end='', flush=True)\n"
+    "    time.sleep(0.05)\n"
+    "print(flush=True)\n"
+    "print('\\x1b[32mdone\\x1b[0m', flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def test_workers_told_apart_and_progress_bar_on_one_line(tmp_path: Path) -> None:
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(80, 24))  # even at 80 columns
+    try:
+        wait_for(session, r"processes 3\b", 30)
+        wait_for(session, r"ranks\.py --rank 0", 10)  # the command column tells the two workers apart
+        wait_for(session, r"ranks\.py --rank 1", 10)
+        wait_for(session, r"RAM \(tree\)", 10)  # and the compact chart is there
+        wait_for(session, r"\bdone\b", 15)
+        text = screen(session)
+        bars = [line for line in text.splitlines() if re.search(r"training +\d+%\|", line)]
+        assert len(bars) == 1 and "100%|##########|" in bars[0], text
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -335,7 +335,8 @@ class LiveApp(ViewKeys):
         line1.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")
         self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
 
-    def _redraw(self) -> None:
+    def _redraw(self, *, sample: bool = False) -> None:
+        """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
         if self.paused:
             self._draw_header()
             return
@@ -348,7 +349,7 @@ class LiveApp(ViewKeys):
         if s is not None:
             self._update_gpus(s)
             self.query_one("#host", HostPanel).show(s.host, self.panel_width)
-            self.query_one("#charts", LiveCharts).show(self.history, self.narrow)
+            self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
             summary.show_final(self.final, self.narrow, width=self.panel_width)
@@ -391,7 +392,8 @@ class LiveApp(ViewKeys):
         if self.row_filter:
             processes = [p for p in processes if self.keep_row(p)]
         ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
-        rows = [(p.pid, process_cells(p, depth, self._columns, states.get(p.pid))) for p, depth in ordered]
+        cols, width = self._columns, self._name_width
+        rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
         self._show_selected_command()

@@ -95,8 +95,14 @@ class StripSink:
         return [Strip(line).adjust_cell_length(self.width, self.base) for line in self.lines]
 
 
+CHART_PERIOD = 2.0  # seconds of the run between two chart redraws (btop's default); the ring keeps every sample
+
+
 class LiveCharts(Horizontal):
-    """Four TimeCharts in a row; GPU charts only once a GPU was seen."""
+    """Four TimeCharts in a row; GPU charts only once a GPU was seen. Redrawn every CHART_PERIOD of the run
+    (a chart moves by a pixel or two a second: drawing each sample doubled the view's CPU cost)."""
+
+    _drawn_at: float | None = None
 
     DEFAULT_CSS = """
     LiveCharts { height: 10; }
@@ -112,9 +118,13 @@ class LiveCharts(Horizontal):
         yield LiveTimeChart("GPU memory (tree)", id="live-chart-gpu-memory", classes="gpu-chart")
         yield LiveTimeChart("GPU util", unit="percent", y_top=100, id="live-chart-gpu-util", classes="gpu-chart")
 
-    def show(self, history: SampleHistory, narrow: bool) -> None:
+    def show(self, history: SampleHistory, narrow: bool, *, force: bool = False) -> None:
         ring = history.chart
         xs = ring.times
+        now = xs[-1] if xs else 0.0
+        if not force and self._drawn_at is not None and now - self._drawn_at < CHART_PERIOD - 1e-6:
+            return
+        self._drawn_at = now
         self.set_class(narrow, "narrow")
         gpus = history.gpu_indices
         self.set_class(not gpus, "no-gpu")

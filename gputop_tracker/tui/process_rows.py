@@ -130,16 +130,27 @@ def short_arg(arg: str) -> str:
     return f"{head}{sep}…/{base}" if base else arg
 
 
-def short_command(p: ProcessSample) -> str:
+INTERPRETERS = ("python", "pypy", "node", "bash", "sh", "dash", "zsh", "perl", "ruby", "Rscript", "julia")
+
+
+def short_command(p: ProcessSample, room: int = 0) -> str:
     """The command line, shortened: the program's base name, long paths as …/last-part, every flag kept.
-    A process that renamed itself (its comm is not the program's name) shows that name first."""
+    A process that renamed itself (its comm is not the program's name) shows that name first. With `room`
+    (cells) and a line still too long: paths lose their directory, then an interpreter gives way to its
+    script, so the arguments that tell workers apart stay in view."""
     if not p.cmdline:
         return p.name  # unreadable (another user's, or gone): the kernel's name
     prog = p.cmdline[0].rsplit("/", 1)[-1]
-    text = " ".join([prog, *(short_arg(a) for a in p.cmdline[1:])])
-    if p.name and not prog.startswith(p.name[:15]) and not p.name.startswith(prog[:15]):
-        return f"{p.name}: {text}"
-    return text
+    args = [short_arg(a) for a in p.cmdline[1:]]
+    renamed = p.name and not prog.startswith(p.name[:15]) and not p.name.startswith(prog[:15])
+    text = " ".join([prog, *args])
+    if room and len(text) > room and not renamed:
+        args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
+        text = " ".join([prog, *args])
+        script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+        if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
+            text = " ".join(args[script:])
+    return f"{p.name}: {text}" if renamed else text
 
 
 def process_state(p: ProcessSample) -> str:
@@ -149,9 +160,12 @@ def process_state(p: ProcessSample) -> str:
     return "zombie" if p.rss == 0 else "run"
 
 
-def process_cells(p: ProcessSample, depth: int, columns: list[str], state: str | None = None) -> tuple[Cell, ...]:
+def process_cells(
+    p: ProcessSample, depth: int, columns: list[str], state: str | None = None, name_width: int = 0
+) -> tuple[Cell, ...]:
     """The row of one process: the cells of `columns`, the command indented by its depth in the tree.
-    `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago."""
+    `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago; `name_width`: the
+    command column's width (a long command is shortened to what tells it apart)."""
     style = "bold" if p.role == "main" else ""
     if state is not None:
         style = "dim"
@@ -162,7 +176,7 @@ def process_cells(p: ProcessSample, depth: int, columns: list[str], state: str |
     state_style = "dim" if state in ("", "run") else "bold yellow" if state == "zombie" else "bold red"
     values: dict[str, Cell] = {
         "pid": (str(p.pid), style),
-        "name": (indent + short_command(p), style),
+        "name": (indent + short_command(p, max(name_width - len(indent), 0)), style),
         "state": (state, state_style if state != "run" or style != "dim" else "dim"),
         "cpu": (f"{p.cpu_percent:.1f}", ""),
         "threads": (str(p.threads), ""),
