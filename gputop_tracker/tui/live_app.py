@@ -408,7 +408,9 @@ class LiveApp(ViewKeys):
         room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
         if len(text) > room:
             text = text[: room - 1] + "…"
-        table.border_subtitle = f"{pid}: {text}" if text else None
+        subtitle = f"{pid}: {text}" if text else None
+        if table.border_subtitle != subtitle:  # setting it repaints the whole table, even unchanged
+            table.border_subtitle = subtitle
 
     def _process(self, pid: int | None) -> ProcessSample | None:
         if pid is None:

@@ -125,9 +125,10 @@ class LiveCharts(Horizontal):
         if not force and self._drawn_at is not None and now - self._drawn_at < CHART_PERIOD - 1e-6:
             return
         self._drawn_at = now
-        self.set_class(narrow, "narrow")
         gpus = history.gpu_indices
-        self.set_class(not gpus, "no-gpu")
+        if self.has_class("narrow") != narrow or self.has_class("no-gpu") != (not gpus):
+            self.set_class(narrow, "narrow")
+            self.set_class(not gpus, "no-gpu")
         ram = self.query_one("#live-chart-ram", TimeChart)
         ram.set_data(
             xs,

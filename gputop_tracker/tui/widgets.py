@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
 from gputop_tracker.core.livestats import GpuHistory
@@ -52,6 +53,14 @@ def bar(fraction: float | None, width: int) -> Text:
 
 def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
+
+
+def set_border(widget: Widget, title: str | None, subtitle: str | None) -> None:
+    """Border texts, set only when they change: setting one repaints the whole widget, even unchanged."""
+    if widget.border_title != title:
+        widget.border_title = title
+    if widget.border_subtitle != subtitle:
+        widget.border_subtitle = subtitle
 
 
 class Panel(Static):
@@ -113,8 +122,7 @@ class GpuPanel(Vertical):
                 f" {mem}  {temp} {power}",
             )
         else:
-            self.border_title = f"GPU {g.index} · {g.name}"
-            self.border_subtitle = (label + lost).strip() or None
+            set_border(self, f"GPU {g.index} · {g.name}", (label + lost).strip() or None)
             bw = max(6, width - 26)
             limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
             t = Text.assemble(
@@ -167,7 +175,7 @@ class SummaryPanel(Panel):
                 parts += ["\n", (saved, "italic")]
             self.update(Text.assemble(*parts))
             return
-        self.border_title = "run so far" if live else "final summary"
+        set_border(self, "run so far" if live else "final summary", self.border_subtitle)
         lines = [
             f"peak RAM    {human_bytes(ram.combined.total_rss)} (tree)",
             f"  private   {human_bytes(ram.combined.private_rss)}",
