@@ -819,3 +819,21 @@ def test_every_binding_has_an_id_and_is_shown_or_in_help() -> None:
         first = b.key.split(",")[0]
         shown = (b.key_display or first).replace("question_mark", "?").replace("slash", "/")
         assert b.show or f"[b]{shown}" in HELP or first in HELP.lower(), b
+
+
+async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp_path: Path) -> None:
+    src = FakeSource(2, store=str(tmp_path))
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        from gputop_tracker.tui.history import HistoryScreen
+
+        await pilot.press("h")
+        for _ in range(300):  # the list loads in a worker
+            if isinstance(app.screen, HistoryScreen) and app.screen.loaded:
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.running

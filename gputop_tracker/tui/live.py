@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
-import re
 import select
 import tempfile
 import threading
@@ -23,18 +22,11 @@ from gputop_tracker.core import channel, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.framing import LineFramer
+from gputop_tracker.core.text import clean_output
 from gputop_tracker.core.units import Units
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
 CHUNK = 1 << 16
-# escape sequences but colours (SGR, CSI ... m): they would move the cursor or change the view's terminal
-_CONTROLS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-ln-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-
-
-def clean_output(text: str) -> str:
-    """What the output pane may show: colours (SGR) and carriage returns (a progress bar rewrites its line,
-    `OutputPane` does that) are kept; other terminal control sequences would draw over the view."""
-    return _CONTROLS.sub("", text).replace("\r\n", "\n")
 
 
 class SamplerSource:
