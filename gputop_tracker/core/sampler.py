@@ -47,7 +47,17 @@ PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (t
 class _Sampling:
     """What the loop samples with, and its schedule (monotonic times)."""
 
-    __slots__ = ("builder", "gpu", "gpus_selected", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
+    __slots__ = (
+        "builder",
+        "gpu",
+        "gpus_selected",
+        "host",
+        "next_checkpoint",
+        "next_tick",
+        "pidfd",
+        "tree",
+        "tree_stop",
+    )
 
     def __init__(
         self, builder: SummaryBuilder, tree: ProcessTree, host: HostReader, gpu: GpuBackend, pidfd: int
@@ -57,6 +67,7 @@ class _Sampling:
         self.host = host
         self.gpu = gpu
         self.pidfd = pidfd  # the main process's pidfd (readable once it exited), or -1
+        self.tree_stop: TreeStop | None = None  # the live view asked to stop the whole tree
         self.gpus_selected = False
         self.next_tick = time.monotonic()
         self.next_checkpoint = self.next_tick  # the first checkpoint right after the first sample, never before it
@@ -97,8 +108,7 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
-        self.sampling: _Sampling | None = None
-        self.tree_stop: TreeStop | None = None  # set by a stop_tree request: the tree is being stopped
+        self.sampling: _Sampling | None = None  # while sampling: what a request (stop_tree) acts on
 
     @property
     def main_pid(self) -> int:
@@ -202,7 +212,7 @@ class Engine:
         launcher = self.launcher
         launcher.forward_signals()
         launcher.reap(self._on_reaped)
-        over = (launcher.main_exit is not None and not self._draining(s)) or launcher.stop_requested
+        over = (launcher.main_exit is not None and not TreeStop.draining(s)) or launcher.stop_requested
         try:
             if self._sample(s):
                 over = True
@@ -250,7 +260,7 @@ class Engine:
             s.builder.set_smaps_age(s.tree.oldest_smaps_age(now_mono))
             self._save(s.builder, running=True)
         self._wait(s.next_sample_time(self.interval), s.pidfd)
-        if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd) and not self._draining(s):
+        if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd) and not TreeStop.draining(s):
             self.launcher.stop_requested = True
 
     def _wait(self, deadline: float, pidfd: int) -> None:
@@ -315,10 +325,7 @@ class Engine:
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
-        alive = {pid for pid in s.tree.handles if _alive(pid)}
-        s.builder.close(alive=alive)
-        if self.tree_stop is not None:
-            s.builder.note(self.tree_stop.report(alive))
+        s.builder.close(alive=TreeStop.alive_at_end(s))
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
@@ -425,39 +432,11 @@ class Engine:
 
     def _serve_requests(self) -> None:
         for request in self.requests.read():
+            TreeStop.serve(request, self.sampling, self.cfg)
             if request.get("cmd") == "oom":
                 pid = request.get("pid")
                 message = str(request.get("message", "out-of-memory error"))[:1000]
                 self._oom(message, "api", pid if isinstance(pid, int) else None)
-            elif request.get("cmd") == "stop_tree":
-                sig = request.get("signal")
-                self._stop_tree(sig if isinstance(sig, int) else signal.SIGTERM)
-
-    # ------------------------------------------------------------------ stopping the whole tree
-
-    def _stop_tree(self, sig: int) -> None:
-        """Signal the command's process group and every tracked process (those that left the group too); go on
-        sampling until the whole tree is gone, not just the main process."""
-        s = self.sampling
-        if s is None or self.builder is None:
-            return
-        if self.tree_stop is None:
-            self.tree_stop = TreeStop()
-        pgid = self.main_pid if self.cfg.mode == LAUNCH and self.cfg.new_session else None
-        n = self.tree_stop.send(sig, pgid, set(s.tree.handles) - {os.getpid()})
-        name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
-        self.builder.events.add(
-            "stop_tree", time.time(), f"{name} sent to {n} processes of the tree", pid=self.main_pid
-        )
-
-    def _draining(self, s: _Sampling) -> bool:
-        """After stop_tree: True while a process of the tree still runs, though the main process may be gone."""
-        if self.tree_stop is None:
-            return False
-        if s.pidfd >= 0 and _readable(s.pidfd):  # the main process's end is seen: from now wait on the clock
-            os.close(s.pidfd)
-            s.pidfd = -1
-        return any(_alive(pid) for pid in s.tree.handles)
 
     # ------------------------------------------------------------------ OOM events and dumps
 
@@ -588,30 +567,58 @@ if __name__ == "__main__":
 
 
 class TreeStop:
-    """The signals sent to stop the tree, for the session's note."""
+    """The live view asked to stop the whole tree (`{"cmd": "stop_tree", "signal": N}`): the process group and
+    every tracked process (also those that left the group) get the signal; sampling goes on until the whole
+    tree is gone, not just the main process; the session notes what was sent and what survived."""
 
-    def __init__(self) -> None:
+    def __init__(self, pgid: int | None) -> None:
+        self.pgid = pgid  # the command's process group (launched in a new session), or None (attached)
         self.sent: list[str] = []
-        self.pids: set[int] = set()
 
-    def send(self, sig: int, pgid: int | None, pids: set[int]) -> int:
-        """`sig` to process group `pgid` (when given) and to each of `pids`; how many processes it reached."""
-        reached = set()
-        if pgid:
+    @staticmethod
+    def serve(request: dict[str, Any], s: _Sampling | None, cfg: EngineConfig) -> None:
+        if request.get("cmd") != "stop_tree" or s is None:
+            return
+        if s.tree_stop is None:
+            s.tree_stop = TreeStop(s.tree.root if cfg.mode == LAUNCH and cfg.new_session else None)
+        s.tree_stop.send(request.get("signal"), s)
+
+    def send(self, sig: object, s: _Sampling) -> None:
+        """`sig` to the process group and to each tracked process; an event in the session's timeline."""
+        sig = sig if isinstance(sig, int) and sig in signal.valid_signals() else signal.SIGTERM
+        if self.pgid:
             try:
-                os.killpg(pgid, sig)
+                os.killpg(self.pgid, sig)
             except OSError:
                 pass
-        for pid in sorted(pids):
+        reached = 0
+        for pid in sorted(set(s.tree.handles) - {os.getpid()}):
             try:
                 os.kill(pid, sig)
-                reached.add(pid)
+                reached += 1
             except OSError:
                 pass
-        self.pids |= reached
-        name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
-        self.sent.append(f"{name} to {len(reached)}")
-        return len(reached)
+        name = signal.Signals(sig).name
+        self.sent.append(f"{name} to {reached}")
+        s.builder.events.add("stop", time.time(), f"{name} sent to {reached} processes of the tree", pid=self.pgid)
+
+    @staticmethod
+    def draining(s: _Sampling) -> bool:
+        """True while the tree is being stopped and a process of it still runs, though the main one may be gone."""
+        if s.tree_stop is None:
+            return False
+        if s.pidfd >= 0 and _readable(s.pidfd):  # the main process's end is seen: from now wait on the clock
+            os.close(s.pidfd)
+            s.pidfd = -1
+        return any(_alive(pid) for pid in s.tree.handles)
+
+    @staticmethod
+    def alive_at_end(s: _Sampling) -> set[int]:
+        """The tracked processes still running when tracking ends; noted in the session after a stop."""
+        alive = {pid for pid in s.tree.handles if _alive(pid)}
+        if s.tree_stop is not None:
+            s.builder.note(s.tree_stop.report(alive))
+        return alive
 
     def report(self, alive: set[int]) -> str:
         """The note the session keeps: what was sent, and what survived it."""
