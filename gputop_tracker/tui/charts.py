@@ -119,14 +119,13 @@ class TimeChart(Widget):
         self.draw(sink, self.size.width, self.size.height)
         return sink.text
 
-    def draw(self, sink: ChartSink, width: int, height: int) -> None:
-        """The chart into `sink`: a title line, the plot rows, the time axis."""
+    def title_line(self, width: int) -> Text:
+        """The title, the series' colours, and the peak (which stays when room is short)."""
         out = Text(no_wrap=True, overflow="crop")
         out.append(self.title, style="bold")
         for s in self.series:
             out.append("  ━ ", style=s.color)
             out.append(s.label)
-        top, fmt = self._scale()
         if self.peak is not None:
             # the peak first when room is short: the series names are also in the colours
             figure = f"{self._exact(self.peak[0])} at {short_time(self.peak[1])}"
@@ -138,7 +137,12 @@ class TimeChart(Widget):
             else:
                 out.append_text(peak)
         out.truncate(max(width, 1), overflow="ellipsis")
-        sink.title(out)
+        return out
+
+    def draw(self, sink: ChartSink, width: int, height: int) -> None:
+        """The chart into `sink`: a title line, the plot rows, the time axis."""
+        sink.title(self.title_line(width))
+        top, fmt = self._scale()
         if not self.xs or width < 12 or height < 4:
             if not self.xs:
                 sink.newline()
