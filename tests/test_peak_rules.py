@@ -209,3 +209,9 @@ def test_anonymous_growth_is_private_at_once() -> None:
     r = Reading()
     _carry_forward(r, h, 510 * MB, 5 * MB)  # type: ignore[arg-type]
     assert r.private == 510 * MB and r.pss == 512 * MB
+
+
+def test_cgroup_a_little_above_the_largest_process_is_exact() -> None:
+    """Page tables and the parent's own pages: the cgroup reads a few MB above the largest process."""
+    pk = combined_peak(bounds(1008 * MB, 960 * MB, 930 * MB, None, "x"), 1015 * MB)
+    assert pk.exact and pk.value == 1015 * MB and pk.source == "cgroup"

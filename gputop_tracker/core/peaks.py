@@ -64,7 +64,7 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
     if cgroup_peak is not None:
         where = cgroup_source or "the job's cgroup"
         ceiling = upper if upper is not None else max(b.seen_sum, low)
-        if low <= cgroup_peak <= ceiling + PAGE_SLACK:
+        if low <= cgroup_peak and (cgroup_peak <= ceiling + PAGE_SLACK or agree(cgroup_peak, ceiling)):
             return Peak(cgroup_peak, True, "cgroup", f"exact ({where})")
         if cgroup_peak < low and agree(cgroup_peak, low):
             # two kernel counters of the same peak: the cgroup does not charge the job for file pages (libraries)

@@ -214,6 +214,21 @@ def _open_stat(pid: int) -> tuple[int, bytes] | None:
         return None
 
 
+def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shmem: int) -> None:
+    """USS, PSS and the shared figures of this reading, from the last smaps_rollup read (or none yet)."""
+    if h.uss < 0:
+        # Not read yet (out of budget). A forked child shares all its pages copy-on-write and statm cannot
+        # tell: count only what grew since we first saw it, a lower bound.
+        if h.anon0 < 0:
+            h.anon0 = anon
+        r.private = r.pss = max(0, anon - h.anon0)
+    elif anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged since the read: its figures
+        r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
+        r.private = h.uss if h.uss < h.pss else h.pss
+    else:
+        _carry_forward(r, h, anon, file_shmem)
+
+
 def _carry_forward(r: Reading, h: ProcHandle, anon: int, file_shmem: int) -> None:
     """USS, PSS and the shared figures between two smaps_rollup reads, each a lower bound of the truth.
 
@@ -391,17 +406,15 @@ class ProcessTree:
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads
-            if not h.zombie and self._smaps_due(h, now_mono, rss - shared_resident, shared_resident):
-                self._read_smaps(h, now_mono, rss - shared_resident, shared_resident)
-            if h.uss >= 0:
-                _carry_forward(r, h, rss - shared_resident, shared_resident)
-            else:
-                # Not read yet (out of budget). A forked child shares all its pages copy-on-write and
-                # statm cannot tell: count only what grew since we first saw it, a lower bound.
-                anon = rss - shared_resident
-                if h.anon0 < 0:
-                    h.anon0 = anon
-                r.private = r.pss = max(0, anon - h.anon0)
+            anon = rss - shared_resident
+            # cheap tests first (an idle process fails the first two): the full rule is in _smaps_due
+            if (
+                (h.smaps_stale or h.uss < 0 or (now_mono >= h.smaps_due and self._smaps_tokens > SMAPS_BURST / 2))
+                and not h.zombie
+                and self._smaps_due(h, now_mono, anon, shared_resident)
+            ):
+                self._read_smaps(h, now_mono, anon, shared_resident)
+            _private_and_shared(r, h, rss, anon, shared_resident)
             r.rss = rss
             if h.uss >= 0 and shared_resident > h.smaps_shared + SHARE_STEP:
                 sharing_grew = True  # it mapped file/shmem pages: maybe ones another tracked process holds

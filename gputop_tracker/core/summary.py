@@ -93,6 +93,23 @@ class TreeFigures:
     live_user: float = 0.0
     live_system: float = 0.0
 
+    def add_main(self, main: Reading | None, gpu: int) -> None:
+        """The whole tree = the descendants (summed in the loop) and the main process."""
+        self.pss, self.private, self.shared, self.max_rss = (
+            self.desc_pss,
+            self.desc_private,
+            self.desc_shared,
+            self.desc_max_rss,
+        )
+        if main is None:
+            return
+        self.main_rss, self.main_private, self.main_shared = main.rss, main.private, main.shared
+        self.main_cpu, self.main_threads, self.main_gpu = main.cpu_percent, main.threads, gpu
+        self.pss += main.pss
+        self.private += main.private
+        self.shared += main.pss_shared
+        self.max_rss = max(self.max_rss, main.rss)
+
     @property
     def desc_total(self) -> int:  # Σ PSS counts shared pages once; never less than the largest process
         return max(self.desc_pss, self.desc_max_rss)
@@ -178,9 +195,14 @@ class SummaryBuilder:
         self.notes.append(text)
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
-        """Which GPUs count for utilization (decided at the first GPU reading)."""
-        self.gpu_uuids = uuids
-        self.gpu_selection_reason = reason
+        """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
+        changed = self.gpus and uuids != self.gpu_uuids
+        self.gpu_uuids, self.gpu_selection_reason = uuids, reason
+        for st in self.gpus.values():
+            g = st.first
+            st.counted = g.mig_parent is None if uuids is None else g.uuid in uuids
+        if changed:
+            self.gpu_util = Percentages()
 
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
@@ -217,23 +239,26 @@ class SummaryBuilder:
         system: float,
         maxrss: int,
         exit_code: int | None,
-        who: tuple[str, int] | None = None,
+        who: tuple[str, int, bool] | None = None,
     ) -> None:
         """A child reaped by us (wait4): its rusage is exact and includes its own reaped children.
 
-        `who` = (name, ppid) read from its zombie before the reap: a child no sample saw still gets its row."""
+        `who` = (name, ppid, had children) read from its zombie before the reap: a child no sample saw still
+        gets its row, and whether the command ever waited for a child is known for sure."""
         self.ledger.reap(pid, user, system)
-        if pid == self.main_pid and maxrss <= self.spawner_hwm:
-            maxrss = 0  # no more than our own fork copy: says nothing about the command
+        if pid == self.main_pid and who is not None and who[2]:
+            self.main_had_children = True  # its ru_maxrss also covers children: never its own peak alone
         p = self.procs.get(pid)
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
-            name, ppid = who or ("?", 0)
+            name, ppid = who[:2] if who else ("?", 0)
             p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
             self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
             p.peak_rss = maxrss
-        self.reaped_maxrss[pid] = maxrss
-        self._exited(pid, p, exit_code)
+        # no more than our own fork copy: says nothing about the command, so it bounds no process of the tree
+        polluted = pid == self.main_pid and maxrss <= self.spawner_hwm
+        self.reaped_maxrss[pid] = 0 if polluted else maxrss
+        _exit_event(self.events, pid, p, exit_code)
         if p is not None:
             p.reaped = True
             p.rusage_maxrss = maxrss
@@ -250,7 +275,7 @@ class SummaryBuilder:
                 self.vanished_by_others += 1
                 if p.hwm_at_attach is None:
                     p.peak_source = "VmHWM at its last sample (a lower bound)"
-            self._exited(pid, p, None)
+            _exit_event(self.events, pid, p, None)
 
     def close(self, alive: Collection[int]) -> None:
         """Tracking ends: every process seen that is not alive now, and whose end we did not see (it died after
@@ -258,32 +283,6 @@ class SummaryBuilder:
         ended = [pid for pid, p in self.procs.items() if pid not in alive and not p.reaped and not p.exit_reported]
         if ended:
             self.vanished(ended, alive)
-
-    def _exited(self, pid: int, p: ProcessStats | None, code: int | None) -> None:
-        """A process_exited event, once per process: exit code or signal where we reaped it, else just 'exited'."""
-        if p is not None:
-            if p.exit_reported:
-                return
-            p.exit_reported = True
-        elif not code:
-            return  # a short child that exited cleanly before any sample: not worth a line
-        name = p.name if p is not None else "?"
-        sig = -code if code is not None and code < 0 else None
-        if code is None:
-            msg = f"process {pid} ({name}) exited"
-        elif sig is not None:
-            msg = f"process {pid} ({name}) killed by signal {sig}"
-        else:
-            msg = f"process {pid} ({name}) exited with code {code}"
-        self.events.add(
-            "process_exited",
-            time.time(),
-            msg,
-            pid=pid,
-            name=name,
-            exit_code=code if code is not None and code >= 0 else None,
-            signal=sig,
-        )
 
     # ------------------------------------------------------------------ one sample
 
@@ -320,7 +319,7 @@ class SummaryBuilder:
                 "cpu_percent": host_cpu,
                 "cpu_count": self.system_core_count,
             },
-            "tree": self._tree_sample(tree, len(readings)),
+            "tree": _tree_sample(tree, len(readings), self.ledger.total),
         }
 
     def _add_processes(
@@ -337,53 +336,68 @@ class SummaryBuilder:
         attached_start = self.mode == "attach" and self.n_samples == 1
         sm_by_pid = _sm_by_pid(gpus) if out_procs is not None else {}
         rec_procs: list[tuple[Any, ...]] | None = [] if self.recorder is not None else None
-        t = TreeFigures()
-        for r in readings:
+        live_user = live_system = d_cpu = 0.0
+        d_pss = d_private = d_shared = d_max_rss = d_threads = d_gpu = 0
+        main: Reading | None = None
+        main_gpu = 0
+        events = self.events
+        for r in readings:  # the hot loop: locals, and a method call only where something happens
             h = r.handle
             pid = h.pid
-            is_main = pid == main_pid
             p = procs.get(pid)
             if p is None:
-                p = procs[pid] = self._new_process(r, is_main, now, attached_start)
-            if is_main and r.child_faults:
-                self.main_had_children = True
-            gmem = gpu_by_pid.get(pid)
+                p = procs[pid] = self._new_process(r, pid == main_pid, now, attached_start)
+            gmem = gpu_by_pid.get(pid) if gpu_by_pid else None
             gsum = sum(gmem.values()) if gmem else 0
             p.update(r, now, gsum)
-            p.peak_events(self.events, now, r.rss, gsum)
-            live[pid] = (r.user_total, r.system_total)
-            t.live_user += r.user_total
-            t.live_system += r.system_total
+            rss = r.rss
+            if rss >= p.next_rss_event or gsum >= p.next_gpu_event:
+                p.peak_events(events, now, rss, gsum)
+            user, system = r.user_total, r.system_total
+            live[pid] = (user, system)
+            live_user += user
+            live_system += system
             if rec_procs is not None:
-                rec_procs.append((pid, r.rss, r.private, r.pss, p.peak_rss, round(r.cpu_percent, 1), r.threads, gsum))
-            t.pss += r.pss
-            t.private += r.private
-            t.shared += r.pss_shared
-            if r.rss > t.max_rss:
-                t.max_rss = r.rss
-            if is_main:
-                t.main_rss, t.main_private, t.main_shared = r.rss, r.private, r.shared
-                t.main_cpu, t.main_threads, t.main_gpu = r.cpu_percent, r.threads, gsum
+                rec_procs.append((pid, rss, r.private, r.pss, p.peak_rss, round(r.cpu_percent, 1), r.threads, gsum))
+            if pid == main_pid:
+                main, main_gpu = r, gsum
+                if r.child_faults:
+                    self.main_had_children = True
             else:
-                t.desc_pss += r.pss
-                t.desc_private += r.private
-                t.desc_shared += r.pss_shared
-                if r.rss > t.desc_max_rss:
-                    t.desc_max_rss = r.rss
-                t.desc_cpu += r.cpu_percent
-                t.desc_threads += r.threads
-                t.desc_gpu += gsum
+                d_pss += r.pss
+                d_private += r.private
+                d_shared += r.pss_shared
+                if rss > d_max_rss:
+                    d_max_rss = rss
+                d_cpu += r.cpu_percent
+                d_threads += r.threads
+                d_gpu += gsum
             if out_procs is not None:
                 out_procs.append(_process_sample(r, p, gmem, sm_by_pid.get(pid)))
+        t = TreeFigures(
+            desc_pss=d_pss,
+            desc_private=d_private,
+            desc_shared=d_shared,
+            desc_max_rss=d_max_rss,
+            desc_cpu=d_cpu,
+            desc_threads=d_threads,
+            desc_gpu=d_gpu,
+            live_user=live_user,
+            live_system=live_system,
+        )
+        t.add_main(main, main_gpu)
         if attached_start:
-            self.ledger.start_attached(t.live_user, t.live_system)
-            self.notes.append(
-                "attached to a running process: CPU time counts from the attach; a peak RSS (VmHWM) older than "
-                "the attach is reported apart (peak_rss_before_attach), never as the peak while attached"
-            )
+            self._start_attached(t)
         self.ledger.close_sample(t.live_user, t.live_system)
         self._pending_record = rec_procs
         return t
+
+    def _start_attached(self, t: TreeFigures) -> None:
+        self.ledger.start_attached(t.live_user, t.live_system)
+        self.notes.append(
+            "attached to a running process: CPU time counts from the attach; a peak RSS (VmHWM) older than "
+            "the attach is reported apart (peak_rss_before_attach), never as the peak while attached"
+        )
 
     def _new_process(self, r: Reading, is_main: bool, now: float, attached_start: bool) -> ProcessStats:
         h = r.handle
@@ -455,24 +469,12 @@ class SummaryBuilder:
             per_gpu.append((g, tree_mem))
             self._pending_gpus.append((g.index, g.memory_used, g.memory_total, g.utilization_gpu, tree_mem))
             if out_gpus is not None:
-                out_gpus.append(self._gpu_sample(g, st, tree_mem, tree_sm))
+                out_gpus.append(_gpu_sample(g, st, tree_mem, tree_sm, self.simulated_gpus))
         if gpus:
             self.gpu_capacity = sum(st.total or 0 for st in self.gpus.values())
             self.maxima.update({"gpu_system": used_sum})
             self.gpu_util.add(util_sum)
         return per_gpu
-
-    def _gpu_sample(self, g: GpuReading, st: GpuStats, tree_mem: int, tree_sm: float | None) -> dict[str, Any]:
-        """One GPU as `models.GpuSample`: the reading's own fields (one list, gpu.SAMPLE_FIELDS) and ours."""
-        out = {name: getattr(g, name) for name in SAMPLE_FIELDS}
-        out.update(
-            tree_memory=tree_mem,
-            counted=st.counted,
-            simulated=self.simulated_gpus,
-            energy_j=st.energy_j,
-            tree_sm_util=tree_sm,
-        )
-        return out
 
     def _append_row(
         self,
@@ -509,362 +511,426 @@ class SummaryBuilder:
             tree = (total, t.private, t.main_gpu + t.desc_gpu, n_processes, round(cpu, 1))
             self.recorder.add((self.end_time, round(elapsed, 3), tree, rec_procs, self._pending_gpus))
 
-    def _tree_sample(self, t: TreeFigures, n_processes: int) -> dict[str, Any]:
-        return {
-            "main_rss": t.main_rss,
-            "main_private": t.main_private,
-            "main_shared": t.main_shared,
-            "descendants_total": t.desc_total,
-            "descendants_private": t.desc_private,
-            "combined_total": t.total,
-            "combined_private": t.private,
-            "combined_shared": t.shared,
-            "cpu_percent": t.main_cpu + t.desc_cpu,
-            "main_cpu_percent": t.main_cpu,
-            "cpu_seconds": self.ledger.total,
-            "threads": t.main_threads + t.desc_threads,
-            "gpu_memory": t.main_gpu + t.desc_gpu,
-            "n_processes": n_processes,
-        }
-
-    # ------------------------------------------------------------------ derived figures
-
-    def leak_suspects(self) -> list[dict[str, Any]]:
-        out = []
-        for p in self.procs.values():
-            trend = p.trend
-            fit = trend.fit()
-            if fit is None or trend.n < LEAK_MIN_SAMPLES:
-                continue
-            slope, r2 = fit
-            growth = slope * (trend.last_time - trend.start)
-            if r2 > LEAK_MIN_R2 and growth >= max(LEAK_MIN_GROWTH, LEAK_MIN_GROWTH_FRACTION * trend.first_rss):
-                out.append(
-                    {
-                        "pid": p.pid,
-                        "name": p.name,
-                        "slope_bytes_per_s": slope,
-                        "r2": r2,
-                        "n_samples": trend.n,
-                        "growth_bytes": growth,
-                    }
-                )
-        return out
-
-    def process_peak(self, p: ProcessStats) -> Peak:
-        """One process's peak RSS and whether it is exact (rules in peaks.py)."""
-        if p.hwm_at_attach is not None:
-            return Peak(p.peak_rss, False, "sampled", p.peak_source)
-        if p.reaped and p.rusage_maxrss is not None and p.trend.n == 0:
-            # never read: ru_maxrss is all we know; it covers its own waited children too
-            label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
-            return Peak(p.rusage_maxrss, False, "ru_maxrss", label)
-        if p.reaped and p.rusage_maxrss is not None:
-            is_main = p.pid == self.main_pid
-            own_only = is_main and not self.main_had_children and not self._has_descendants()
-            return reaped_process_peak(
-                p.peak_rss, p.rusage_maxrss, floor=self.spawner_hwm if is_main else 0, own_only=own_only
-            )
-        if p.peak_source.startswith("VmHWM at its last sample"):
-            return Peak(p.peak_rss, False, "sampled", "lower bound (VmHWM at its last sample)")
-        return Peak(p.peak_rss, True, "VmHWM", "exact (VmHWM)")
-
-    def _has_descendants(self) -> bool:
-        return any(q.role == "descendant" for q in self.procs.values())
-
-    def tree_bounds(self, peaks: dict[int, Peak]) -> TreeBounds:
-        singles = [pk.value for pk in peaks.values()]
-        largest = max([*singles, *self.reaped_maxrss.values(), 0])
-        seen_sum = sum(singles)
-        why = ""
-        if self.vanished_by_others:
-            why = f"processes reaped by their parents ({self.vanished_by_others}) have lower-bound peaks"
-        elif self.unseen_reaped:
-            why = f"processes lived and died between samples ({self.unseen_reaped})"
-        elif any(not pk.exact for pk in peaks.values()):
-            why = "some per-process peaks are lower bounds"
-        return TreeBounds(
-            largest_single=largest,
-            sampled=self.maxima["combined_total"],
-            seen_sum=seen_sum,
-            upper=None if why else (max(seen_sum, largest) or None),
-            upper_why=why,
-        )
-
     # ------------------------------------------------------------------ the report
 
     def timeline(self) -> dict[str, Any]:
         return self.timeline_data.as_dict()
 
     def summary(self, *, details: bool = True) -> dict[str, Any]:
-        """The report as a `models.ResourceUsage` dict (bytes and seconds).
+        """The report as a `models.ResourceUsage` dict (bytes and seconds); see `build_summary`."""
+        return build_summary(self, details=details)
 
-        `details=False` leaves out the per-process list and the event timeline (empty lists): the live
-        view's once-a-second progress needs only the run's figures, at a fraction of the size.
-        """
-        peaks = {pid: self.process_peak(p) for pid, p in self.procs.items()}
-        sources: dict[str, str] = {}
-        notes = list(self.notes)
-        max_ram = self._max_ram(peaks, sources)
-        gpus = self._gpu_summaries(notes)
-        leaks = self.leak_suspects()
-        notes += self._notes(leaks)
-        counted = [st for st in self.gpus.values() if st.counted]
-        energy = [e for st in counted if (e := st.energy_j) is not None]
-        wall = max(self.end_time - self.start_time, 1e-9)
-        out = self._sources(sources)
-        return {
-            "max_ram": max_ram,
-            "max_gpu_ram": self._max_gpu_ram(),
-            "cpu_utilization": self._cpu_utilization(),
-            "gpu_utilization": {
-                "system_gpu_count": len(self.gpus),
-                "n_expected_gpus": len(counted),
-                "gpu_percentages": self.gpu_util.as_dict(len(counted)),
-            },
-            "compute_time": {"unit": "seconds", "time": wall},
-            "cpu_time": self._cpu_time(wall),
-            "peak_threads": self.maxima["combined_threads"],
-            "gpus": gpus,
-            "gpu_note": self.gpu_note,
-            "gpu_energy_j": sum(energy) if energy else None,
-            "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
-            "processes": self._processes(peaks, leaks) if details else [],
-            "events": list(self.events.events) if details else [],
-            "leak_suspects": leaks,
-            "alerts": self.alerts.as_dict(self.system_capacity, self.events.dropped),
-            "sources": out,
-            "notes": notes,
-            **self._run_facts(),
-        }
 
-    def _max_ram(self, peaks: dict[int, Peak], sources: dict[str, str]) -> dict[str, Any]:
-        mx = self.maxima
-        main = self.procs.get(self.main_pid)
-        main_peak = peaks.get(self.main_pid)
-        main_total = max(mx["main_rss"], main_peak.value if main_peak else 0)
-        if main_peak is not None and main_peak.value >= mx["main_rss"] and main_peak.value:
-            sources["max_ram.main.total_rss"] = main_peak.label
-        else:
-            sources["max_ram.main.total_rss"] = (
-                "lower bound (not seen: the command exited before the first sample)"
-                if main is None
-                else "sampled lower bound"
-            )
-        desc = [pid for pid, p in self.procs.items() if p.role == "descendant"]
-        desc_reaped = [m for pid, m in self.reaped_maxrss.items() if pid != self.main_pid]
-        desc_single = max([*(peaks[pid].value for pid in desc), *desc_reaped, 0])
-        desc_total = max(mx["descendants_total"], desc_single)
-        sources["max_ram.descendants.total_rss"] = self._descendants_label(desc, desc_reaped, main_total)
-        bounds = self.tree_bounds(peaks)
-        outcome = self.outcome
-        combined = combined_peak(bounds, outcome.cgroup_peak, outcome.cgroup_source)
-        sources["max_ram.combined.total_rss"] = combined.label
-        peak = combined.value
-        return {
-            "unit": "bytes",
-            "system_capacity": self.system_capacity,
-            "system": mx["system"],
-            "main": {"total_rss": main_total, "private_rss": mx["main_private"], "shared_rss": mx["main_shared"]},
-            "descendants": {
-                "total_rss": desc_total,
-                "private_rss": mx["descendants_private"],
-                "shared_rss": mx["descendants_shared"],
-            },
-            "combined": {
-                "total_rss": peak,
-                "private_rss": min(mx["combined_private"], peak),
-                "shared_rss": min(mx["combined_shared"], peak),
-            },
-            "peak_source": combined.source,
-            "combined_sampled": mx["combined_total"],
-            "cgroup_peak": outcome.cgroup_peak,
-            "combined_upper_bound": bounds.upper,
-        }
+# --------------------------------------------------------------------------- the report, section by section
 
-    def _descendants_label(self, desc: list[int], desc_reaped: list[int], main_total: int) -> str:
-        if not desc and not desc_reaped and not self.main_had_children:
-            return "no descendants"
-        label = "sampled lower bound (largest of Σ PSS per sample and each descendant's own peak)"
-        main_rusage = self.reaped_maxrss.get(self.main_pid, 0)
-        if self.main_had_children and main_rusage > main_total:
-            # ru_maxrss of main covers the children it waited for: one of them, or main after its last sample,
-            # held that much — which one, the kernel does not say
-            label += (
-                f"; a child the command waited for may have reached {main_rusage} bytes (the command's ru_maxrss, "
-                "which covers it and the children it waited for)"
-            )
-        return label
 
-    def _sources(self, sources: dict[str, str]) -> dict[str, str]:
-        for k in ("private_rss", "shared_rss"):
-            sources[f"max_ram.*.{k}"] = (
-                "sampled lower bound (smaps_rollup USS/PSS, with growth between reads counted only where it is "
-                "surely private, and every decrease applied)"
-            )
-        sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
-        sources["max_gpu_ram"] = "sampled (NVML running processes)"
-        sources["cpu_utilization"] = "sampled percentages per interval"
-        sources["cpu_time"] = (
-            "exact (rusage of reaped children + utime/stime/cutime/cstime of live processes)"
-            if self.ledger.source == "exact"
-            else "kernel counters of live processes (/proc stat), read each sample"
-        )
-        sources["peak_threads"] = "sampled"
-        return sources
-
-    def _max_gpu_ram(self) -> dict[str, Any]:
-        mx = self.maxima
-        return {
-            "unit": "bytes",
-            "system_capacity": self.gpu_capacity,
-            "system": mx["gpu_system"],
-            "main": mx["gpu_main"],
-            "descendants": mx["gpu_descendants"],
-            "combined": mx["gpu_combined"],
-        }
-
-    def _cpu_utilization(self) -> dict[str, Any]:
-        mx, cores = self.maxima, self.n_expected_cores
-        return {
-            "system_core_count": self.system_core_count,
-            "n_expected_cores": cores,
-            "system": self.cpu["system"].as_dict(self.system_core_count),
-            "main": self.cpu["main"].as_dict(cores),
-            "descendants": self.cpu["descendants"].as_dict(cores),
-            "combined": self.cpu["combined"].as_dict(cores),
-            "main_n_threads": mx["main_threads"],
-            "descendants_n_threads": mx["descendants_threads"],
-            "combined_n_threads": mx["combined_threads"],
-        }
-
-    def _cpu_time(self, wall: float) -> dict[str, Any]:
-        ledger = self.ledger
-        return {
-            "unit": "seconds",
-            "user": ledger.user,
-            "system": ledger.system,
-            "total": ledger.total,
-            "mean_percent": 100.0 * ledger.total / wall,
-            "source": ledger.source,
-        }
-
-    def _gpu_summaries(self, notes: list[str]) -> list[dict[str, Any]]:
-        gpus = []
-        for idx, st in sorted(self.gpus.items()):
-            g = st.first
-            gpus.append(
-                {
-                    "index": idx,
-                    "uuid": g.uuid,
-                    "name": g.name,
-                    "memory_total": st.total,
-                    "peak_memory_used": st.peak_used,
-                    "tree_peak_memory": st.tree_peak,
-                    "mean_utilization": st.util.mean,
-                    "max_utilization": st.util.max if st.util.n else None,
-                    "counted": st.counted,
-                    "simulated": self.simulated_gpus,
-                    "lost": st.lost,
-                    "pci_bus_id": g.pci_bus_id,
-                    "mig_parent": g.mig_parent,
-                    "gpu_instance_id": g.gpu_instance_id,
-                    "compute_instance_id": g.compute_instance_id,
-                    "mean_power_w": st.power.mean,
-                    "max_power_w": st.power.max if st.power.n else None,
-                    "max_temperature_c": st.max_temp,
-                    "energy_j": st.energy_j,
-                    "tree_peak_sm_utilization": st.tree_sm_peak,
-                    "peak_unattributed_memory": st.peak_unattributed,
-                    **{f"mean_{k}": pct.mean for k, pct in st.gpm.items()},
-                    **{f"max_{k}": pct.max for k, pct in st.gpm.items()},
-                }
-            )
-            if st.lost:
-                notes.append(f"GPU {idx} ({g.uuid}) was lost during the run; its figures stop there")
-            if st.peak_unattributed:
-                notes.append(
-                    f"GPU {idx}: up to {st.peak_unattributed} bytes of GPU memory belong to processes whose "
-                    "host PIDs could not be mapped into this PID namespace (container); they are unattributed, "
-                    "not counted in max_gpu_ram, and may belong to the tracked tree"
-                )
-        return gpus
-
-    def _notes(self, leaks: list[dict[str, Any]]) -> list[str]:
-        notes = [
-            f"possible leak: process {lk['pid']} ({lk['name']}) RSS grew steadily by "
-            f"{lk['slope_bytes_per_s'] / 1e6:.1f} MB/s (R² {lk['r2']:.2f}, {lk['n_samples']} samples)"
-            for lk in leaks
-        ]
-        for p in self.procs.values():
-            if p.peak_before_attach is not None:
-                notes.append(
-                    f"process {p.pid} ({p.name}) had a peak RSS of {p.peak_before_attach} bytes before the attach "
-                    "(VmHWM then above its RSS); its peak here is what was seen while attached"
-                )
-        if self.events.dropped:
-            notes.append(f"{self.events.dropped} process/peak events not kept (more than the cap per session)")
-        notes += sorted(self.gpu_problems)
-        if self.gpus and self.gpu_selection_reason:
-            counted = ", ".join(str(i) for i, st in sorted(self.gpus.items()) if st.counted) or "none"
-            notes.append(f"GPUs counted for utilization: {counted} ({self.gpu_selection_reason})")
-        return notes
-
-    def _processes(self, peaks: dict[int, Peak], leaks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        leak_pids = {lk["pid"] for lk in leaks}
-        out = []
-        for p in sorted(self.procs.values(), key=lambda p: p.first_seen):
-            fit = p.trend.fit() if p.trend.n >= LEAK_MIN_SAMPLES else None
-            peak = peaks[p.pid]
+def leak_suspects(b: SummaryBuilder) -> list[dict[str, Any]]:
+    out = []
+    for p in b.procs.values():
+        trend = p.trend
+        fit = trend.fit()
+        if fit is None or trend.n < LEAK_MIN_SAMPLES:
+            continue
+        slope, r2 = fit
+        growth = slope * (trend.last_time - trend.start)
+        if r2 > LEAK_MIN_R2 and growth >= max(LEAK_MIN_GROWTH, LEAK_MIN_GROWTH_FRACTION * trend.first_rss):
             out.append(
                 {
                     "pid": p.pid,
-                    "ppid": p.ppid,
                     "name": p.name,
-                    "cmdline": p.cmdline,
-                    "role": p.role,
-                    "first_seen": p.first_seen,
-                    "last_seen": p.last_seen,
-                    "peak_rss": peak.value,
-                    "peak_rss_source": peak.label,
-                    "peak_rss_exact": peak.exact,
-                    "peak_rss_before_attach": p.peak_before_attach,
-                    "peak_private": p.peak_private,
-                    "peak_pss": p.peak_pss,
-                    "peak_threads": p.peak_threads,
-                    "cpu_seconds": p.cpu_seconds,
-                    "max_cpu_percent": p.max_cpu,
-                    "peak_gpu_memory": p.peak_gpu,
-                    "exit_code": p.exit_code,
-                    "rss_slope": fit[0] if fit else None,
-                    "rss_r2": fit[1] if fit else None,
-                    "leak_suspected": p.pid in leak_pids,
+                    "slope_bytes_per_s": slope,
+                    "r2": r2,
+                    "n_samples": trend.n,
+                    "growth_bytes": growth,
                 }
             )
-        return out
+    return out
 
-    def _run_facts(self) -> dict[str, Any]:
-        o = self.outcome
-        return {
-            "command": self.command,
-            "mode": self.mode,
-            "pid": self.main_pid,
-            "exit_code": o.exit_code,
-            "exit_signal": o.exit_signal,
-            "status": o.status,
-            "start_time": self.start_time,
-            "end_time": self.end_time,
-            "host": self.host,
-            "interval": self.interval,
-            "n_samples": self.n_samples,
-            "n_processes": len(self.procs),
-            "smaps_max_age": o.smaps_max_age,
-            "tool_version": __version__,
-            "schema_version": SCHEMA_VERSION,
-        }
+
+def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
+    """One process's peak RSS and whether it is exact (rules in peaks.py)."""
+    if p.hwm_at_attach is not None:
+        return Peak(p.peak_rss, False, "sampled", p.peak_source)
+    if p.reaped and p.rusage_maxrss is not None and p.trend.n == 0:
+        # never read: ru_maxrss is all we know; it covers its own waited children too
+        label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
+        return Peak(p.rusage_maxrss, False, "ru_maxrss", label)
+    if p.reaped and p.rusage_maxrss is not None:
+        is_main = p.pid == b.main_pid
+        own_only = is_main and not b.main_had_children and not _has_descendants(b)
+        return reaped_process_peak(
+            p.peak_rss, p.rusage_maxrss, floor=b.spawner_hwm if is_main else 0, own_only=own_only
+        )
+    if p.peak_source.startswith("VmHWM at its last sample"):
+        return Peak(p.peak_rss, False, "sampled", "lower bound (VmHWM at its last sample)")
+    return Peak(p.peak_rss, True, "VmHWM", "exact (VmHWM)")
+
+
+def _has_descendants(b: SummaryBuilder) -> bool:
+    return any(q.role == "descendant" for q in b.procs.values())
+
+
+def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
+    singles = [pk.value for pk in peaks.values()]
+    largest = max([*singles, *b.reaped_maxrss.values(), 0])
+    seen_sum = sum(singles)
+    why = ""
+    if b.vanished_by_others:
+        why = f"processes reaped by their parents ({b.vanished_by_others}) have lower-bound peaks"
+    elif b.unseen_reaped:
+        why = f"processes lived and died between samples ({b.unseen_reaped})"
+    elif any(not pk.exact for pk in peaks.values()):
+        why = "some per-process peaks are lower bounds"
+    return TreeBounds(
+        largest_single=largest,
+        sampled=b.maxima["combined_total"],
+        seen_sum=seen_sum,
+        upper=None if why else (max(seen_sum, largest) or None),
+        upper_why=why,
+    )
+
+
+# ------------------------------------------------------------------ the report
+
+
+def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
+    """The report as a `models.ResourceUsage` dict (bytes and seconds).
+
+    `details=False` leaves out the per-process list and the event timeline (empty lists): the live
+    view's once-a-second progress needs only the run's figures, at a fraction of the size.
+    """
+    peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
+    sources: dict[str, str] = {}
+    notes = list(b.notes)
+    max_ram = _max_ram(b, peaks, sources)
+    gpus = _gpu_summaries(b, notes)
+    leaks = leak_suspects(b)
+    notes += _notes(b, leaks)
+    counted = [st for st in b.gpus.values() if st.counted]
+    energy = [e for st in counted if (e := st.energy_j) is not None]
+    wall = max(b.end_time - b.start_time, 1e-9)
+    out = _sources(b, sources)
+    return {
+        "max_ram": max_ram,
+        "max_gpu_ram": _max_gpu_ram(b),
+        "cpu_utilization": _cpu_utilization(b),
+        "gpu_utilization": {
+            "system_gpu_count": len(b.gpus),
+            "n_expected_gpus": len(counted),
+            "gpu_percentages": b.gpu_util.as_dict(len(counted)),
+        },
+        "compute_time": {"unit": "seconds", "time": wall},
+        "cpu_time": _cpu_time(b, wall),
+        "peak_threads": b.maxima["combined_threads"],
+        "gpus": gpus,
+        "gpu_note": b.gpu_note,
+        "gpu_energy_j": sum(energy) if energy else None,
+        "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
+        "processes": _processes(b, peaks, leaks) if details else [],
+        "events": list(b.events.events) if details else [],
+        "leak_suspects": leaks,
+        "alerts": b.alerts.as_dict(b.system_capacity, b.events.dropped),
+        "sources": out,
+        "notes": notes,
+        **_run_facts(b),
+    }
+
+
+def _max_ram(b: SummaryBuilder, peaks: dict[int, Peak], sources: dict[str, str]) -> dict[str, Any]:
+    mx = b.maxima
+    main = b.procs.get(b.main_pid)
+    main_peak = peaks.get(b.main_pid)
+    main_total = max(mx["main_rss"], main_peak.value if main_peak else 0)
+    if main_peak is not None and main_peak.value >= mx["main_rss"] and main_peak.value:
+        sources["max_ram.main.total_rss"] = main_peak.label
+    else:
+        sources["max_ram.main.total_rss"] = (
+            "lower bound (not seen: the command exited before the first sample)"
+            if main is None
+            else "sampled lower bound"
+        )
+    desc = [pid for pid, p in b.procs.items() if p.role == "descendant"]
+    desc_reaped = [m for pid, m in b.reaped_maxrss.items() if pid != b.main_pid]
+    desc_single = max([*(peaks[pid].value for pid in desc), *desc_reaped, 0])
+    desc_total = max(mx["descendants_total"], desc_single)
+    sources["max_ram.descendants.total_rss"] = _descendants_label(b, desc, desc_reaped, main_total)
+    bounds = tree_bounds(b, peaks)
+    outcome = b.outcome
+    combined = combined_peak(bounds, outcome.cgroup_peak, outcome.cgroup_source)
+    sources["max_ram.combined.total_rss"] = combined.label
+    peak = combined.value
+    return {
+        "unit": "bytes",
+        "system_capacity": b.system_capacity,
+        "system": mx["system"],
+        "main": {"total_rss": main_total, "private_rss": mx["main_private"], "shared_rss": mx["main_shared"]},
+        "descendants": {
+            "total_rss": desc_total,
+            "private_rss": mx["descendants_private"],
+            "shared_rss": mx["descendants_shared"],
+        },
+        "combined": {
+            "total_rss": peak,
+            "private_rss": min(mx["combined_private"], peak),
+            "shared_rss": min(mx["combined_shared"], peak),
+        },
+        "peak_source": combined.source,
+        "combined_sampled": mx["combined_total"],
+        "cgroup_peak": outcome.cgroup_peak,
+        "combined_upper_bound": bounds.upper,
+    }
+
+
+def _descendants_label(b: SummaryBuilder, desc: list[int], desc_reaped: list[int], main_total: int) -> str:
+    if not desc and not desc_reaped and not b.main_had_children:
+        return "no descendants"
+    label = "sampled lower bound (largest of Σ PSS per sample and each descendant's own peak)"
+    main_rusage = b.reaped_maxrss.get(b.main_pid, 0)
+    if b.main_had_children and main_rusage > main_total:
+        # ru_maxrss of main covers the children it waited for: one of them, or main after its last sample,
+        # held that much — which one, the kernel does not say
+        label += (
+            f"; a child the command waited for may have reached {main_rusage} bytes (the command's ru_maxrss, "
+            "which covers it and the children it waited for)"
+        )
+    return label
+
+
+def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
+    for k in ("private_rss", "shared_rss"):
+        sources[f"max_ram.*.{k}"] = (
+            "sampled lower bound (smaps_rollup USS/PSS, with growth between reads counted only where it is "
+            "surely private, and every decrease applied)"
+        )
+    sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
+    sources["max_gpu_ram"] = "sampled (NVML running processes)"
+    sources["cpu_utilization"] = "sampled percentages per interval"
+    sources["cpu_time"] = (
+        "exact (rusage of reaped children + utime/stime/cutime/cstime of live processes)"
+        if b.ledger.source == "exact"
+        else "kernel counters of live processes (/proc stat), read each sample"
+    )
+    sources["peak_threads"] = "sampled"
+    return sources
+
+
+def _max_gpu_ram(b: SummaryBuilder) -> dict[str, Any]:
+    mx = b.maxima
+    return {
+        "unit": "bytes",
+        "system_capacity": b.gpu_capacity,
+        "system": mx["gpu_system"],
+        "main": mx["gpu_main"],
+        "descendants": mx["gpu_descendants"],
+        "combined": mx["gpu_combined"],
+    }
+
+
+def _cpu_utilization(b: SummaryBuilder) -> dict[str, Any]:
+    mx, cores = b.maxima, b.n_expected_cores
+    return {
+        "system_core_count": b.system_core_count,
+        "n_expected_cores": cores,
+        "system": b.cpu["system"].as_dict(b.system_core_count),
+        "main": b.cpu["main"].as_dict(cores),
+        "descendants": b.cpu["descendants"].as_dict(cores),
+        "combined": b.cpu["combined"].as_dict(cores),
+        "main_n_threads": mx["main_threads"],
+        "descendants_n_threads": mx["descendants_threads"],
+        "combined_n_threads": mx["combined_threads"],
+    }
+
+
+def _cpu_time(b: SummaryBuilder, wall: float) -> dict[str, Any]:
+    ledger = b.ledger
+    return {
+        "unit": "seconds",
+        "user": ledger.user,
+        "system": ledger.system,
+        "total": ledger.total,
+        "mean_percent": 100.0 * ledger.total / wall,
+        "source": ledger.source,
+    }
+
+
+def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
+    gpus = []
+    for idx, st in sorted(b.gpus.items()):
+        g = st.first
+        gpus.append(
+            {
+                "index": idx,
+                "uuid": g.uuid,
+                "name": g.name,
+                "memory_total": st.total,
+                "peak_memory_used": st.peak_used,
+                "tree_peak_memory": st.tree_peak,
+                "mean_utilization": st.util.mean,
+                "max_utilization": st.util.max if st.util.n else None,
+                "counted": st.counted,
+                "simulated": b.simulated_gpus,
+                "lost": st.lost,
+                "pci_bus_id": g.pci_bus_id,
+                "mig_parent": g.mig_parent,
+                "gpu_instance_id": g.gpu_instance_id,
+                "compute_instance_id": g.compute_instance_id,
+                "mean_power_w": st.power.mean,
+                "max_power_w": st.power.max if st.power.n else None,
+                "max_temperature_c": st.max_temp,
+                "energy_j": st.energy_j,
+                "tree_peak_sm_utilization": st.tree_sm_peak,
+                "peak_unattributed_memory": st.peak_unattributed,
+                **{f"mean_{k}": pct.mean for k, pct in st.gpm.items()},
+                **{f"max_{k}": pct.max for k, pct in st.gpm.items()},
+            }
+        )
+        if st.lost:
+            notes.append(f"GPU {idx} ({g.uuid}) was lost during the run; its figures stop there")
+        if st.peak_unattributed:
+            notes.append(
+                f"GPU {idx}: up to {st.peak_unattributed} bytes of GPU memory belong to processes whose "
+                "host PIDs could not be mapped into this PID namespace (container); they are unattributed, "
+                "not counted in max_gpu_ram, and may belong to the tracked tree"
+            )
+    return gpus
+
+
+def _notes(b: SummaryBuilder, leaks: list[dict[str, Any]]) -> list[str]:
+    notes = [
+        f"possible leak: process {lk['pid']} ({lk['name']}) RSS grew steadily by "
+        f"{lk['slope_bytes_per_s'] / 1e6:.1f} MB/s (R² {lk['r2']:.2f}, {lk['n_samples']} samples)"
+        for lk in leaks
+    ]
+    for p in b.procs.values():
+        if p.peak_before_attach is not None:
+            notes.append(
+                f"process {p.pid} ({p.name}) had a peak RSS of {p.peak_before_attach} bytes before the attach "
+                "(VmHWM then above its RSS); its peak here is what was seen while attached"
+            )
+    if b.events.dropped:
+        notes.append(f"{b.events.dropped} process/peak events not kept (more than the cap per session)")
+    notes += sorted(b.gpu_problems)
+    if b.gpus and b.gpu_selection_reason:
+        counted = ", ".join(str(i) for i, st in sorted(b.gpus.items()) if st.counted) or "none"
+        notes.append(f"GPUs counted for utilization: {counted} ({b.gpu_selection_reason})")
+    return notes
+
+
+def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    leak_pids = {lk["pid"] for lk in leaks}
+    out = []
+    for p in sorted(b.procs.values(), key=lambda p: p.first_seen):
+        fit = p.trend.fit() if p.trend.n >= LEAK_MIN_SAMPLES else None
+        peak = peaks[p.pid]
+        out.append(
+            {
+                "pid": p.pid,
+                "ppid": p.ppid,
+                "name": p.name,
+                "cmdline": p.cmdline,
+                "role": p.role,
+                "first_seen": p.first_seen,
+                "last_seen": p.last_seen,
+                "peak_rss": peak.value,
+                "peak_rss_source": peak.label,
+                "peak_rss_exact": peak.exact,
+                "peak_rss_before_attach": p.peak_before_attach,
+                "peak_private": p.peak_private,
+                "peak_pss": p.peak_pss,
+                "peak_threads": p.peak_threads,
+                "cpu_seconds": p.cpu_seconds,
+                "max_cpu_percent": p.max_cpu,
+                "peak_gpu_memory": p.peak_gpu,
+                "exit_code": p.exit_code,
+                "rss_slope": fit[0] if fit else None,
+                "rss_r2": fit[1] if fit else None,
+                "leak_suspected": p.pid in leak_pids,
+            }
+        )
+    return out
+
+
+def _run_facts(b: SummaryBuilder) -> dict[str, Any]:
+    o = b.outcome
+    return {
+        "command": b.command,
+        "mode": b.mode,
+        "pid": b.main_pid,
+        "exit_code": o.exit_code,
+        "exit_signal": o.exit_signal,
+        "status": o.status,
+        "start_time": b.start_time,
+        "end_time": b.end_time,
+        "host": b.host,
+        "interval": b.interval,
+        "n_samples": b.n_samples,
+        "n_processes": len(b.procs),
+        "smaps_max_age": o.smaps_max_age,
+        "tool_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }
 
 
 # --------------------------------------------------------------------------- per-sample helpers
+
+
+def _exit_event(events: EventLog, pid: int, p: ProcessStats | None, code: int | None) -> None:
+    """A process_exited event, once per process: exit code or signal where we reaped it, else just 'exited'."""
+    if p is not None:
+        if p.exit_reported:
+            return
+        p.exit_reported = True
+    elif not code:
+        return  # a short child that exited cleanly before any sample: not worth a line
+    name = p.name if p is not None else "?"
+    sig = -code if code is not None and code < 0 else None
+    if code is None:
+        msg = f"process {pid} ({name}) exited"
+    elif sig is not None:
+        msg = f"process {pid} ({name}) killed by signal {sig}"
+    else:
+        msg = f"process {pid} ({name}) exited with code {code}"
+    events.add(
+        "process_exited",
+        time.time(),
+        msg,
+        pid=pid,
+        name=name,
+        exit_code=code if code is not None and code >= 0 else None,
+        signal=sig,
+    )
+
+
+def _gpu_sample(g: GpuReading, st: GpuStats, tree_mem: int, tree_sm: float | None, simulated: bool) -> dict[str, Any]:
+    """One GPU as `models.GpuSample`: the reading's own fields (one list, gpu.SAMPLE_FIELDS) and ours."""
+    out = {name: getattr(g, name) for name in SAMPLE_FIELDS}
+    out.update(
+        tree_memory=tree_mem,
+        counted=st.counted,
+        simulated=simulated,
+        energy_j=st.energy_j,
+        tree_sm_util=tree_sm,
+    )
+    return out
+
+
+def _tree_sample(t: TreeFigures, n_processes: int, cpu_seconds: float) -> dict[str, Any]:
+    return {
+        "main_rss": t.main_rss,
+        "main_private": t.main_private,
+        "main_shared": t.main_shared,
+        "descendants_total": t.desc_total,
+        "descendants_private": t.desc_private,
+        "combined_total": t.total,
+        "combined_private": t.private,
+        "combined_shared": t.shared,
+        "cpu_percent": t.main_cpu + t.desc_cpu,
+        "main_cpu_percent": t.main_cpu,
+        "cpu_seconds": cpu_seconds,
+        "threads": t.main_threads + t.desc_threads,
+        "gpu_memory": t.main_gpu + t.desc_gpu,
+        "n_processes": n_processes,
+    }
 
 
 def _gpu_memory_by_pid(gpus: Sequence[GpuReading]) -> dict[int, dict[str, int]]:
