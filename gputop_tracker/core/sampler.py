@@ -571,38 +571,6 @@ def _environ(pid: int) -> dict[str, str]:
     return env
 
 
-def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
-    """Entry point in a forked child: never returns."""
-    code = 1
-    try:
-        os.setpgid(0, 0)  # out of the terminal's job: tty signals reach the command, not us
-        # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
-        # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
-        signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
-        code = Engine(cfg, out_fd).run()
-    except BaseException as e:  # a crash here must still tell the front end
-        try:
-            msg = json.dumps({"kind": "error", "exit_code": 1, "message": f"sampler crashed: {e!r}"})
-            os.write(out_fd, msg.encode() + b"\n")
-        except OSError:
-            pass
-    finally:
-        os._exit(code if isinstance(code, int) else 1)
-
-
-def main() -> None:
-    """`python -m gputop_tracker.core.sampler CONFIG_JSON`: messages on stdout (used by the Python API)."""
-    cfg = EngineConfig(**json.loads(sys.argv[1]))
-    out_fd = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # nothing else may write into the message pipe
-    sys.exit(Engine(cfg, out_fd).run())
-
-
-if __name__ == "__main__":
-    main()
-
-
 class TreeStop:
     """The live view asked to stop the whole tree (`{"cmd": "stop_tree", "signal": N}`): the process group and
     every tracked process (also those that left the group) get the signal; sampling goes on until the whole
@@ -664,6 +632,38 @@ class TreeStop:
             shown = ", ".join(str(p) for p in sorted(alive)[:20])
             return f"{text}; {len(alive)} still running when tracking ended (PIDs {shown})"
         return f"{text}; none survived"
+
+
+def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
+    """Entry point in a forked child: never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)  # out of the terminal's job: tty signals reach the command, not us
+        # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
+        # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
+        code = Engine(cfg, out_fd).run()
+    except BaseException as e:  # a crash here must still tell the front end
+        try:
+            msg = json.dumps({"kind": "error", "exit_code": 1, "message": f"sampler crashed: {e!r}"})
+            os.write(out_fd, msg.encode() + b"\n")
+        except OSError:
+            pass
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def main() -> None:
+    """`python -m gputop_tracker.core.sampler CONFIG_JSON`: messages on stdout (used by the Python API)."""
+    cfg = EngineConfig(**json.loads(sys.argv[1]))
+    out_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # nothing else may write into the message pipe
+    sys.exit(Engine(cfg, out_fd).run())
+
+
+if __name__ == "__main__":
+    main()
 
 
 def _alive(pid: int) -> bool:
