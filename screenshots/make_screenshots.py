@@ -14,11 +14,13 @@ from gputop_tracker.tui.fake import FakeSource
 from gputop_tracker.tui.live_app import LiveApp
 
 HERE = Path(__file__).resolve().parent
-SHOTS = [
-    # name, size, finished
-    ("live-gpus", (160, 50), False),
-    ("live-narrow", (80, 24), False),
-    ("final-summary", (120, 40), True),
+SHOTS: list[tuple[str, tuple[int, int], bool, tuple[str, ...]]] = [
+    # name, size, finished, keys pressed first
+    ("live-gpus", (160, 50), False, ()),
+    ("live-narrow", (80, 24), False, ()),
+    ("final-summary", (120, 40), True, ()),
+    ("live-process", (120, 40), False, ("down", "enter")),
+    ("live-stop", (120, 40), False, ("q",)),
 ]
 
 
@@ -35,12 +37,14 @@ async def settle(app: LiveApp, n: int) -> None:
         await asyncio.sleep(0.01)
 
 
-async def shoot(name: str, size: tuple[int, int], finished: bool) -> Path:
+async def shoot(name: str, size: tuple[int, int], finished: bool, keys: tuple[str, ...] = ()) -> Path:
     app = demo_app(finished)
     assert isinstance(app.source, FakeSource)
     async with app.run_test(size=size) as pilot:
         await settle(app, app.source.n_scripted)
         await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
         await pilot.pause(0.3)  # notifications and mounted panels draw
         path = HERE / f"{name}.svg"
         app.save_screenshot(path.name, str(HERE))
@@ -55,8 +59,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.run:
         raise SystemExit(demo_app(args.finished).run())
-    for name, size, finished in SHOTS:
-        print(asyncio.run(shoot(name, size, finished)))
+    for name, size, finished, keys in SHOTS:
+        print(asyncio.run(shoot(name, size, finished, keys)))
 
 
 if __name__ == "__main__":

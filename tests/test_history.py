@@ -487,3 +487,65 @@ def test_cli_entry_point_runs_the_history_app(store_dir: Path, monkeypatch: pyte
     monkeypatch.setattr(HistoryApp, "run", fake_run)
     assert tui_app.run_history(store_dir) == 0
     assert seen == [store_dir]
+
+
+async def test_detail_headline_and_output_tab(store_dir: Path) -> None:
+    from gputop_tracker.tui.history import headline
+    from gputop_tracker.tui.output_pane import OutputPane
+
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await _ready(pilot)
+        row = next(r for r in screen.shown if r.peak_gpu and r.error is None)
+        row.entry.path.with_name(f"{row.id}.output.log").write_text(
+            "Traceback (most recent call last):\n  10%|#\r 100%|##########|\nRuntimeError: \x1b[31mboom\x1b[0m\n"
+        )
+        table = screen.query_one("#history-table", DataTable)
+        table.move_cursor(row=table.get_row_index(row.id))
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, SessionDetailScreen)
+        session = store.load(row.entry.path).session
+        assert session is not None and session.summary is not None
+        line = _plain(detail.query_one(".history-headline", Static))
+        assert line == headline(session).plain
+        wall = session.summary.compute_time.time
+        assert f"{wall:.3f} s" in line and "peak RAM " in line and "peak GPU " in line
+        assert f"CPU {session.summary.cpu_time.total:.3f} s" in line
+        assert line.startswith("exit ") or line.startswith("killed") or line.startswith("running")
+        await pilot.press("4")
+        await pilot.pause()
+        out = detail.query_one("#history-output", OutputPane)
+        assert out.lines == ["Traceback (most recent call last):", " 100%|##########|", "RuntimeError: boom"]
+        await pilot.press("escape")
+        await pilot.pause()
+        # a session without a saved output says so
+        other = next(r for r in screen.shown if r.error is None and r.id != row.id)
+        table.move_cursor(row=table.get_row_index(other.id))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "no output saved" in app.screen.query_one("#history-output", OutputPane).lines[0]
+
+
+async def test_start_times_have_seconds(store_dir: Path) -> None:
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        start = str(table.get_cell_at((0, 1)))
+        assert len(start.split(":")) == 3, start
+
+
+async def test_q_in_history_opened_from_another_app_goes_back(store_dir: Path) -> None:
+    class Host(App[None]):
+        pass
+
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        base = app.screen
+        await app.push_screen(HistoryScreen(store_dir))
+        await _ready(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.screen is base and app.is_running

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from textual.binding import Binding
 from textual.widgets import Static
 
 from gputop_tracker.core import channel, sampler
@@ -20,8 +23,9 @@ from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.fake import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from gputop_tracker.tui.live import clean_output
 from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.live_control import subtree_pids
 from gputop_tracker.tui.proctable import ProcessTable
-from gputop_tracker.tui.widgets import HelpScreen, QuitScreen, SignalScreen, short_bytes
+from gputop_tracker.tui.widgets import HelpScreen, KillScreen, QuitScreen, SignalScreen, short_bytes
 
 
 def make_app(src: FakeSource) -> LiveApp:
@@ -172,7 +176,7 @@ async def test_quit_while_running_asks(key: str, choice: str) -> None:
                     break
                 await asyncio.sleep(0.01)
     if choice == "stop":
-        assert src.signals == [signal.SIGTERM]
+        assert src.tree_signals == [signal.SIGTERM] and src.signals == []  # the tree, through the sampler
         assert app.return_code == 128 + signal.SIGTERM
     elif choice == "detach":
         assert src.stopped and src.signals == []
@@ -204,7 +208,7 @@ async def test_after_exit_stays_open_then_quits_with_the_exit_code() -> None:
         assert not app.running
         assert "exited with code 3" in header(app)
         summary = str(app.query_one("#summary", Static).content)
-        assert "session saved: /tmp/gputop-demo/" in summary
+        assert "saved: " in summary and "20250301-120000-demo-4242-beef.json" in summary
         assert app.query_one("#procs", ProcessTable).border_title == "processes: peaks over the run"
         assert cell(app, MAIN_PID, "rss") == short_bytes(src.samples[-1].processes[0].peak_rss)
         await pilot.press("q")
@@ -247,6 +251,7 @@ async def test_signal_selected_process_with_confirmation(sleeper: subprocess.Pop
         await pilot.press("k")
         await pilot.pause()
         assert isinstance(app.screen, SignalScreen) and app.screen.pid == sleeper.pid
+        assert app.screen.n_descendants == 0
         await pilot.press("t" if confirm else "escape")
         await pilot.pause()
         assert not isinstance(app.screen, SignalScreen)
@@ -297,16 +302,20 @@ async def test_run_so_far_shows_the_samplers_running_summary() -> None:
         await settle(app, pilot, src.n_scripted)
         usage = make_summary(src.samples)  # the figures the final report prints
         text = str(app.query_one("#summary", Static).content)
-        assert f"peak RAM (tree)  {human_bytes(usage.max_ram.combined.total_rss)}" in text
-        assert f"CPU time         {human_seconds(usage.cpu_time.total)}" in text
-        assert f"processes seen {usage.n_processes}" in text
-        assert "session saved" not in text
+        assert f"peak RAM    {human_bytes(usage.max_ram.combined.total_rss)} (tree)" in text
+        assert f"CPU time    {human_seconds(usage.cpu_time.total)}" in text
+        assert f"{usage.n_processes} processes" in text
+        # per GPU, never a sum above 100 %
+        assert "per GPU ×2" in text
+        for figure in re.findall(r"GPU util.*?(\d+)%.*?(\d+)%", text)[0]:
+            assert int(figure) <= 100
+        assert "saved:" not in text
         # the panel shows what the sampler sent, not figures of its own
         odd = usage.model_copy(update={"peak_threads": 987654, "processes": []})
         src.push(Progress(odd))
         src.push(SampleMessage(make_sample(7)), progress=False)
         await settle(app, pilot, src.n_scripted)
-        assert "peak threads     987654" in str(app.query_one("#summary", Static).content)
+        assert "threads     987654 peak" in str(app.query_one("#summary", Static).content)
 
 
 def test_progress_message_is_decoded_and_validated() -> None:
@@ -349,12 +358,482 @@ def test_sample_history_keeps_the_sparkline_points() -> None:
     assert list(h.gpus[0].util) == [s.gpus[0].utilization_gpu for s in samples]
 
 
-def test_clean_output_strips_terminal_controls() -> None:
-    assert clean_output("\x1b[31mred\x1b[0m\n") == "red\n"
-    assert clean_output("10%\r20%\r\n") == "10%\n20%\n"
+def test_clean_output_keeps_colours_and_carriage_returns() -> None:
+    assert clean_output("\x1b[31mred\x1b[0m\n") == "\x1b[31mred\x1b[0m\n"  # colours: the pane shows them
+    assert clean_output("10%\r20%\r\n") == "10%\r20%\n"  # the pane rewrites the line
+    assert clean_output("a\x1b[2K\x1b[1A\x1b]0;title\x07b") == "ab"  # cursor moves, erase, window title: gone
 
 
 def test_stop_signal_is_detach() -> None:
     src = FakeSource(1)
     src.signal(STOP_SIGNAL)
     assert src.stopped
+
+
+async def wait_exit(app: LiveApp) -> None:
+    for _ in range(500):
+        if app._exit:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_ctrl_c_opens_the_quit_dialog_and_enter_stops_a_launched_tree() -> None:
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert app.screen.focused is not None and app.screen.focused.id == "stop"
+        await pilot.press("ctrl+c")  # again: still the one dialog
+        await pilot.pause()
+        assert len(app.screen_stack) == 2
+        await pilot.press("enter")
+        await wait_exit(app)
+    assert src.tree_signals == [signal.SIGTERM]
+    assert app.final is not None and any("stopped from the live view" in n for n in app.final.notes)
+
+
+async def test_attach_quit_defaults_to_detach() -> None:
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert app.screen.focused is not None and app.screen.focused.id == "detach"
+        await pilot.press("enter")
+        await wait_exit(app)
+    assert src.stopped and src.tree_signals == [] and src.signals == []
+    assert app.return_code == 0
+
+
+async def test_attach_stop_needs_the_explicit_key() -> None:
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q", "s")
+        await wait_exit(app)
+    assert src.tree_signals == [signal.SIGTERM] and not src.stopped
+
+
+async def test_stubborn_tree_asks_before_sigkill(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_tracker.tui import live_control
+
+    monkeypatch.setattr(live_control, "KILL_AFTER", 0.05)
+    src = FakeSource(3, ignores_sigterm=True)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q", "s")
+        for _ in range(300):
+            if isinstance(app.screen, KillScreen):
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, KillScreen) and app.running  # no SIGKILL unasked
+        assert src.tree_signals == [signal.SIGTERM]
+        await pilot.press("w")  # wait longer: asked again after another grace period
+        for _ in range(300):
+            if isinstance(app.screen, KillScreen):
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, KillScreen)
+        await pilot.press("k")
+        await wait_exit(app)
+    assert src.tree_signals == [signal.SIGTERM, signal.SIGKILL]
+    assert app.return_code == 128 + signal.SIGKILL
+
+
+async def test_kill_dialog_detach_leaves_the_tree() -> None:
+    src = FakeSource(3, ignores_sigterm=True)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("q", "s")
+        await pilot.pause()
+        app._ask_kill()
+        await pilot.pause()
+        assert isinstance(app.screen, KillScreen)
+        await pilot.press("d")
+        await wait_exit(app)
+    assert src.stopped and src.tree_signals == [signal.SIGTERM]
+
+
+@pytest.fixture
+def sleeper_tree() -> subprocess.Popen[bytes]:
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code])
+    yield p
+    for c in psutil_children(p.pid):
+        try:
+            os.kill(c, signal.SIGKILL)
+        except OSError:
+            pass
+    p.kill()
+    p.wait()
+
+
+def psutil_children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+async def test_signal_dialog_offers_the_subtree(sleeper_tree: subprocess.Popen[bytes]) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while not psutil_children(sleeper_tree.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    (child,) = psutil_children(sleeper_tree.pid)
+    tree = [*TREE, (sleeper_tree.pid, MAIN_PID, "parent", 10, 1), (child, sleeper_tree.pid, "child", 10, 1)]
+    src = FakeSource(3, tree=tree)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        table.move_cursor(row_keys(app).index(sleeper_tree.pid))
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen) and app.screen.n_descendants == 1
+        await pilot.press("a", "t")
+        await pilot.pause()
+        app.exit()
+    assert sleeper_tree.wait(timeout=5) == -signal.SIGTERM
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        subprocess.run(["true"])  # the child is reparented to init (or us): it is reaped there
+    state = Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] if Path(f"/proc/{child}").exists() else "X"
+    assert state in ("X", "Z")
+
+
+def test_subtree_pids_parents_first() -> None:
+    procs = make_sample(1).processes
+    assert subtree_pids(procs, 4260) == [4260, 4261, 4262]
+    assert subtree_pids(procs, 4250) == [4250]
+
+
+def test_time_ring_is_bounded_over_the_whole_run_and_keeps_peaks() -> None:
+    from gputop_tracker.core.livestats import TimeRing
+
+    ring = TimeRing(capacity=16)
+    for i in range(1000):
+        ring.add(float(i), {"ram": 500.0 if i == 777 else float(i % 10), "late": 1.0 if i >= 500 else None})
+    assert len(ring) < 16 and ring.stride >= 64
+    assert ring.times[0] < 100 and ring.times[-1] >= 900  # still the whole run
+    assert max(v for v in ring.series("ram") if v is not None) == 500.0  # merged, never averaged away
+    assert ring.peaks["ram"] == (500.0, 777.0)
+    assert ring.series("late")[0] is None and ring.series("late")[-1] == 1.0
+
+
+async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None:
+    from gputop_tracker.tui.charts import TimeChart
+
+    src = FakeSource(6)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        ram = app.query_one("#live-chart-ram", TimeChart)
+        assert ram.display and len(ram.xs) in (5, 6) and ram.peak is not None  # redrawn every 2 s of the run
+        assert [s.label for s in ram.series] == ["Σ PSS", "private"]
+        text = ram.render().plain
+        assert "RAM (tree)" in text and "GB┤" in text and "0s" in text and "5s" in text  # units, time axis
+        assert "▲ peak" in text
+        for chart_id in ("#live-chart-cpu", "#live-chart-gpu-memory", "#live-chart-gpu-util"):
+            assert app.query_one(chart_id, TimeChart).display
+        await pilot.press("p")
+        for i in range(6, 10):
+            src.push_sample(i)
+        await settle(app, pilot, src.n_scripted)
+        assert len(app.history.chart) == 10 and len(ram.xs) <= 6  # counted, not drawn
+        await pilot.press("p")
+        await pilot.pause()
+        assert len(ram.xs) == 10
+
+
+async def test_narrow_shows_one_compact_chart() -> None:
+    from gputop_tracker.tui.charts import TimeChart
+
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        shown = [c.id for c in app.query(TimeChart) if c.display and c.styles.display != "none"]
+        assert shown == ["live-chart-ram"]
+        assert app.query_one("#live-chart-ram").region.height == 5
+
+
+def test_charts_of_one_to_three_samples_draw_points_not_lines() -> None:
+    from gputop_tracker.tui.charts import Series, TimeChart, short_time
+
+    assert short_time(0.4) == "0.4s" and short_time(2.0) == "2s" and short_time(42) == "42s"
+    chart = TimeChart("RAM", [0.0, 0.2], [Series("x", [1e9, 2e9], "green")], peak=(2e9, 0.2))
+    plain = chart_text(chart, 40, 8)
+    assert "0.2s" in plain and "0s 0s" not in plain
+    dots = sum(ch != "⠀" and 0x2800 <= ord(ch) <= 0x28FF for ch in plain)
+    assert dots <= 4  # two points (two cells each at most), no diagonal between them
+
+
+def chart_text(chart: object, width: int, height: int) -> str:
+    from unittest.mock import PropertyMock, patch
+
+    from textual.geometry import Size
+
+    from gputop_tracker.tui.charts import TimeChart
+
+    assert isinstance(chart, TimeChart)
+    with patch.object(TimeChart, "size", new_callable=PropertyMock, return_value=Size(width, height)):
+        return chart.render().plain
+
+
+def test_short_command_keeps_what_tells_processes_apart() -> None:
+    from gputop_tracker.tui.process_rows import short_command
+
+    p = (
+        make_sample(1)
+        .processes[0]
+        .model_copy(
+            update={"cmdline": ["/usr/bin/python3", "/home/me/projects/deep/net/train_worker.py", "--rank", "3"]}
+        )
+    )
+    assert short_command(p) == "python3 …/train_worker.py --rank 3"
+    q = p.model_copy(update={"cmdline": ["python3", "--data=/very/long/path/to/the/dataset/dir"], "name": "python3"})
+    assert short_command(q) == "python3 --data=…/dir"
+    renamed = p.model_copy(update={"name": "pt_data_worker", "cmdline": ["python3", "train.py"]})
+    assert short_command(renamed) == "pt_data_worker: python3 train.py"
+    assert short_command(p.model_copy(update={"cmdline": [], "name": "kworker"})) == "kworker"
+    # no room: the directory goes, then the interpreter; the arguments stay
+    assert short_command(p, 32) == "python3 train_worker.py --rank 3"
+    assert short_command(p, 22) == "train_worker.py --rank 3"
+
+
+def _workers_tree() -> list[tuple[int, int, str, int, int]]:
+    return [*TREE[:1], (4300, MAIN_PID, "python3", 100, 1), (4301, MAIN_PID, "python3", 100, 1)]
+
+
+def _with_args(s: SampleMessage | object, pid: int, args: list[str]) -> None:
+    assert isinstance(s, SampleMessage)
+    for p in s.sample.processes:
+        if p.pid == pid:
+            p.cmdline = args
+
+
+async def test_command_and_state_columns_tell_workers_apart() -> None:
+    src = FakeSource(0, tree=_workers_tree())
+    for i in range(3):
+        msg = SampleMessage(make_sample(i, tree=_workers_tree()))
+        _with_args(msg, 4300, ["python3", "worker.py", "--rank", "0"])
+        _with_args(msg, 4301, ["python3", "worker.py", "--rank", "1"])
+        if i == 2:
+            next(p for p in msg.sample.processes if p.pid == 4301).rss = 0  # exited, not reaped yet
+        src.push(msg)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert "command" in app.query_one("#procs", ProcessTable).column_label("name")
+        assert cell(app, 4300, "name").endswith("worker.py --rank 0")
+        assert cell(app, 4301, "name").endswith("worker.py --rank 1")
+        assert cell(app, 4300, "state") == "run" and cell(app, 4301, "state") == "zombie"
+
+
+async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
+    from gputop_tracker.core.channel import EventMessage
+    from gputop_tracker.core.models import Event
+    from gputop_tracker.tui.process_info import EXITED_ROWS
+
+    src = FakeSource(3, tree=_workers_tree())
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        src.push(EventMessage(Event(time=0, type="process_exited", pid=4301, name="python3", signal=9)))
+        src.push(SampleMessage(make_sample(4, tree=_workers_tree()[:2])))
+        await settle(app, pilot, src.n_scripted)
+        assert cell(app, 4301, "state") == "sig 9"
+        for i in range(EXITED_ROWS):
+            src.push(SampleMessage(make_sample(5 + i, tree=_workers_tree()[:2])))
+        await settle(app, pilot, src.n_scripted)
+        assert 4301 not in row_keys(app)
+
+
+async def test_enter_opens_the_process_in_full() -> None:
+    from gputop_tracker.tui.process_info import ProcessDetailScreen
+
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        assert app.query_one("#procs", ProcessTable).border_subtitle == f"{MAIN_PID}: python3 train.py --epochs 3"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessDetailScreen)
+        text = app.screen.text.plain
+        for part in (
+            f"PID        {MAIN_PID}",
+            "PPID       1000",
+            "state      run",
+            "first seen at 0:00:00",
+            "python3 train.py --epochs 3",
+            "GPU 0:",
+            "GPU 1:",
+            "peak",
+        ):
+            assert part in text, part
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ProcessDetailScreen)
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.query_one("#procs", ProcessTable).border_subtitle.startswith("4250: pt_data_worker")
+
+
+def test_sm_percent_is_per_gpu() -> None:
+    from gputop_tracker.tui.process_rows import sm_text
+
+    p = make_sample(3).processes[0].model_copy(update={"gpu_sm_percent": 170.0})
+    assert len(p.gpu_memory) == 2 and sm_text(p) == "85×2"
+    assert sm_text(p.model_copy(update={"gpu_memory": {}, "gpu_sm_percent": 40.0})) == "40"
+
+
+async def test_output_pane_is_terminal_like() -> None:
+    from gputop_tracker.tui.output_pane import OutputPane
+
+    src = FakeSource(2, output=[])
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        out.write("start\n")
+        for i in range(0, 101, 10):  # a progress bar: one line, rewritten
+            out.write(f"\r{i:3d}% |{'#' * (i // 10):<10}|")
+        out.write("\n\x1b[31mred error\x1b[0m\n")
+        await pilot.pause()
+        assert out.lines == ["start", "100% |##########|", "red error"]
+        red = [s for s in out._lines[2].spans if not isinstance(s.style, str) and s.style.color is not None]
+        assert red, "colours kept"
+        out.write("\x1b[3")  # an escape cut between two reads
+        out.write("2mgreen\x1b[0m\n")
+        assert out.lines[-1] == "green"
+        # follows the tail...
+        out.write("".join(f"line {i}\n" for i in range(200)))
+        await pilot.pause()
+        assert out.scroll_y == out.max_scroll_y > 0
+        # ...unless the user scrolled up
+        out.scroll_to(y=3, animate=False, immediate=True)
+        out.write("more\n")
+        await pilot.pause()
+        assert out.scroll_y == 3
+
+
+async def test_output_zoom_and_find_keys() -> None:
+    from gputop_tracker.tui.output_pane import OutputPane
+
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        small = out.region.height
+        await pilot.press("o")
+        await pilot.pause()
+        assert app.has_class("output-zoom") and out.region.height > 3 * small and out.has_focus
+        await pilot.press("o")
+        await pilot.pause()
+        assert out.region.height == small
+        await pilot.press("f", *"loss 6.5")
+        await pilot.pause()
+        assert out.term == "loss 6.5" and out.border_subtitle == "“loss 6.5”: 1 found"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert out.has_focus and not app.query_one("#prompt").display
+        await pilot.press("escape")
+        await pilot.pause()
+        assert out.term == ""
+
+
+async def test_filter_reverse_and_function_keys() -> None:
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("slash", *"worker")
+        await pilot.pause()
+        assert set(row_keys(app)) == {4250, 4251, 4252, 4253}
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one("#procs", ProcessTable).has_focus and len(row_keys(app)) == 4
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(row_keys(app)) == len(TREE)
+        await pilot.press("f5")  # htop's F5: tree/flat
+        await pilot.pause()
+        assert not app.tree_view
+        assert row_keys(app) == sorted(p[0] for p in TREE)
+        await pilot.press("r")
+        await pilot.pause()
+        assert row_keys(app) == sorted((p[0] for p in TREE), reverse=True)
+        assert app.query_one("#procs", ProcessTable).column_label("pid") == "PID ▼"
+        await pilot.press("s")  # cpu, largest first; a second click on its label: smallest first
+        await pilot.pause()
+        assert app.query_one("#procs", ProcessTable).column_label("cpu") == "CPU ▼"  # the arrow is never cut
+        app.on_process_table_header_selected(ProcessTable.HeaderSelected(app.query_one("#procs", ProcessTable), "cpu"))
+        await pilot.pause()
+        cpus = [float(cell(app, pid, "cpu")) for pid in row_keys(app)]
+        assert cpus == sorted(cpus) and app.query_one("#procs", ProcessTable).column_label("cpu") == "CPU ▲"
+        for key in ("home", "end", "pageup", "pagedown", "up", "down"):
+            await pilot.press(key)
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.selected_pid() == row_keys(app)[-1]
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.selected_pid() == row_keys(app)[0]
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_sort_and_tree_redraw_while_paused() -> None:
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("p", "t")
+        await pilot.pause()
+        assert row_keys(app) == sorted(p[0] for p in TREE)  # re-ordered at once, from the frozen sample
+        frozen = cell(app, MAIN_PID, "cpu")
+        src.push_sample(9)
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("s")
+        await pilot.pause()
+        assert cell(app, MAIN_PID, "cpu") == frozen
+
+
+def test_every_binding_has_an_id_and_is_shown_or_in_help() -> None:
+    from gputop_tracker.tui.widgets import HELP
+
+    for b in LiveApp.BINDINGS:
+        assert isinstance(b, Binding) and b.id, b
+        first = b.key.split(",")[0]
+        shown = (b.key_display or first).replace("question_mark", "?").replace("slash", "/")
+        assert b.show or f"[b]{shown}" in HELP or first in HELP.lower(), b
+
+
+async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp_path: Path) -> None:
+    src = FakeSource(2, store=str(tmp_path))
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        from gputop_tracker.tui.history import HistoryScreen
+
+        await pilot.press("h")
+        for _ in range(300):  # the list loads in a worker
+            if isinstance(app.screen, HistoryScreen) and app.screen.loaded:
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.running

@@ -84,3 +84,126 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
     assert saved["summary"]["max_ram"]["main"]["total_rss"] >= 190e6
     log = sessions[0].with_name(sessions[0].stem + ".output.log")
     assert f"workload pid {pid}" in log.read_text()
+
+
+WORKERS = (
+    "import multiprocessing as mp, time\n"
+    "def work(i):\n"
+    "    held = bytearray(20_000_000 * (i + 1))\n"
+    "    time.sleep(300)\n"
+    "if __name__ == '__main__':\n"
+    "    ps = [mp.Process(target=work, args=(i,)) for i in range(6)]\n"
+    "    for p in ps:\n"
+    "        p.start()\n"
+    "    print('workers', *[p.pid for p in ps], flush=True)\n"
+    "    time.sleep(300)\n"
+)
+
+
+def start_in_tmux(tmp_path: Path, track: list[str], size: tuple[int, int] = (160, 50)) -> tuple[str, Path]:
+    """`track` in a tmux session; the exit code goes to a file and the pane stays open to read the report."""
+    rc_file = tmp_path / "rc"
+    store = tmp_path / "store"
+    shell = (
+        f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
+        f"echo $? > {shlex.quote(str(rc_file))}; sleep 60"
+    )
+    session = f"gputop-e2e-{tmp_path.name[-12:]}"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell], check=True
+    )
+    # a tmux server already running may keep its own default size: ask for ours
+    subprocess.run(["tmux", "resize-window", "-t", session, "-x", str(size[0]), "-y", str(size[1])], check=False)
+    return session, rc_file
+
+
+def wait_file(path: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} not written after {timeout} s")
+        time.sleep(0.1)
+    return path.read_text().strip()
+
+
+def alive(pid: int) -> bool:
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+    return bool(out) and not out.startswith("Z")
+
+
+def test_stop_from_the_live_view_leaves_no_worker(tmp_path: Path) -> None:
+    script = tmp_path / "workers.py"
+    script.write_text(WORKERS)
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track)
+    try:
+        wait_for(session, r"processes 7\b", 30)
+        workers = [int(p) for p in wait_for(session, r"workers((?: \d+){6})", 10).group(1).split()]
+        # a RAM chart with its unit and a time axis, during the run
+        wait_for(session, r"RAM \(tree\)", 10)
+        wait_for(session, r"\d (MB|GB)┤", 10)
+        wait_for(session, r"└─{10,}.*\n\s+0s\s", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert wait_file(rc_file, 30) == str(128 + 15)
+        report = wait_for(session, r"stopped from the live view: SIGTERM to (\d+) processes.*none survived", 10)
+        assert int(report.group(1)) >= 7
+        assert [p for p in workers if alive(p)] == []
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_attach_quit_enter_leaves_the_process_running(tmp_path: Path) -> None:
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--attach", str(target.pid)]
+        session, rc_file = start_in_tmux(tmp_path, track)
+        try:
+            wait_for(session, rf"PID {target.pid}\s+● running", 30)
+            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+            wait_for(session, r"Detach", 10)
+            subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
+            assert wait_file(rc_file, 30) == "0"
+            assert target.poll() is None, "the attached process was only watched: it must still run"
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    finally:
+        target.kill()
+        target.wait()
+
+
+RANKS = (
+    "import subprocess, sys, time\n"
+    "if len(sys.argv) > 1:\n"
+    "    time.sleep(300)\n"
+    "ps = [subprocess.Popen([sys.executable, __file__, '--rank', str(r)]) for r in (0, 1)]\n"
+    "for i in range(0, 101, 5):\n"
+    "    print(f'\\rtraining {i:3d}%|' + '#' * (i // 10) + ' ' * (10 - i // 10) + '|', end='', flush=True)\n"
+    "    time.sleep(0.05)\n"
+    "print(flush=True)\n"
+    "print('\\x1b[32mdone\\x1b[0m', flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def test_workers_told_apart_and_progress_bar_on_one_line(tmp_path: Path) -> None:
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(80, 24))  # even at 80 columns
+    try:
+        wait_for(session, r"processes 3\b", 30)
+        wait_for(session, r"ranks\.py --rank 0", 10)  # the command column tells the two workers apart
+        wait_for(session, r"ranks\.py --rank 1", 10)
+        wait_for(session, r"RAM \(tree\)", 10)  # and the compact chart is there
+        wait_for(session, r"\bdone\b", 15)
+        text = screen(session)
+        bars = [line for line in text.splitlines() if re.search(r"training +\d+%\|", line)]
+        assert len(bars) == 1 and "100%|##########|" in bars[0], text
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

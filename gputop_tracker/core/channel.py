@@ -83,10 +83,13 @@ def decode(line: bytes) -> Message:
 class SamplerHandle:
     """A running sampler process and its message stream."""
 
-    def __init__(self, pid: int, read_fd: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+    def __init__(
+        self, pid: int, read_fd: int, popen: subprocess.Popen[bytes] | None = None, request_fd: int = -1
+    ) -> None:
         self.pid = pid
         self.read_fd = read_fd
         self._popen = popen
+        self.request_fd = request_fd  # a forked sampler's request pipe (`start_forked(requests=True)`), or -1
         self._framer = LineFramer()
         self.exit_status: int | None = None
 
@@ -108,7 +111,10 @@ class SamplerHandle:
                 yield decode(line)
 
     def request(self, req: dict[str, Any]) -> bool:
-        """Send a request to a spawned sampler (started with `control_stdin`); False when it cannot be sent."""
+        """Send a request to a spawned sampler (started with `control_stdin`) or a forked one with a request
+        pipe; False when it cannot be sent."""
+        if self.request_fd >= 0:
+            return self._write_request(req)
         stdin = self._popen.stdin if self._popen is not None else None
         if stdin is None:
             return False
@@ -116,6 +122,13 @@ class SamplerHandle:
             stdin.write(json.dumps(req).encode() + b"\n")
             stdin.flush()
         except (OSError, ValueError):
+            return False
+        return True
+
+    def _write_request(self, req: dict[str, Any]) -> bool:
+        try:
+            os.write(self.request_fd, json.dumps(req).encode() + b"\n")  # short: one write, never partial
+        except OSError:
             return False
         return True
 
@@ -153,20 +166,36 @@ class SamplerHandle:
                 self._popen.stdin.close()
             except OSError:
                 pass
+        if self.request_fd >= 0:
+            try:
+                os.close(self.request_fd)
+            except OSError:
+                pass
+            self.request_fd = -1
 
 
-def start_forked(cfg: EngineConfig) -> SamplerHandle:
-    """Fork the sampler from this process (fast: nothing is imported again). Call before any thread starts."""
+def start_forked(cfg: EngineConfig, *, requests: bool = False) -> SamplerHandle:
+    """Fork the sampler from this process (fast: nothing is imported again). Call before any thread starts.
+    `requests`: a pipe for requests (`SamplerHandle.request`, e.g. stop_tree from the live view) becomes the
+    sampler's stdin; the command must then be given its own stdin (`cfg.stdin`)."""
     r, w = os.pipe()
+    req_r, req_w = os.pipe() if requests else (-1, -1)
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        if requests:
+            os.close(req_w)
+            os.dup2(req_r, 0)
+            os.close(req_r)
+            cfg.control_stdin = True
         # imported here, in the child: it loads while the front end loads pydantic on the other core
         from gputop_tracker.core.sampler import run_forked_child
 
         run_forked_child(cfg, w)
     os.close(w)
-    return SamplerHandle(pid, r)
+    if requests:
+        os.close(req_r)
+    return SamplerHandle(pid, r, request_fd=req_w)
 
 
 def start_spawned(cfg: EngineConfig) -> SamplerHandle:

@@ -107,7 +107,7 @@ def _sort_number(v: float | None) -> float:
 
 COLUMNS: list[Column] = [
     Column("mark", "✓", 1, None),
-    Column("start", "start", 16, lambda r: _sort_number(r.start)),
+    Column("start", "start", 19, lambda r: _sort_number(r.start)),
     Column("command", "command", 30, lambda r: r.command.lower(), descending=False),
     Column("duration", "duration", 8, lambda r: _sort_number(r.duration), right=True),
     Column("exit", "exit", 7, lambda r: r.exit_rank, right=True, descending=False),

@@ -4,7 +4,8 @@ It runs apart from the front end (forked by the CLI, spawned by the API) and own
 needs, so a busy or crashed front end never costs a sample or the session. It talks over one pipe:
 one JSON message per line — `started`, `sample` (only when the front end asked for them), `event`
 (alerts and the event timeline, always), `error`, `summary`. The API's sampler also reads requests from
-its stdin (one JSON object a line: `{"cmd": "oom", ...}` from `Tracker.capture_oom`).
+its stdin (one JSON object a line: `{"cmd": "oom", ...}` from `Tracker.capture_oom`; the live view's
+`{"cmd": "stop_tree", "signal": N}` on a request pipe: signal the whole tree, which only the sampler knows).
 It stays light: no pydantic, no textual, no psutil on this path.
 
 `Engine` keeps the loop and wires its parts: `launch.Launcher` (the command, its cgroup, reaping, signals),
@@ -49,7 +50,17 @@ PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (t
 class _Sampling:
     """What the loop samples with, and its schedule (monotonic times)."""
 
-    __slots__ = ("builder", "gpu", "gpu_selection", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
+    __slots__ = (
+        "builder",
+        "gpu",
+        "gpu_selection",
+        "host",
+        "next_checkpoint",
+        "next_tick",
+        "pidfd",
+        "tree",
+        "tree_stop",
+    )
 
     def __init__(
         self, builder: SummaryBuilder, tree: ProcessTree, host: HostReader, gpu: GpuBackend, pidfd: int
@@ -60,6 +71,7 @@ class _Sampling:
         self.gpu = gpu
         self.pidfd = pidfd  # the main process's pidfd (readable once it exited), or -1
         self.gpu_selection: GpuSelection | None = None
+        self.tree_stop: TreeStop | None = None  # the live view asked to stop the whole tree
         self.next_tick = time.monotonic()
         self.next_checkpoint = self.next_tick  # the first checkpoint right after the first sample, never before it
 
@@ -101,6 +113,7 @@ class Engine:
         self.next_progress = 0.0  # monotonic time of the next "progress" message
         self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
         self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin)
+        self.sampling: _Sampling | None = None  # while sampling: what a request (stop_tree) acts on
 
     @property
     def main_pid(self) -> int:
@@ -127,7 +140,7 @@ class Engine:
         start = time.time()
         if not self._start():
             return 1
-        sampling = self._setup(start)
+        sampling = self.sampling = self._setup(start)
         while self._step(sampling):
             self._pace(sampling)
         return self._finish_run(sampling)
@@ -218,12 +231,13 @@ class Engine:
             self._sampling_failed(s.builder, e)
             if s.tree.root_gone and not s.tree.handles:
                 over = True
-        over = over or self.end.over(  # after the sample: it may have found a daemon that forked meanwhile
+        ended = self.end.over(  # after the sample: it may have found a daemon that forked meanwhile
             main_exited=launcher.main_exit is not None,
             stop_requested=launcher.stop_requested,
             interrupted=interrupted,
             descendants=self._descendants(s) if self.cfg.wait_descendants else [],
-        )
+        )  # a tree being stopped (stop_tree) is tracked until it is gone, unless told to stop
+        over = over or (ended and (launcher.stop_requested or not TreeStop.draining(s)))
         if self.end.waiting and s.pidfd >= 0:  # readable for good: it would wake every wait at once
             os.close(s.pidfd)
             s.pidfd = -1
@@ -329,7 +343,7 @@ class Engine:
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
-        s.builder.close(alive={pid for pid in s.tree.handles if _alive(pid)})
+        s.builder.close(alive=TreeStop.alive_at_end(s))
         self.end.note_survivors(s.builder.note, self._descendants(s), s.builder.start_time)
         if self.stop_mirror is not None:
             self.stop_mirror.release()
@@ -411,6 +425,7 @@ class Engine:
 
     def _serve_requests(self) -> None:
         for request in self.requests.read():
+            TreeStop.serve(request, self.sampling, self.cfg)
             if request.get("cmd") == "oom":
                 pid = request.get("pid")
                 message = str(request.get("message", "out-of-memory error"))[:1000]
@@ -554,6 +569,69 @@ def _environ(pid: int) -> dict[str, str]:
         if sep:
             env[k.decode(errors="replace")] = v.decode(errors="replace")
     return env
+
+
+class TreeStop:
+    """The live view asked to stop the whole tree (`{"cmd": "stop_tree", "signal": N}`): the process group and
+    every tracked process (also those that left the group) get the signal; sampling goes on until the whole
+    tree is gone, not just the main process; the session notes what was sent and what survived."""
+
+    def __init__(self, pgid: int | None) -> None:
+        self.pgid = pgid  # the command's process group (launched in a new session), or None (attached)
+        self.sent: list[str] = []
+
+    @staticmethod
+    def serve(request: dict[str, Any], s: _Sampling | None, cfg: EngineConfig) -> None:
+        if request.get("cmd") != "stop_tree" or s is None:
+            return
+        if s.tree_stop is None:
+            s.tree_stop = TreeStop(s.tree.root if cfg.mode == LAUNCH and cfg.new_session else None)
+        s.tree_stop.send(request.get("signal"), s)
+
+    def send(self, sig: object, s: _Sampling) -> None:
+        """`sig` to the process group and to each tracked process; an event in the session's timeline."""
+        sig = sig if isinstance(sig, int) and sig in signal.valid_signals() else signal.SIGTERM
+        if self.pgid:
+            try:
+                os.killpg(self.pgid, sig)
+            except OSError:
+                pass
+        reached = 0
+        for pid in sorted(set(s.tree.handles) - {os.getpid()}):
+            try:
+                os.kill(pid, sig)
+                reached += 1
+            except OSError:
+                pass
+        name = signal.Signals(sig).name
+        self.sent.append(f"{name} to {reached}")
+        s.builder.events.add("stop", time.time(), f"{name} sent to {reached} processes of the tree", pid=self.pgid)
+
+    @staticmethod
+    def draining(s: _Sampling) -> bool:
+        """True while the tree is being stopped and a process of it still runs, though the main one may be gone."""
+        if s.tree_stop is None:
+            return False
+        if s.pidfd >= 0 and _readable(s.pidfd):  # the main process's end is seen: from now wait on the clock
+            os.close(s.pidfd)
+            s.pidfd = -1
+        return any(_alive(pid) for pid in s.tree.handles)
+
+    @staticmethod
+    def alive_at_end(s: _Sampling) -> set[int]:
+        """The tracked processes still running when tracking ends; noted in the session after a stop."""
+        alive = {pid for pid in s.tree.handles if _alive(pid)}
+        if s.tree_stop is not None:
+            s.builder.note(s.tree_stop.report(alive))
+        return alive
+
+    def report(self, alive: set[int]) -> str:
+        """The note the session keeps: what was sent, and what survived it."""
+        text = f"stopped from the live view: {', then '.join(self.sent)} processes of the tree"
+        if alive:
+            shown = ", ".join(str(p) for p in sorted(alive)[:20])
+            return f"{text}; {len(alive)} still running when tracking ended (PIDs {shown})"
+        return f"{text}; none survived"
 
 
 def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:

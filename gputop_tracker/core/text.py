@@ -45,3 +45,14 @@ def quote_arg(arg: str) -> str:
 def command_line(argv: Iterable[str]) -> str:
     """A command (its argv) as one printable line, quoted as a shell would need it."""
     return " ".join(quote_arg(a) for a in argv)
+
+
+# escape sequences but colours (SGR, CSI ... m): they would move the cursor or change the viewer's terminal
+_CONTROLS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-ln-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def clean_output(text: str) -> str:
+    """A command's output as an output pane may show it: colours (SGR) and carriage returns (a progress bar
+    rewrites its line, `tui.output_pane.OutputPane` does that) are kept; other terminal control sequences
+    would draw over the view."""
+    return _CONTROLS.sub("", text).replace("\r\n", "\n")

@@ -8,6 +8,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from rich.text import Text
 from textual.widget import Widget
@@ -32,7 +33,9 @@ def nice_ceiling(v: float) -> float:
 
 
 def short_time(s: float) -> str:
-    """Axis labels: 42s, 5m, 12m30s, 1h05m."""
+    """Axis labels: 0.4s (under 10 s), 42s, 5m, 12m30s, 1h05m."""
+    if s < 10 and round(s, 1) != round(s):
+        return f"{s:.1f}s"
     if s < 60:
         return f"{s:.0f}s"
     if s < 3600:
@@ -40,6 +43,13 @@ def short_time(s: float) -> str:
         return f"{m}m" if sec == 0 else f"{m}m{sec:02d}s"
     h, m = divmod(round(s / 60), 60)
     return f"{h}h{m:02d}m"
+
+
+def stepped_end(x: float) -> float:
+    """The end of a growing time axis: a multiple of a round step near an eighth of it, so the axis moves
+    about eight times per doubling of the run rather than on every sample."""
+    step = nice_ceiling(x / 8) if x > 0 else 1.0
+    return max(step, math.ceil(x / step - 1e-9) * step)
 
 
 @dataclass
@@ -66,6 +76,7 @@ class TimeChart(Widget):
         *,
         unit: str = "bytes",
         y_top: float = 0.0,
+        peak: tuple[float, float] | None = None,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
@@ -75,6 +86,17 @@ class TimeChart(Widget):
         self.series = list(series)
         self.unit = unit
         self.y_top = y_top
+        self.peak = peak
+        """(value, elapsed) of the first series' peak: named in the title and marked on the plot."""
+        self.stepped_axis = False
+        """The time axis ends on a round figure that grows in steps (a live chart: most lines stay the same)."""
+
+    def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
+        """New points (a live chart, once a sample): one repaint, no layout."""
+        self.xs = list(xs)
+        self.series = list(series)
+        self.peak = peak
+        self.refresh()
 
     def _scale(self) -> tuple[float, Callable[[float], str]]:
         peak = max((v for s in self.series for v in s.values if v is not None), default=0.0)
@@ -85,18 +107,48 @@ class TimeChart(Widget):
         top = max(self.y_top, nice_ceiling(peak / factor) * factor if peak > 0 else 1.0)
         return top, lambda v: f"{v / factor:g} {name}" if v else "0"
 
+    def _exact(self, v: float) -> str:
+        """A peak's figure, three significant digits."""
+        if self.unit == "percent":
+            return f"{v:.0f}%"
+        name, factor = next(((n, f) for n, f in _BYTE_UNITS if v >= f), ("B", 1.0))
+        return f"{v / factor:.3g} {name}"
+
     def render(self) -> Text:
-        width, height = self.size.width, self.size.height
+        sink = TextSink()
+        self.draw(sink, self.size.width, self.size.height)
+        return sink.text
+
+    def title_line(self, width: int) -> Text:
+        """The title, the series' colours, and the peak (which stays when room is short)."""
         out = Text(no_wrap=True, overflow="crop")
         out.append(self.title, style="bold")
         for s in self.series:
             out.append("  ━ ", style=s.color)
             out.append(s.label)
-        if not self.xs or width < 12 or height < 4:
-            out.append("\n  no samples recorded" if not self.xs else "")
-            return out
-        plot_h = height - 3
+        if self.peak is not None:
+            # the peak first when room is short: the series names are also in the colours
+            figure = f"{self._exact(self.peak[0])} at {short_time(self.peak[1])}"
+            peak = Text(f"  ▲ peak {figure}", style="bold")
+            if out.cell_len + peak.cell_len > width:
+                if len(self.title) + peak.cell_len > width:
+                    peak = Text(f" ▲{figure}", style="bold")
+                out = Text.assemble((self.title, "bold"), peak, no_wrap=True, overflow="crop")
+            else:
+                out.append_text(peak)
+        out.truncate(max(width, 1), overflow="ellipsis")
+        return out
+
+    def draw(self, sink: ChartSink, width: int, height: int) -> None:
+        """The chart into `sink`: a title line, the plot rows, the time axis."""
+        sink.title(self.title_line(width))
         top, fmt = self._scale()
+        if not self.xs or width < 12 or height < 4:
+            if not self.xs:
+                sink.newline()
+                sink.append("  no samples recorded", "")
+            return
+        plot_h = height - 3
         fractions = (1.0, 0.75, 0.5, 0.25, 0.0) if plot_h >= 9 else (1.0, 0.5, 0.0)
         labels: dict[int, str] = {}
         for f in fractions:
@@ -107,6 +159,8 @@ class TimeChart(Widget):
         colors: list[list[str | None]] = [[None] * plot_w for _ in range(plot_h)]
         px_w, px_h = plot_w * 2, plot_h * 4
         x_end = max([self.xs[-1], *(s.xs[-1] for s in self.series if s.xs)], default=0.0) or 1e-9
+        if self.stepped_axis:
+            x_end = stepped_end(x_end)
 
         def dot(px: int, py: int, color: str) -> None:
             py = min(max(py, 0), px_h - 1)
@@ -123,24 +177,30 @@ class TimeChart(Widget):
                 px = min(px_w - 1, int(x / x_end * (px_w - 1) + 0.5))
                 points[px] = max(points.get(px, v), v)
             known = sorted(points.items())
-            for (c0, v0), (c1, v1) in itertools.pairwise(known):
+            # 1-3 samples: the points alone (a line through two readings would invent what happened between)
+            for (c0, v0), (c1, v1) in itertools.pairwise(known if len(self.xs) > 3 else []):
                 for c in range(c0, c1):
                     ya = (v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * (px_h - 1)
                     yb = (v0 + (v1 - v0) * (c + 1 - c0) / (c1 - c0)) / top * (px_h - 1)
                     lo, hi = sorted((round(ya), round(yb)))
                     for py in range(lo, max(lo, hi - 1) + 1):
                         dot(c, py, s.color)
-            if known:
-                c, v = known[-1]
+            for c, v in known if len(self.xs) <= 3 else known[-1:]:
                 dot(c, round(v / top * (px_h - 1)), s.color)
+                if len(self.xs) <= 3:  # a point: two dots wide, to be seen
+                    dot(min(c + 1, px_w - 1), round(v / top * (px_h - 1)), s.color)
+        if self.peak is not None and self.series:
+            pc = min(plot_w - 1, int(self.peak[1] / x_end * (px_w - 1) + 0.5) // 2)
+            pr = plot_h - 1 - min(max(round(self.peak[0] / top * (px_h - 1)), 0), px_h - 1) // 4
+            colors[pr][pc] = f"bold reverse {self.series[0].color}"
+            cells[pr][pc] |= 0xFF if not cells[pr][pc] else 0
         for r in range(plot_h):
-            out.append("\n")
+            sink.newline()
             label = labels.get(r)
-            out.append(f"{label or '':>{label_w}}", style="dim")
-            out.append("┤" if label else "│", style="dim")
-            for c in range(plot_w):
-                out.append(chr(0x2800 + cells[r][c]), style=colors[r][c] or "")
-        out.append("\n" + " " * label_w + "└" + "─" * plot_w, style="dim")
+            sink.append(f"{label or '':>{label_w}}" + ("┤" if label else "│"), "dim")
+            _append_runs(sink, cells[r], colors[r])
+        sink.newline()
+        sink.append(" " * label_w + "└" + "─" * plot_w, "dim")
         axis = [" "] * (plot_w + 1)
         ticks = [(0, short_time(0))]
         if plot_w >= 24:
@@ -151,8 +211,39 @@ class TimeChart(Widget):
             for i, ch in enumerate(text):
                 if 0 <= at + i < len(axis):
                     axis[at + i] = ch
-        out.append("\n" + " " * label_w + "".join(axis), style="dim")
-        return out
+        sink.newline()
+        sink.append(" " * label_w + "".join(axis), "dim")
+
+
+class ChartSink(Protocol):
+    """Where a chart is drawn: a Rich Text (a static chart) or lines of segments (a live one)."""
+
+    def title(self, text: Text) -> None: ...
+    def append(self, text: str, style: str) -> None: ...
+    def newline(self) -> None: ...
+
+
+class TextSink:
+    def __init__(self) -> None:
+        self.text = Text(no_wrap=True, overflow="crop")
+
+    def title(self, text: Text) -> None:
+        self.text.append_text(text)
+
+    def append(self, text: str, style: str) -> None:
+        self.text.append(text, style=style)
+
+    def newline(self) -> None:
+        self.text.append("\n")
+
+
+def _append_runs(out: ChartSink, cells: list[int], colors: list[str | None]) -> None:
+    """One row of braille cells, one span per run of one colour (a live chart redraws each second)."""
+    start = 0
+    for c in range(1, len(cells) + 1):
+        if c == len(cells) or colors[c] != colors[start]:
+            out.append("".join([chr(0x2800 + b) for b in cells[start:c]]), colors[start] or "")
+            start = c
 
 
 GPU_COLORS = ("magenta", "bright_cyan", "yellow", "bright_green", "bright_red", "blue", "bright_magenta", "cyan")

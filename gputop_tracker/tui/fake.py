@@ -298,8 +298,11 @@ class FakeSource:
         store: str = "/tmp/gputop-demo",
         tree: list[tuple[int, int, str, int, int]] | None = None,
         output: list[str] | None = None,
+        ignores_sigterm: bool = False,
     ) -> None:
         self.tree = tree
+        self.ignores_sigterm = ignores_sigterm  # stop_tree(SIGTERM) leaves the job running
+        self.tree_signals: list[int] = []
         self.n_gpus = n_gpus
         self.samples = [make_sample(i, n_gpus=n_gpus, tree=tree) for i in range(n_samples)]
         self.exit_code = exit_code
@@ -348,13 +351,17 @@ class FakeSource:
         self.push(SampleMessage(s))
         return s
 
-    def _end(self, *, exit_code: int | None, exit_signal: int | None = None, status: str = "exited") -> None:
+    def _end(
+        self, *, exit_code: int | None, exit_signal: int | None = None, status: str = "exited", note: str = ""
+    ) -> None:
         if self.ended:
             return
         self.ended = True
         summary = make_summary(
             self.samples, exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store
         )
+        if note:
+            summary.notes.append(note)
         self._put(Summary(summary))
         self._put(None)
 
@@ -378,6 +385,17 @@ class FakeSource:
             self.stop()
         elif sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
             self._end(exit_code=128 + sig, exit_signal=sig, status="killed")
+
+    def stop_tree(self, sig: int) -> bool:
+        """As the sampler: the whole tree gets `sig`; it ends the job unless it ignores SIGTERM."""
+        self.tree_signals.append(sig)
+        if sig == signal.SIGTERM and self.ignores_sigterm:
+            return True
+        n = len(self.samples[-1].processes) if self.samples else 0
+        names = ", then ".join(f"{signal.Signals(s).name} to {n}" for s in self.tree_signals)
+        note = f"stopped from the live view: {names} processes of the tree; none survived"
+        self._end(exit_code=128 + sig, exit_signal=sig, status="killed", note=note)
+        return True
 
     def stop(self) -> None:
         self.stopped = True

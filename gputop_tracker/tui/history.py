@@ -43,9 +43,10 @@ from gputop_tracker.core.history import (
     timeline_series,
 )
 from gputop_tracker.core.models import Session
-from gputop_tracker.core.text import escape_controls
-from gputop_tracker.core.units import human_bytes
+from gputop_tracker.core.text import clean_output, escape_controls
+from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.charts import Series, TimeChart, session_charts, short_time
+from gputop_tracker.tui.output_pane import OutputPane
 
 CSS_FILE = "history.tcss"
 NARROW = 100  # columns: under this the list and the detail use their compact layouts
@@ -90,6 +91,7 @@ class SessionDetailScreen(_HistoryScreenBase):
         Binding("1", "tab('charts')", "Charts", id="history.tab_charts"),
         Binding("2", "tab('summary')", "Summary", id="history.tab_summary"),
         Binding("3", "tab('processes')", "Processes", id="history.tab_processes"),
+        Binding("4", "tab('output')", "Output", id="history.tab_output"),
         Binding("e", "export", "Export", id="history.export"),
     ]
 
@@ -105,6 +107,7 @@ class SessionDetailScreen(_HistoryScreenBase):
             yield Footer()
             return
         yield Static(_title(s), classes="history-title")
+        yield Static(headline(s), classes="history-headline")
         with TabbedContent(initial="charts"):
             with TabPane("Charts", id="charts"), VerticalScroll(), Grid(classes="history-charts"):
                 yield from session_charts(s)
@@ -115,11 +118,16 @@ class SessionDetailScreen(_HistoryScreenBase):
                 yield Static(Text(text.rstrip("\n"), no_wrap=True), classes="history-report")
             with TabPane("Processes", id="processes"):
                 yield DataTable(id="processes-table", cursor_type="row", zebra_stripes=True)
+            with TabPane("Output", id="output"):
+                yield OutputPane(id="history-output")
         yield Footer()
 
     def on_mount(self) -> None:
         s = self.entry.session
-        if s is None or s.summary is None:
+        if s is None:
+            return
+        self._load_output()
+        if s.summary is None:
             return
         table = self.query_one("#processes-table", DataTable)
         for label, right in (
@@ -162,6 +170,22 @@ class SessionDetailScreen(_HistoryScreenBase):
                 key=str(p.pid),
             )
 
+    def _load_output(self) -> None:
+        """The command's saved output (live-view runs keep it next to the session), its last OUTPUT_TAIL bytes."""
+        pane = self.query_one("#history-output", OutputPane)
+        path = self.entry.path.with_name(f"{self.entry.id}.output.log") if self.entry.path else None
+        try:
+            with open(path or "", "rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(0, size - OUTPUT_TAIL))
+                data = f.read()
+        except OSError:
+            pane.write("no output saved for this session (only live-view runs keep it)\n")
+            return
+        if size > OUTPUT_TAIL:
+            pane.write(f"… the last {OUTPUT_TAIL // 1000} kB of {size // 1000} kB\n")
+        pane.write(clean_output(data.decode("utf-8", "replace")))
+
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
@@ -169,9 +193,47 @@ class SessionDetailScreen(_HistoryScreenBase):
         _ask_export(self, self.entry)
 
 
+OUTPUT_TAIL = 256_000  # bytes of a saved output log the Output tab shows
+
+
+def headline(s: Session) -> Text:
+    """What the run came to, before any chart: exit status, duration to the ms, peaks, CPU-seconds."""
+    m, u = s.meta, s.summary
+    t = Text()  # wraps between figures on a narrow terminal (two lines at most)
+    status = u.status if u is not None else m.status
+    code = u.exit_code if u is not None else m.exit_code
+    sig = u.exit_signal if u is not None else None
+    if m.status == "running":
+        t.append("running (not finished)", style="bold yellow")
+    elif status in ("detached", "stopped"):
+        t.append(status, style="bold yellow")
+    elif sig:
+        t.append(f"killed by signal {sig} (exit {code})", style="bold red")
+    elif code == 0:
+        t.append("exit 0", style="bold green")
+    elif code is None:
+        t.append(status, style="bold")
+    else:
+        t.append(f"exit {code}", style="bold red")
+    if u is None:
+        return t
+    wall = u.compute_time.time
+    t.append(f" · {wall:.3f} s" if wall < 60 else f" · {human_seconds(wall)} ({wall:.3f} s)")
+    t.append(" · peak RAM ", style="dim")
+    t.append(human_bytes(u.max_ram.combined.total_rss), style="bold")
+    if u.gpus:
+        t.append(" · peak GPU ", style="dim")
+        t.append(human_bytes(u.max_gpu_ram.combined), style="bold")
+    t.append(" · CPU ", style="dim")
+    t.append(f"{u.cpu_time.total:.3f} s", style="bold")
+    cores = u.cpu_utilization.n_expected_cores or u.cpu_utilization.system_core_count or 1
+    t.append(f" ({u.cpu_time.mean_percent:.0f}% of a core, {u.cpu_time.mean_percent / cores:.0f}% of {cores})")
+    return t
+
+
 def _title(s: Session) -> Text:
     m = s.meta
-    t = Text(no_wrap=True, overflow="ellipsis")
+    t = Text(overflow="fold")  # the command in full: it may take two lines
     t.append(escape_controls(" ".join(m.command)) or "-", style="bold")
     when = local_time(m.start_time, "%Y-%m-%d %H:%M:%S") if m.start_time else "-"
     t.append(f"  {when} on {m.host or '?'}  ", style="dim")
@@ -345,6 +407,7 @@ class HistoryScreen(_HistoryScreenBase):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="history.back", show=False),
+        Binding("q", "leave", "Back", id="history.leave", show=False, tooltip="Back to the live view (or quit)"),
         Binding("slash", "focus_filter", "Filter", key_display="/", id="history.filter"),
         Binding("enter", "open", "Open", key_display="⏎", id="history.open"),
         Binding("space", "mark", "Mark", id="history.mark", tooltip="mark up to two sessions to compare"),
@@ -415,7 +478,7 @@ class HistoryScreen(_HistoryScreenBase):
     def _columns_for(self, width: int) -> list[tuple[Column, int]]:
         """Each column with its width: the command gets what the others leave (the start is shorter when narrow)."""
         narrow = width < NARROW
-        widths = {c.key: (11 if c.key == "start" and narrow else c.width) for c in COLUMNS}
+        widths = {c.key: (14 if c.key == "start" and narrow else c.width) for c in COLUMNS}
         fixed = sum(w + 2 for k, w in widths.items() if k != "command")
         widths["command"] = max(16, min(60, width - fixed - 2 - 2))  # its cell padding, the scroll bar
         return [(c, widths[c.key]) for c in COLUMNS]
@@ -434,7 +497,7 @@ class HistoryScreen(_HistoryScreenBase):
         self._narrow = narrow
         rows = filter_rows(self.rows, self.query_one("#history-filter", Input).value)
         self.shown = sort_rows(rows, self.sort_key, self.sort_reverse)
-        start_fmt = "%m-%d %H:%M" if narrow else "%Y-%m-%d %H:%M"
+        start_fmt = "%m-%d %H:%M:%S" if narrow else "%Y-%m-%d %H:%M:%S"
         for r in self.shown:
             table.add_row(*self._cells(r, start_fmt), key=r.id)
         if cursor_id is not None and cursor_id in table.rows:
@@ -510,6 +573,13 @@ class HistoryScreen(_HistoryScreenBase):
 
     def action_focus_filter(self) -> None:
         self.query_one("#history-filter", Input).focus()
+
+    def action_leave(self) -> None:
+        """Opened from the live view, q goes back to it (never to its quit dialog); on its own, q quits."""
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+        else:
+            self.app.exit()
 
     def action_back(self) -> None:
         flt = self.query_one("#history-filter", Input)

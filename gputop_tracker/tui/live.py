@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import codecs
 import os
-import re
 import select
 import signal
 import tempfile
@@ -28,6 +27,7 @@ from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.framing import LineFramer
 from gputop_tracker.core.orphans import become_subreaper
+from gputop_tracker.core.text import clean_output
 from gputop_tracker.core.units import Units
 
 if TYPE_CHECKING:
@@ -35,13 +35,6 @@ if TYPE_CHECKING:
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
 CHUNK = 1 << 16
-_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CR = re.compile(r"\r(?!\n)")
-
-
-def clean_output(text: str) -> str:
-    """Terminal control sequences would draw over the view; a bare CR (progress bars) starts a new line."""
-    return _CR.sub("\n", _CSI.sub("", text)).replace("\r\n", "\n")
 
 
 class SamplerSource:
@@ -81,6 +74,10 @@ class SamplerSource:
 
     def signal(self, sig: int) -> None:
         self.handle.signal(sig)
+
+    def stop_tree(self, sig: int) -> bool:
+        """The sampler signals the whole tree; False when it cannot be asked."""
+        return self.handle.request({"cmd": "stop_tree", "signal": int(sig)})
 
     def stop(self) -> None:
         self.handle.signal(STOP_SIGNAL)
@@ -193,7 +190,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     else:  # an attached process keeps its own output; the pane stays empty
         read_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     become_subreaper()  # should the sampler die, the command comes to us (`orphans.Takeover`)
-    handle = start_forked(cfg)  # before any thread: the App starts several
+    handle = start_forked(cfg, requests=True)  # before any thread: the App starts several
     hangup = HangUp(handle)
     for fd in (write_fd, devnull):
         if fd >= 0:
@@ -222,6 +219,9 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     hangup.release()
     os.close(read_fd)
     final = app.final
+    for note in final.notes if final is not None else []:
+        if note.startswith("stopped from the live view"):
+            console.say(note)
     if final is not None and final.session_path:
         console.say(f"session {final.session_id} saved: {final.session_path}")
     elif final is not None and cfg.save:

@@ -8,16 +8,13 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.reactive import reactive
-from textual.widgets import Footer, Log
+from textual.widgets import Footer, Input
 
 from gputop_tracker.core import channel
 from gputop_tracker.core.channel import (
@@ -32,13 +29,16 @@ from gputop_tracker.core.channel import (
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
-from gputop_tracker.tui.live_control import DataSource, RunControl
+from gputop_tracker.tui.live_charts import LiveCharts
+from gputop_tracker.tui.live_control import DataSource
+from gputop_tracker.tui.live_keys import ViewKeys
+from gputop_tracker.tui.output_pane import OutputPane
+from gputop_tracker.tui.process_info import ExitedRows
 from gputop_tracker.tui.process_rows import (
     COLUMNS,
-    SORT_LABEL,
-    SORTS,
     final_processes,
     fit_columns,
+    fit_label,
     ordered_processes,
     process_cells,
     sort_mark,
@@ -46,7 +46,6 @@ from gputop_tracker.tui.process_rows import (
 from gputop_tracker.tui.proctable import ProcessTable
 from gputop_tracker.tui.widgets import (
     GpuPanel,
-    HelpScreen,
     HostPanel,
     Panel,
     SummaryPanel,
@@ -83,27 +82,11 @@ def side_width(width: int) -> int:
     return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
 
 
-class LiveApp(RunControl):
+class LiveApp(ViewKeys):
     """Full-screen live view of one tracked command or attached process."""
 
     CSS_PATH = "live.tcss"
     TITLE = "gputop-track"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="quit", tooltip="Quit; asks first while the command runs"),
-        Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
-        Binding("s", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
-        Binding("t", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),
-        Binding("k", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process"),
-        Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
-        Binding("question_mark", "help", "Help", id="help", key_display="?", tooltip="Keys and columns"),
-    ]
-
-    paused: reactive[bool] = reactive(False)
-    """Display frozen; samples keep arriving and the run summary keeps counting."""
-    tree_view: reactive[bool] = reactive(True)
-    """Indented process tree (True) or a flat list sorted by the sort column."""
-    sort_key: reactive[str] = reactive("pid")
-    """Column the rows (siblings, in the tree view) are ordered by."""
 
     def __init__(
         self,
@@ -137,6 +120,10 @@ class LiveApp(RunControl):
         self._name_width = 0
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
+        self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
+        self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
+        self._prompt_mode = ""
+        self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
 
     # ------------------------------------------------------------------ layout
@@ -150,34 +137,44 @@ class LiveApp(RunControl):
             with VerticalScroll(id="side"):
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
-        log = Log(id="output", max_lines=LOG_LINES, auto_scroll=True)
+        yield LiveCharts(id="charts")
+        log = OutputPane(LOG_LINES, id="output")
         log.border_title = "output"
         if self.output_path is not None:
             log.border_subtitle = str(self.output_path)
         yield log
+        prompt = Input(id="prompt")
+        prompt.display = False
+        yield prompt
         yield Footer()
 
     def on_mount(self) -> None:
-        self._apply_width(self.size.width)
+        self._apply_width(self.size.width, self.size.height)
         self._draw_header()
         self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
         self.read_samples()
         self.read_output()
 
     def on_resize(self, event: events.Resize) -> None:
-        self._apply_width(event.size.width)
+        self._apply_width(event.size.width, event.size.height)
         self._redraw()
 
     @property
     def narrow(self) -> bool:
         return self.has_class("narrow")
 
-    def _apply_width(self, width: int) -> None:
+    def _apply_width(self, width: int, height: int | None = None) -> None:
+        # during a resize self.size is still the old one: everything drawn from here on uses view_size
+        self.view_size = (width, height if height is not None else self.view_size[1] or self.size.height)
+        height = self.view_size[1]
         narrow = width < NARROW
         self.set_class(narrow, "narrow")
+        # the charts and the output grow with the terminal; the side panels keep what they need at 120x40
+        self.query_one("#charts").styles.height = 5 if narrow else min(14, max(7, (height - 19) // 3))
+        output_h = 4 if narrow else min(12, max(6, height // 6))
+        self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
         side = 0 if narrow else side_width(width)
-        if not narrow:
-            self.query_one("#side").styles.width = side
+        self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
         cols, name_w = fit_columns(width - side)
         keys = [c[0] for c in cols]
         if keys == self._columns and name_w == self._name_width:
@@ -214,9 +211,12 @@ class LiveApp(RunControl):
         self.n_messages += 1
         msg = event.msg
         if isinstance(msg, SampleMessage):
-            self.history.add(msg.sample)  # sparklines keep every sample, paused or not
-            self.latest = msg.sample
-            if not self.paused:
+            self.history.add(msg.sample)  # charts keep every sample, paused or not
+            self.exited.seen(msg.sample)
+            if self.paused:
+                self._paused_latest = msg.sample
+            else:
+                self.latest = msg.sample
                 with self.batch_update():  # one screen update per sample, not one per widget
                     self._redraw()
         elif isinstance(msg, Progress):
@@ -228,6 +228,8 @@ class LiveApp(RunControl):
                 self.store_dir = Path(msg.store)
             self._draw_header()
         elif isinstance(msg, EventMessage):
+            if msg.event.type == "process_exited":
+                self.exited.exited(msg.event)
             self._on_alert(msg)
         elif isinstance(msg, Summary):
             self.final = msg.usage
@@ -260,7 +262,7 @@ class LiveApp(RunControl):
         if self.paused:
             self._held_output.append(event.text)
             return
-        self.query_one("#output", Log).write(event.text)
+        self.query_one("#output", OutputPane).write(event.text)
 
     def _on_finished(self) -> None:
         self._redraw()
@@ -330,10 +332,11 @@ class LiveApp(RunControl):
             *extras,
         )
         line1 = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
-        line1.truncate(max(self.size.width - 2, 10), overflow="ellipsis")
+        line1.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")
         self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
 
-    def _redraw(self) -> None:
+    def _redraw(self, *, sample: bool = False) -> None:
+        """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
         if self.paused:
             self._draw_header()
             return
@@ -346,19 +349,21 @@ class LiveApp(RunControl):
         if s is not None:
             self._update_gpus(s)
             self.query_one("#host", HostPanel).show(s.host, self.panel_width)
+            self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
-            summary.show_final(self.final, self.narrow)
+            summary.show_final(self.final, self.narrow, width=self.panel_width)
             self.query_one("#procs", ProcessTable).border_title = "processes: peaks over the run"
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
-            summary.show_live(self.progress, self.narrow)
+            summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
 
     @property
     def panel_width(self) -> int:
         """Content width of a side panel (known from the layout rules, not from a size not yet laid out)."""
-        return self.size.width - 2 if self.narrow else side_width(self.size.width) - 6
+        width = self.view_size[0]
+        return width - 2 if self.narrow else side_width(width) - 6
 
     def _update_gpus(self, s: Sample) -> None:
         side = self.query_one("#side", VerticalScroll)
@@ -375,77 +380,58 @@ class LiveApp(RunControl):
             panel.show(g, self.history.gpus.get(g.index), mean, self.narrow, self.panel_width)
 
     def _update_table(self, s: Sample | None, processes: list[ProcessSample] | None = None) -> None:
+        states: dict[int, str] = {}
         if processes is None:
             if self.final is not None and self.final.processes:
                 processes = final_processes(self.final)
             else:
                 processes = s.processes if s is not None else []
-        ordered = ordered_processes(processes, self.sort_key, self.tree_view)
-        rows = [(p.pid, process_cells(p, depth, self._columns)) for p, depth in ordered]
-        self.query_one("#procs", ProcessTable).update_rows(rows)
+                ghosts = self.exited.ghosts(processes)
+                states = {p.pid: label for p, label in ghosts}
+                processes = processes + [p for p, _ in ghosts]
+        if self.row_filter:
+            processes = [p for p in processes if self.keep_row(p)]
+        ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
+        cols, width = self._columns, self._name_width
+        rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
+        table = self.query_one("#procs", ProcessTable)
+        table.update_rows(rows)
+        self._show_selected_command()
+
+    def _show_selected_command(self) -> None:
+        """The selected process's whole command line under the table (the column shortens it)."""
+        table = self.query_one("#procs", ProcessTable)
+        pid = table.cursor_key
+        p = self._process(pid)
+        text = escape_controls(" ".join(p.cmdline) or p.name) if p is not None else ""
+        width = self.view_size[0]
+        room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        subtitle = f"{pid}: {text}" if text else None
+        if table.border_subtitle != subtitle:  # setting it repaints the whole table, even unchanged
+            table.border_subtitle = subtitle
+
+    def _process(self, pid: int | None) -> ProcessSample | None:
+        if pid is None:
+            return None
+        procs = self.latest.processes if self.latest is not None else []
+        ghosts = [p for p, _ in self.exited.ghosts(procs)]
+        return next((p for p in [*procs, *ghosts] if p.pid == pid), None)
+
+    def on_process_table_cursor_moved(self, _event: ProcessTable.CursorMoved) -> None:
+        self._show_selected_command()
 
     def _label_sort_column(self) -> None:
         table = self.query_one("#procs", ProcessTable)
+        widths = table.widths
         for key, label, _width, _right in COLUMNS:
             if key in table.columns:
-                mark = sort_mark(key, self.sort_key)
-                table.set_label(key, label + mark, "bold" if mark else "")
+                mark = sort_mark(key, self.sort_key, self.sort_reverse)
+                table.set_label(key, fit_label(label, mark, widths[key]), "bold" if mark else "")
 
     def selected_pid(self) -> int | None:
         return self.query_one("#procs", ProcessTable).cursor_key
-
-    def on_process_table_header_selected(self, event: ProcessTable.HeaderSelected) -> None:
-        if event.column in SORTS:
-            self.sort_key = event.column
-
-    # ------------------------------------------------------------------ reactives
-
-    def watch_paused(self, paused: bool) -> None:
-        if not paused:
-            if self._held_output:
-                self.query_one("#output", Log).write("".join(self._held_output))
-                self._held_output.clear()
-            self._redraw()
-        else:
-            self._draw_header()
-
-    def watch_tree_view(self) -> None:
-        if self.latest is not None and not self.paused:
-            self._update_table(self.latest)
-
-    def watch_sort_key(self) -> None:
-        if not self._columns:  # not laid out yet
-            return
-        self._label_sort_column()
-        if self.latest is not None and not self.paused:
-            self._update_table(self.latest)
-
-    # ------------------------------------------------------------------ actions
-
-    def action_pause(self) -> None:
-        self.paused = not self.paused
-
-    def action_sort(self) -> None:
-        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
-        self.notify(f"sorted by {SORT_LABEL[self.sort_key]}", timeout=1.5)
-
-    def action_tree(self) -> None:
-        self.tree_view = not self.tree_view
-
-    def action_history(self) -> None:
-        try:
-            from gputop_tracker.tui.history import HistoryScreen
-        except ImportError:
-            self.notify("history not available", severity="warning")
-            return
-        store = self.store_dir
-        if store is None:
-            self.notify("history not available: no session store", severity="warning")
-            return
-        self.push_screen(HistoryScreen(store))
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
 
     def on_unmount(self) -> None:
         self.source.close()  # lets the reader threads end, so the app can shut down

@@ -12,11 +12,11 @@ from textual.app import App
 
 from gputop_tracker.core import channel
 from gputop_tracker.core.channel import Failed
-from gputop_tracker.core.models import ResourceUsage, Sample
+from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
-from gputop_tracker.tui.widgets import QuitScreen, SignalScreen
+from gputop_tracker.tui.widgets import KILL_GRACE, KillScreen, QuitScreen, SignalScreen
 
-KILL_AFTER = 5.0  # seconds after "stop it" before SIGKILL
+KILL_AFTER = KILL_GRACE  # seconds of grace after SIGTERM to the tree before asking whether to SIGKILL what is left
 
 
 class DataSource(Protocol):
@@ -25,6 +25,7 @@ class DataSource(Protocol):
     def messages(self) -> Iterator[channel.Message]: ...
     def output(self) -> Iterator[str]: ...
     def signal(self, sig: int) -> None: ...
+    def stop_tree(self, sig: int) -> bool: ...
     def stop(self) -> None: ...
     def close(self) -> None: ...
 
@@ -68,16 +69,15 @@ class RunControl(App[int]):
             self.source.close()
             self.exit(self.exit_code, return_code=self.exit_code)
             return
+        if isinstance(self.screen, QuitScreen | KillScreen):
+            return  # ctrl+c pressed again while the dialog is open
         what = escape_controls(" ".join(self.command)) or f"PID {self.main_pid}"
 
         def chosen(choice: str | None) -> None:
             if choice == "stop":
                 self.quit_choice = "stop"
-                if self.mode == "attach":
-                    self._kill(self.main_pid, signal.SIGTERM)
-                else:
-                    self.source.signal(signal.SIGTERM)
-                    self.set_timer(KILL_AFTER, self._kill_main)
+                self.stop_tree(signal.SIGTERM)
+                self.set_timer(KILL_AFTER, self._ask_kill)
             elif choice == "detach":
                 self.quit_choice = "detach"
                 self.source.stop()
@@ -88,10 +88,32 @@ class RunControl(App[int]):
 
         self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
 
-    def _kill_main(self) -> None:
-        if self.running and self.main_pid:
-            self.notify("the command ignored SIGTERM: sending SIGKILL", severity="warning")
-            self._kill(self.main_pid, signal.SIGKILL)
+    def stop_tree(self, sig: int) -> None:
+        """The sampler signals the whole tree (it knows every pid, also those that left the process group);
+        an older or unreachable sampler: the main process only."""
+        if not self.source.stop_tree(sig):
+            self._kill(self.main_pid, sig)
+
+    def tree_pids(self) -> list[int]:
+        return [p.pid for p in self.latest.processes] if self.latest is not None else []
+
+    def _ask_kill(self) -> None:
+        """The grace period is over and the tree still runs: SIGKILL only if the user says so."""
+        if not self.running or isinstance(self.screen, KillScreen):
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice == "kill":
+                self.stop_tree(signal.SIGKILL)
+                self.notify("SIGKILL sent to the tree", severity="warning")
+            elif choice == "detach":
+                self.quit_choice = "detach"
+                self.source.stop()
+            else:  # wait: ask again after another grace period
+                self.set_timer(KILL_AFTER, self._ask_kill)
+            self._draw_header()
+
+        self.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER), chosen)
 
     def _kill(self, pid: int | None, sig: int) -> bool:
         if not pid:
@@ -113,15 +135,34 @@ class RunControl(App[int]):
         if pid is None or proc is None or not self.running:
             self.notify("select a running process of the tracked tree first", severity="warning")
             return
+        subtree = subtree_pids(s.processes if s else [], pid)
 
-        def chosen(sig: int | None) -> None:
-            if sig is None:
+        def chosen(answer: tuple[int, bool] | None) -> None:
+            if answer is None:
                 return
-            # re-check: the row may have left the tree while the dialog was open
-            if self.latest is None or pid not in {p.pid for p in self.latest.processes}:
+            sig, whole = answer
+            # re-check: rows may have left the tree while the dialog was open
+            alive = set(self.tree_pids())
+            if pid not in alive:
                 self.notify(f"process {pid} is no longer in the tracked tree", severity="warning")
                 return
-            if self._kill(pid, sig):
-                self.notify(f"sent {signal.Signals(sig).name} to {pid} ({proc.name})")
+            targets = [p for p in (subtree if whole else [pid]) if p in alive]
+            sent = [p for p in targets if self._kill(p, sig)]
+            what = f"{pid} ({proc.name})" + (f" and {len(sent) - 1} descendants" if whole else "")
+            if sent:
+                self.notify(f"sent {signal.Signals(sig).name} to {what}")
 
-        self.push_screen(SignalScreen(pid, proc.name), chosen)
+        self.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1), chosen)
+
+
+def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:
+    """`root` and every process below it in the tree, parents first."""
+    children: dict[int, list[int]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(c for c in children.get(pid, []) if c not in out and c != pid)
+    return out

@@ -10,7 +10,8 @@ from gputop_tracker.tui.widgets import short_bytes
 # column key, label, width (cells; 0: the name column, which takes what is left), right-aligned
 COLUMNS: list[Column] = [
     ("pid", "PID", 7, True),
-    ("name", "process", 0, False),
+    ("name", "command", 0, False),
+    ("state", "state", 6, False),
     ("cpu", "CPU %", 6, True),
     ("threads", "thr", 4, True),
     ("rss", "RSS", 7, True),
@@ -19,8 +20,8 @@ COLUMNS: list[Column] = [
     ("gpu", "GPU mem", 7, True),
     ("sm", "SM %", 5, True),
 ]
-DROP_ORDER = ["shared", "sm", "threads", "private"]  # least useful first, when the names lack room
-MIN_NAME = 16
+DROP_ORDER = ["shared", "sm", "threads", "state", "private"]  # least useful first, when the names lack room
+MIN_NAME = 18
 
 SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
 SORT_LABEL = {
@@ -30,7 +31,7 @@ SORT_LABEL = {
     "private": "private",
     "gpu": "GPU mem",
     "threads": "threads",
-    "name": "name",
+    "name": "command",
 }
 ASCENDING_SORTS = ("pid", "name")  # the others put the largest first
 
@@ -90,11 +91,13 @@ def final_processes(u: ResourceUsage) -> list[ProcessSample]:
     ]
 
 
-def ordered_processes(procs: list[ProcessSample], key: str, tree: bool) -> list[tuple[ProcessSample, int]]:
-    """Each process with its depth in the tree (0 in the flat list), in display order: siblings by `key`,
-    the main process's tree first."""
+def ordered_processes(
+    procs: list[ProcessSample], key: str, tree: bool, *, reverse: bool = False
+) -> list[tuple[ProcessSample, int]]:
+    """Each process with its depth in the tree (0 in the flat list), in display order: siblings by `key`
+    (`reverse`: the other way), the main process's tree first."""
     if not tree:
-        return [(p, 0) for p in sorted(procs, key=lambda p: (sort_value(p, key), p.pid))]
+        return [(p, 0) for p in sorted(procs, key=lambda p: (sort_value(p, key), p.pid), reverse=reverse)]
     by_pid = {p.pid: p for p in procs}
     children: dict[int, list[ProcessSample]] = {}
     roots = []
@@ -107,7 +110,7 @@ def ordered_processes(procs: list[ProcessSample], key: str, tree: bool) -> list[
 
     def walk(p: ProcessSample, depth: int) -> None:
         out.append((p, depth))
-        for c in sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid)):
+        for c in sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid), reverse=reverse):
             walk(c, depth + 1)
 
     for r in sorted(roots, key=lambda r: (r.role != "main", sort_value(r, key), r.pid)):
@@ -115,27 +118,95 @@ def ordered_processes(procs: list[ProcessSample], key: str, tree: bool) -> list[
     return out
 
 
-def process_cells(p: ProcessSample, depth: int, columns: list[str]) -> tuple[Cell, ...]:
-    """The row of one process: the cells of `columns`, the name indented by its depth in the tree."""
+LONG_ARG = 24  # a path argument longer than this shows as …/its-last-part
+
+
+def short_arg(arg: str) -> str:
+    """A long path (or --opt=path) keeps its last part: the script or file that tells processes apart."""
+    if len(arg) <= LONG_ARG or "/" not in arg:
+        return arg
+    head, sep, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    base = value.rstrip("/").rsplit("/", 1)[-1]
+    return f"{head}{sep}…/{base}" if base else arg
+
+
+INTERPRETERS = ("python", "pypy", "node", "bash", "sh", "dash", "zsh", "perl", "ruby", "Rscript", "julia")
+
+
+def short_command(p: ProcessSample, room: int = 0) -> str:
+    """The command line, shortened: the program's base name, long paths as …/last-part, every flag kept.
+    A process that renamed itself (its comm is not the program's name) shows that name first. With `room`
+    (cells) and a line still too long: paths lose their directory, then an interpreter gives way to its
+    script, so the arguments that tell workers apart stay in view."""
+    if not p.cmdline:
+        return p.name  # unreadable (another user's, or gone): the kernel's name
+    prog = p.cmdline[0].rsplit("/", 1)[-1]
+    args = [short_arg(a) for a in p.cmdline[1:]]
+    renamed = p.name and not prog.startswith(p.name[:15]) and not p.name.startswith(prog[:15])
+    text = " ".join([prog, *args])
+    if room and len(text) > room and not renamed:
+        args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
+        text = " ".join([prog, *args])
+        script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+        if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
+            text = " ".join(args[script:])
+    return f"{p.name}: {text}" if renamed else text
+
+
+def process_state(p: ProcessSample) -> str:
+    """running, or zombie: a process that holds no memory any more has exited and waits for its parent."""
+    if p.pss < 0:
+        return ""  # a final report's row: peaks over the run, no state
+    return "zombie" if p.rss == 0 else "run"
+
+
+def process_cells(
+    p: ProcessSample, depth: int, columns: list[str], state: str | None = None, name_width: int = 0
+) -> tuple[Cell, ...]:
+    """The row of one process: the cells of `columns`, the command indented by its depth in the tree.
+    `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago; `name_width`: the
+    command column's width (a long command is shortened to what tells it apart)."""
     style = "bold" if p.role == "main" else ""
+    if state is not None:
+        style = "dim"
+    else:
+        state = process_state(p)
     indent = ("  " * (depth - 1) + "└ ") if depth else ""
     gpu = sum(p.gpu_memory.values())
+    state_style = "dim" if state in ("", "run") else "bold yellow" if state == "zombie" else "bold red"
     values: dict[str, Cell] = {
         "pid": (str(p.pid), style),
-        "name": (indent + p.name, style),
+        "name": (indent + short_command(p, max(name_width - len(indent), 0)), style),
+        "state": (state, state_style if state != "run" or style != "dim" else "dim"),
         "cpu": (f"{p.cpu_percent:.1f}", ""),
         "threads": (str(p.threads), ""),
         "rss": (short_bytes(p.rss), ""),
         "private": (short_bytes(p.private), ""),
         "shared": (short_bytes(p.shared) if p.pss >= 0 else "-", ""),
         "gpu": (short_bytes(gpu) if gpu else "-", ""),
-        "sm": ("-" if p.gpu_sm_percent is None else f"{p.gpu_sm_percent:.0f}", ""),
+        "sm": (sm_text(p), ""),
     }
     return tuple(values[k] for k in columns)
 
 
-def sort_mark(column: str, sort_key: str) -> str:
-    """The header's arrow on the sort column: ▲ ascending (pid, name), ▼ largest first."""
+def sort_mark(column: str, sort_key: str, reverse: bool = False) -> str:
+    """The header's arrow on the sort column: ▲ ascending (pid, name), ▼ largest first; flipped when reversed."""
     if column != sort_key:
         return ""
-    return " ▲" if column in ASCENDING_SORTS else " ▼"
+    return " ▲" if (column in ASCENDING_SORTS) != reverse else " ▼"
+
+
+def fit_label(label: str, mark: str, width: int) -> str:
+    """A column label with its sort arrow in `width` cells: the label gives way, never the arrow."""
+    if len(label) + len(mark) <= width:
+        return label + mark
+    return label[: max(width - len(mark), 1)].rstrip() + mark
+
+
+def sm_text(p: ProcessSample) -> str:
+    """SM % of one process: NVML sums it over GPUs; shown per GPU (the mean over the GPUs it holds memory on),
+    so a figure never reads above 100."""
+    if p.gpu_sm_percent is None:
+        return "-"
+    n = max(1, len(p.gpu_memory))
+    return f"{p.gpu_sm_percent / n:.0f}" + (f"×{n}" if n > 1 else "")

@@ -77,6 +77,14 @@ class ProcessTable(ScrollView, can_focus=True):
             self.table = table
             self.column = column
 
+    class CursorMoved(Message):
+        """The cursor is on another row (key)."""
+
+        def __init__(self, table: ProcessTable, key: int | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._columns: list[Column] = []
@@ -95,6 +103,10 @@ class ProcessTable(ScrollView, can_focus=True):
     @property
     def columns(self) -> list[str]:
         return [c[0] for c in self._columns]
+
+    @property
+    def widths(self) -> dict[str, int]:
+        return {c[0]: c[2] for c in self._columns}
 
     @property
     def ordered_keys(self) -> list[int]:
@@ -168,7 +180,10 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def move_cursor(self, row: int) -> None:
         row = max(0, min(row, len(self._keys) - 1))
+        old_key = self.cursor_key
         old, self.cursor_row = self.cursor_row, row
+        if self.cursor_key != old_key:
+            self.post_message(self.CursorMoved(self, self.cursor_key))
         self._refresh_rows({old, row})
         top = round(self.scroll_y)
         visible = max(self.scrollable_content_region.height - 1, 1)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import signal
 
+from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Sparkline, Static
+from textual.widget import Widget
+from textual.widgets import Button, Label, Static
 
 from gputop_tracker.core.livestats import GpuHistory
 from gputop_tracker.core.models import GpuSample, HostSample, ResourceUsage
@@ -53,6 +55,14 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
+def set_border(widget: Widget, title: str | None, subtitle: str | None) -> None:
+    """Border texts, set only when they change: setting one repaints the whole widget, even unchanged."""
+    if widget.border_title != title:
+        widget.border_title = title
+    if widget.border_subtitle != subtitle:
+        widget.border_subtitle = subtitle
+
+
 class Panel(Static):
     """A Static that skips updates with the same content, and lays the screen out again only when its
     number of lines changed (every sample redraws each panel; most of them keep their height)."""
@@ -79,18 +89,16 @@ def _n_lines(t: Text | str) -> int:
 
 
 class GpuPanel(Vertical):
-    """One GPU: utilization and memory bars, the utilization history, temperature and power."""
+    """One GPU: utilization and memory bars, temperature and power (its history is in the live charts)."""
 
     def __init__(self, index: int, **kwargs: object) -> None:
         super().__init__(id=f"gpu-{index}", classes="gpu panel", **kwargs)  # type: ignore[arg-type]
         self.index = index
         # kept as attributes: the app may draw before they are mounted
         self.text = Panel(classes="gpu-text")
-        self.spark = Sparkline([], classes="gpu-spark")
 
     def compose(self) -> ComposeResult:
         yield self.text
-        yield self.spark
 
     def show(self, g: GpuSample, hist: GpuHistory | None, mean: float | None, compact: bool, width: int) -> None:
         """`mean`: this GPU's mean utilization over the run, from the sampler's running summary."""
@@ -114,8 +122,7 @@ class GpuPanel(Vertical):
                 f" {mem}  {temp} {power}",
             )
         else:
-            self.border_title = f"GPU {g.index} · {g.name}"
-            self.border_subtitle = (label + lost).strip() or None
+            set_border(self, f"GPU {g.index} · {g.name}", (label + lost).strip() or None)
             bw = max(6, width - 26)
             limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
             t = Text.assemble(
@@ -128,39 +135,37 @@ class GpuPanel(Vertical):
                 f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}",
             )
         self.text.update(t)
-        if hist is not None and not compact:
-            self.spark.data = list(hist.util)  # a reactive: an equal list draws nothing
 
 
 class HostPanel(Panel):
     def show(self, h: HostSample, width: int) -> None:
-        bw = max(6, min(30, width - 46))
         frac = h.memory_used / h.memory_total if h.memory_total else None
-        self.update(
-            Text.assemble(
-                ("host ", "bold"),
-                "RAM ",
-                bar(frac, bw),
-                f" {short_bytes(h.memory_used)}/{short_bytes(h.memory_total)}",
-                f"  CPU {h.cpu_percent:.0f}% of {h.cpu_count}",
-            )
+        figures = (
+            f" {short_bytes(h.memory_used)}/{short_bytes(h.memory_total)}  CPU {h.cpu_percent:.0f}% of {h.cpu_count}"
         )
+        room = width - len("host RAM ") - len(figures)
+        if room < 4:  # never wrap: the bar gives way first, then the word "host"
+            self.update(Text.assemble(("RAM ", "bold"), bar(frac, max(3, room + 5)), figures))
+            return
+        self.update(Text.assemble(("host ", "bold"), "RAM ", bar(frac, min(30, room)), figures))
 
 
 class SummaryPanel(Panel):
     """The run so far (or the final report): the figures the report prints."""
 
-    def show_live(self, u: ResourceUsage, compact: bool) -> None:
-        """The sampler's running summary (`channel.Progress`): the figures the report will print."""
-        self.show_final(u, compact, live=True)
-
-    def show_final(self, u: ResourceUsage, compact: bool, note: str = "", *, live: bool = False) -> None:
+    def show_final(
+        self, u: ResourceUsage, compact: bool, note: str = "", *, live: bool = False, width: int = 48
+    ) -> None:
+        """The final report, or (`live`) the sampler's running summary (`channel.Progress`): the figures the
+        report prints. `width`: the panel's content width (the saved path is shortened to it)."""
         ram = u.max_ram
         ct = u.cpu_time
-        gp = u.gpu_utilization.gpu_percentages
-        saved = f"session saved: {u.session_path}" if u.session_path else "session not saved"
+        saved = f"saved: {u.session_path}" if u.session_path else "session not saved"
+        if len(saved) > width:  # the file's name matters more than its directory
+            saved = "saved: …" + saved[len(saved) - width + 8 :]
+        gpu_util = gpu_util_text(u)
         if compact:
-            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {pct(gp.mean_sum_percent)}" if u.gpus else ""
+            gpu = f"  GPU {short_bytes(u.max_gpu_ram.combined)} {gpu_util_text(u, short=True)}" if u.gpus else ""
             parts: list[str | tuple[str, str]] = [
                 ("peak " if live else "final peak ", "bold" if live else "bold green"),
                 f"RAM {short_bytes(ram.combined.total_rss)}  CPU {human_seconds(ct.total)} "
@@ -170,21 +175,18 @@ class SummaryPanel(Panel):
                 parts += ["\n", (saved, "italic")]
             self.update(Text.assemble(*parts))
             return
-        self.border_title = "run so far" if live else "final summary"
+        set_border(self, "run so far" if live else "final summary", self.border_subtitle)
         lines = [
-            f"peak RAM (tree)  {human_bytes(ram.combined.total_rss)}",
-            f"peak private     {human_bytes(ram.combined.private_rss)}",
-            f"CPU time         {human_seconds(ct.total)} ({ct.mean_percent:.0f}% of a core)",
-            f"CPU util mean    {u.cpu_utilization.combined.mean_sum_percent:.1f}%  "
-            f"max {u.cpu_utilization.combined.max_sum_percent:.1f}%",
-            f"peak threads     {u.peak_threads}   processes seen {u.n_processes}",
+            f"peak RAM    {human_bytes(ram.combined.total_rss)} (tree)",
+            f"  private   {human_bytes(ram.combined.private_rss)}",
+            f"CPU time    {human_seconds(ct.total)}, {ct.mean_percent:.0f}% of a core",
+            f"CPU util    mean {u.cpu_utilization.combined.mean_sum_percent:.0f}%"
+            f"  max {u.cpu_utilization.combined.max_sum_percent:.0f}%",
+            f"threads     {u.peak_threads} peak, {u.n_processes} processes",
         ]
         if u.gpus:
-            lines.append(f"peak GPU memory  {human_bytes(u.max_gpu_ram.combined)}")
-            lines.append(
-                f"GPU util mean    {pct(gp.mean_sum_percent)}  max {pct(gp.max_sum_percent)}"
-                f" (Σ {u.gpu_utilization.n_expected_gpus} GPUs)"
-            )
+            lines.append(f"GPU memory  {human_bytes(u.max_gpu_ram.combined)} peak")
+            lines.append(f"GPU util    {gpu_util}")
         if not live:
             lines.append(saved)
         if note:
@@ -192,11 +194,25 @@ class SummaryPanel(Panel):
         self.update("\n".join(lines))
 
 
+def gpu_util_text(u: ResourceUsage, *, short: bool = False) -> str:
+    """Per GPU, never summed: one GPU's mean and max, or the mean over GPUs with their count."""
+    if not u.gpus:
+        return "-"
+    mean = sum(g.mean_utilization or 0.0 for g in u.gpus) / len(u.gpus)
+    peak = max(g.max_utilization or 0.0 for g in u.gpus)
+    if short:
+        return pct(mean) + (f"×{len(u.gpus)}" if len(u.gpus) > 1 else "")
+    if len(u.gpus) == 1:
+        return f"mean {pct(mean)}  max {pct(peak)}"
+    return f"mean {pct(mean)}  max {pct(peak)} per GPU ×{len(u.gpus)}"
+
+
 # --------------------------------------------------------------------------- dialogs
 
 
 class QuitScreen(ModalScreen[str]):
-    """The command still runs: stop it, detach (leave it running), or stay."""
+    """The command still runs: stop it (its whole tree), detach (leave it running), or stay. Enter presses the
+    focused button: Stop for a launched command, Detach for an attached process (only watched, never ours)."""
 
     BINDINGS = [
         Binding("s", "choose('stop')", "Stop it", id="quit_dialog.stop"),
@@ -211,19 +227,26 @@ class QuitScreen(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog", classes="dialog"):
-            yield Label(f"[b]{self.what}[/b] is still running.", markup=True)
+            yield Label(f"[b]{escape(self.what)}[/b] is still running.", markup=True)
             left = "the process" if self.attach else "the command"
             yield Label(
-                f"[b]s[/b]    stop it: SIGTERM to {left}, then save the session\n"
+                f"[b]s[/b]    stop: SIGTERM to {left} and every process of its tree;\n"
+                f"     after {KILL_GRACE:g} s asks before SIGKILL; the session is saved\n"
                 f"[b]d[/b]    detach: stop tracking, {left} keeps running\n"
                 "[b]esc[/b]  cancel: stay here",
                 markup=True,
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Stop it", id="stop", variant="error")
-                yield Button("Detach", id="detach", variant="primary")
-                yield Button("Cancel", id="cancel")
+                buttons = [
+                    Button("[u]S[/u]top tree", id="stop", variant="error"),
+                    Button("[u]D[/u]etach", id="detach", variant="primary"),
+                ]
+                yield from (reversed(buttons) if self.attach else buttons)  # the default first
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#detach" if self.attach else "#stop", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id or "cancel")
@@ -232,40 +255,100 @@ class QuitScreen(ModalScreen[str]):
         self.dismiss(choice)
 
 
+KILL_GRACE = 5.0  # seconds the quit dialog announces (live_control.KILL_AFTER)
+
+
+class KillScreen(ModalScreen[str]):
+    """The tree outlived SIGTERM's grace period: SIGKILL it, wait longer, or detach. Never SIGKILL unasked."""
+
+    BINDINGS = [
+        Binding("k", "choose('kill')", "SIGKILL", id="kill_dialog.kill"),
+        Binding("w,escape", "choose('wait')", "Wait", id="kill_dialog.wait"),
+        Binding("d", "choose('detach')", "Detach", id="kill_dialog.detach"),
+    ]
+
+    def __init__(self, n_alive: int, waited: float) -> None:
+        super().__init__()
+        self.n_alive = n_alive
+        self.waited = waited
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="kill-dialog", classes="dialog"):
+            yield Label(f"{self.n_alive} processes of the tree still run {self.waited:g} s after SIGTERM.")
+            yield Label(
+                "[b]k[/b]    SIGKILL every process of the tree\n"
+                "[b]w[/b]    wait longer (esc)\n"
+                "[b]d[/b]    detach: stop tracking, leave them running",
+                markup=True,
+                classes="dialog-help",
+            )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("[u]W[/u]ait", id="wait", variant="primary")
+                yield Button("SIGKILL ([u]k[/u])", id="kill", variant="error")
+                yield Button("[u]D[/u]etach", id="detach")
+
+    def on_mount(self) -> None:
+        self.query_one("#wait", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "wait")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)
+
+
 SIGNALS = {"term": signal.SIGTERM, "int": signal.SIGINT, "hup": signal.SIGHUP, "kill": signal.SIGKILL}
 
 
-class SignalScreen(ModalScreen[int | None]):
-    """Confirm a signal to one process of the tracked tree."""
+class SignalScreen(ModalScreen[tuple[int, bool] | None]):
+    """Confirm a signal to one process of the tracked tree, or to it and its descendants (`a`)."""
 
     BINDINGS = [
         Binding("t,enter", "choose('term')", "SIGTERM", id="signal_dialog.term"),
         Binding("i", "choose('int')", "SIGINT", id="signal_dialog.int"),
         Binding("9", "choose('kill')", "SIGKILL", id="signal_dialog.kill"),
+        Binding("a", "subtree", "Process / subtree", id="signal_dialog.subtree"),
         Binding("escape,n", "choose('cancel')", "Cancel", id="signal_dialog.cancel"),
     ]
 
-    def __init__(self, pid: int, name: str) -> None:
+    def __init__(self, pid: int, name: str, n_descendants: int = 0) -> None:
         super().__init__()
         self.pid = pid
         self.proc_name = name
+        self.n_descendants = n_descendants
+        self.subtree = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="signal-dialog", classes="dialog"):
-            yield Label(f"Send a signal to PID [b]{self.pid}[/b] ({self.proc_name})?", markup=True)
-            yield Label("[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  esc cancel", classes="dialog-help")
+            yield Label(f"Send a signal to PID [b]{self.pid}[/b] ({escape(self.proc_name)})?", markup=True)
+            yield Label(self._target_text(), id="signal-target")
+            yield Label(
+                "[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  [b]a[/b] process/subtree  esc cancel",
+                classes="dialog-help",
+            )
             with Horizontal(classes="dialog-buttons"):
-                yield Button("SIGTERM", id="term", variant="warning")
-                yield Button("SIGINT", id="int")
-                yield Button("SIGKILL", id="kill", variant="error")
-                yield Button("Cancel", id="cancel")
+                yield Button("SIGTERM ([u]t[/u])", id="term", variant="warning")
+                yield Button("SIGINT ([u]i[/u])", id="int")
+                yield Button("SIGKILL ([u]9[/u])", id="kill", variant="error")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def _target_text(self) -> str:
+        if self.subtree:
+            return f"to: the process and its {self.n_descendants} descendants (a: the process only)"
+        more = f" (a: also its {self.n_descendants} descendants)" if self.n_descendants else ""
+        return f"to: this process only{more}"
+
+    def action_subtree(self) -> None:
+        if self.n_descendants:
+            self.subtree = not self.subtree
+            self.query_one("#signal-target", Label).update(self._target_text())
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_choose(event.button.id or "cancel")
 
     def action_choose(self, choice: str) -> None:
         sig = SIGNALS.get(choice)
-        self.dismiss(int(sig) if sig is not None else None)
+        self.dismiss((int(sig), self.subtree) if sig is not None else None)
 
 
 HELP = """\
@@ -274,17 +357,27 @@ HELP = """\
 The sampler runs in its own process: pausing or closing this view never costs a sample,
 and the session is saved by the sampler whatever happens here.
 
-[b]q[/b]  quit; while the command runs: stop it, detach (leave it running) or cancel
-[b]p[/b]  pause the display (sampling and the summary go on)
-[b]s[/b]  cycle the sort column (PID, CPU, RSS, private, GPU memory, threads, name)
-[b]t[/b]  tree or flat view
-[b]k[/b]  send a signal to the selected process (asks first; only processes of the tracked tree)
-[b]h[/b]  saved sessions (history)
-[b]?[/b]  this help
+[b]q[/b] [b]ctrl+c[/b] [b]f10[/b]  quit; while the command runs: [b]s[/b] stop its whole tree (SIGTERM, then
+         SIGKILL only if you confirm), [b]d[/b] detach (leave it running), [b]esc[/b] cancel.
+         Attached to a process: enter detaches; stopping it needs [b]s[/b]
+[b]p[/b]        pause the display (sampling, the charts and the summary go on)
+[b]s[/b] [b]f6[/b]     next sort column; [b]r[/b] reverse (or click a column label, twice to reverse)
+[b]t[/b] [b]f5[/b]     tree or flat view
+[b]/[/b] [b]f4[/b]     filter the processes by PID or command (enter keeps it, esc clears it)
+[b]k[/b] [b]f9[/b]     signal the selected process, or ([b]a[/b]) it and its descendants
+[b]enter[/b]    the selected process in full: command line, state, peaks, GPUs
+[b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output
+[b]tab[/b]      move between the process table and the output pane
+[b]↑ ↓ pgup pgdn home end[/b]  move in the focused pane
+[b]h[/b]        saved sessions (history)
+[b]?[/b] [b]f1[/b]     this help; [b]esc[/b] closes dialogs, the filter and the search
 
-[b]Columns[/b]: RSS = resident set; private = USS (only this process holds it);
+[b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
+under the table); state = run, zombie (exited, its parent has not reaped it), exit N / sig N
+(just ended); RSS = resident set; private = USS (only this process holds it);
 shared = RSS - private; GPU mem = memory this process holds on all GPUs;
-SM % = its share of the GPUs' streaming multiprocessors (NVML, summed over GPUs).
+SM % = its share of a GPU's streaming multiprocessors, per GPU (×N: the mean over N GPUs).
+[b]Charts[/b]: the whole run, kept while paused; ▲ marks the peak.
 [b]Run so far[/b]: the figures the final report prints — peak RAM of the tree
 (Σ PSS, or the largest exact single-process peak), exact CPU-seconds, mean utilization.
 The command's stdin is /dev/null; its stdout and stderr go to the output pane and to
