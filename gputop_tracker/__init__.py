@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 from gputop_tracker._version import __version__
 
 if TYPE_CHECKING:
+    from gputop_tracker.blocks import block, mark, tracked
     from gputop_tracker.core.tracker import Tracker
 
-__all__ = ["Tracker", "__version__"]
+__all__ = ["Tracker", "__version__", "block", "mark", "tracked"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +19,10 @@ def __getattr__(name: str) -> Any:
         from gputop_tracker.core.tracker import Tracker
 
         return Tracker
+    if name in ("block", "tracked", "mark"):  # code blocks (light: standard library only)
+        from gputop_tracker import blocks
+
+        value = getattr(blocks, name)
+        globals()[name] = value
+        return value
     raise AttributeError(name)

@@ -23,6 +23,7 @@ class Started:
     pid: int
     session_id: str
     store: str
+    blocks: str | None = None  # the FIFO code blocks report to (GPUTOP_TRACKER_BLOCKS)
 
 
 @dataclass
@@ -74,7 +75,10 @@ def decode(line: bytes) -> Message:
     if kind == "event":
         return EventMessage(Event.model_validate(data["event"]))
     if kind == "started":
-        return Started(int(data["pid"]), str(data["session_id"]), str(data["store"]))
+        blocks = data.get("blocks")
+        return Started(
+            int(data["pid"]), str(data["session_id"]), str(data["store"]), blocks if isinstance(blocks, str) else None
+        )
     if kind == "error":
         return Failed(int(data["exit_code"]), str(data["message"]))
     raise ValueError(f"unknown message kind {kind!r}")

@@ -28,6 +28,7 @@ from typing import Any
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
+from gputop_tracker.core.blockinbox import BlockInbox
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
@@ -41,6 +42,7 @@ from gputop_tracker.core.tee import OutputFilePoller, OutputTee
 
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
 PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (the report's own summary)
+BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at code-block boundaries
 
 
 class _Sampling:
@@ -96,6 +98,9 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
+        self.blocks: BlockInbox | None = None  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
+        self.sampling: _Sampling | None = None
+        self.next_boundary = 0.0  # monotonic time before which a block boundary takes no sample
 
     @property
     def main_pid(self) -> int:
@@ -117,12 +122,14 @@ class Engine:
             return self._crashed(e)
         finally:
             self.pipe.final_flush()
+            if self.blocks is not None:
+                self.blocks.close()
 
     def _run(self) -> int:
         start = time.time()
         if not self._start():
             return 1
-        sampling = self._setup(start)
+        sampling = self.sampling = self._setup(start)
         while self._step(sampling):
             self._pace(sampling)
         return self._finish_run(sampling)
@@ -131,6 +138,7 @@ class Engine:
         """Catch signals, then launch the command (False when it could not start) or attach to it."""
         cfg = self.cfg
         self.launcher.install_signals()
+        self._open_blocks()
         if cfg.mode == LAUNCH:
             error = self.launcher.make_cgroup(self.session_id)
             if error is None:
@@ -157,7 +165,10 @@ class Engine:
         cgroup = self.cgroup
         counters = ev.OomCounters(cgroup.path if cgroup else None, cgroup.version if cgroup else None)
         self.oom = OomDetector(time.monotonic, counters, self.interval, main_pid)
-        self.pipe.send("started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir)})
+        blocks = self.blocks.path if self.blocks is not None else None
+        self.pipe.send(
+            "started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir), "blocks": blocks}
+        )
         started = f"started {shlex.join(builder.command)}" if cfg.mode == LAUNCH else f"attached to {main_pid}"
         builder.events.add("start", start, started[:300], pid=main_pid)
         return _Sampling(builder, tree, host, gpu, pidfd)
@@ -236,6 +247,8 @@ class Engine:
                 self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
                 self.pipe.send("progress", {"summary": builder.summary(details=False)})
             self.pipe.send("sample", {"sample": sample})
+        if builder.blocks.open:
+            builder.blocks.sample(readings, gpus)
         if self.output_file is not None:
             self.output_file.poll()
         return tree_gone
@@ -255,7 +268,8 @@ class Engine:
         a signal needs the loop or the main process exited (`pidfd` readable)."""
         wake_fd = self.launcher.wake_fd
         while (timeout := deadline - time.monotonic()) > 0:
-            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd) if fd >= 0] + self.tee.readable()
+            blocks_fd = self.blocks.fd if self.blocks is not None else -1
+            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd, blocks_fd) if fd >= 0] + self.tee.readable()
             writers = self.tee.writable()
             if self.pipe.pending:
                 writers.append(self.pipe.fd)
@@ -270,6 +284,8 @@ class Engine:
                     self.tee.read(fd)
                 elif fd == self.requests.fd:
                     self._serve_requests()
+                elif fd == blocks_fd:
+                    self._serve_blocks()
             if wake_fd in ready:
                 try:
                     os.read(wake_fd, 512)
@@ -309,6 +325,8 @@ class Engine:
 
     def _finish_run(self, s: _Sampling) -> int:
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
+        if self.blocks is not None:  # the last blocks' ends, sent as the command exited
+            s.builder.blocks.feed(self.blocks.read(), s.builder.events, lambda: False)
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
@@ -409,6 +427,9 @@ class Engine:
         for fd in (self.pipe.fd, self.requests.fd, output_fd, self.launcher.wake_fd):
             if fd >= 0 and fd not in keep:
                 os.close(fd)
+        if self.blocks is not None:
+            self.blocks.close_fds()  # the FIFO itself is the sampler's to remove
+            self.blocks = None
         self.pipe.close()
         self.builder = None  # no events, no dumps: the session is the sampler's, already saved
 
@@ -423,6 +444,39 @@ class Engine:
                 pid = request.get("pid")
                 message = str(request.get("message", "out-of-memory error"))[:1000]
                 self._oom(message, "api", pid if isinstance(pid, int) else None)
+
+    # ------------------------------------------------------------------ code blocks
+
+    def _open_blocks(self) -> None:
+        """The FIFO the command's blocks report to, named in the environment the command inherits (launch);
+        the API's sampler hands its path to the Tracker in the `started` message."""
+        if self.cfg.mode == LAUNCH or self.cfg.control_stdin:
+            self.blocks = BlockInbox.create()
+            if self.blocks is not None and self.cfg.mode == LAUNCH:
+                self.blocks.export()
+
+    def _serve_blocks(self) -> None:
+        """Block messages in: their runs and events, and a sample at the boundaries (a short block still gets
+        sampled figures), at most one per BOUNDARY_GAP."""
+        s, inbox = self.sampling, self.blocks
+        if inbox is None:
+            return
+        msgs = inbox.read()
+        if s is None or not msgs:
+            return
+        if s.builder.blocks.feed(msgs, s.builder.events, lambda: self._boundary_sample(s)):
+            self._boundary_sample(s)
+
+    def _boundary_sample(self, s: _Sampling) -> bool:
+        now = time.monotonic()
+        if now < self.next_boundary:
+            return False
+        self.next_boundary = now + BOUNDARY_GAP
+        try:
+            self._sample(s)
+        except Exception as e:  # as in _step: a failed sample never costs the run
+            self._sampling_failed(s.builder, e)
+        return True
 
     # ------------------------------------------------------------------ OOM events and dumps
 

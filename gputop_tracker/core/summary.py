@@ -28,6 +28,7 @@ from gputop_tracker.core.accumulators import (
     Timeline,
     TreeMaxima,
 )
+from gputop_tracker.core.blockstats import BlockStats
 from gputop_tracker.core.events import EventLog, FlightRecorder
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.peaks import Peak, TreeBounds, combined_peak, reaped_process_peak
@@ -185,6 +186,7 @@ class SummaryBuilder:
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
         self.timeline_data = Timeline(TIMELINE_COLUMNS)
+        self.blocks = BlockStats()  # code blocks of the command (fed by the Engine)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
@@ -591,9 +593,10 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     `details=False` leaves out the per-process list and the event timeline (empty lists): the live
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
+    _apply_block_hwm(b)
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
-    notes = list(b.notes)
+    notes = list(b.notes) + b.blocks.notes()
     max_ram = _max_ram(b, peaks, sources)
     gpus = _gpu_summaries(b, notes)
     leaks = leak_suspects(b)
@@ -621,11 +624,27 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "processes": _processes(b, peaks, leaks) if details else [],
         "events": list(b.events.events) if details else [],
         "leak_suspects": leaks,
+        "blocks": b.blocks.summary(),
         "alerts": b.alerts.as_dict(b.system_capacity, b.events.dropped),
         "sources": out,
         "notes": notes,
         **_run_facts(b),
     }
+
+
+def _apply_block_hwm(b: SummaryBuilder) -> None:
+    """A block resets its process's VmHWM: the VmHWM it read just before (in its message) still counts for
+    that process's peak, so the run's peaks never lose what a reset cleared."""
+    for pid, hwm in b.blocks.hwm.items():
+        p = b.procs.get(pid)
+        if p is None:
+            continue
+        if hwm > p.peak_rss:
+            p.peak_rss = hwm
+        if p.rusage_maxrss is not None and hwm > p.rusage_maxrss:
+            p.rusage_maxrss = hwm  # ru_maxrss after a reset is the peak since the reset
+        if pid in b.reaped_maxrss and hwm > b.reaped_maxrss[pid]:
+            b.reaped_maxrss[pid] = hwm
 
 
 def _max_ram(b: SummaryBuilder, peaks: dict[int, Peak], sources: dict[str, str]) -> dict[str, Any]:

@@ -115,6 +115,7 @@ class Tracker:
         self._reader: threading.Thread | None = None
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
+        self._blocks_prev: tuple[str | None] | None = None  # GPUTOP_TRACKER_BLOCKS before start(), while set
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -130,6 +131,7 @@ class Tracker:
         for msg in messages:
             if isinstance(msg, Started):
                 self.session_id = msg.session_id
+                self._report_blocks(msg.blocks)
                 self._reader = threading.Thread(
                     target=self._read, args=(messages,), name="gputop-tracker-events", daemon=True
                 )
@@ -171,6 +173,7 @@ class Tracker:
             raise TrackerError("this Tracker was never started")
         if self._usage is not None:
             return self.resource_usage
+        self._report_blocks(None)
         self._handle.signal(STOP_SIGNAL)
         if self._reader is not None:
             self._reader.join(self.join_timeout)
@@ -185,6 +188,27 @@ class Tracker:
 
             write_output(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
         return self.resource_usage
+
+    def _report_blocks(self, path: str | None) -> None:
+        """Code blocks of this process (and of the children it starts from now on) report to the sampler's FIFO
+        while tracking (`path`); `None` puts back what was there before (no-ops, or an outer gputop-track's)."""
+        if self.process_id != os.getpid():
+            return
+        from gputop_tracker import blocks
+
+        if path is not None:
+            self._blocks_prev = (os.environ.get(blocks.ENV),)
+            os.environ[blocks.ENV] = path
+        elif self._blocks_prev is not None:
+            (prev,) = self._blocks_prev
+            self._blocks_prev = None
+            if prev is None:
+                os.environ.pop(blocks.ENV, None)
+            else:
+                os.environ[blocks.ENV] = prev
+        else:
+            return
+        blocks._activate(os.environ.get(blocks.ENV))
 
     def __enter__(self) -> Tracker:
         return self.start()

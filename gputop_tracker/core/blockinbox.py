@@ -1,0 +1,93 @@
+"""The sampler's end of code-block reporting: a FIFO in a private temporary directory.
+
+The command (and every descendant) finds it through the GPUTOP_TRACKER_BLOCKS environment variable; a block
+writes one JSON line (under PIPE_BUF, so atomic) at its start and its end, without ever blocking (a full FIFO
+drops the message: the writer counts it and says so in its next message). The sampler reads the FIFO in its
+select loop. It holds a write end of its own too, so the FIFO never reads as closed between two writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from gputop_tracker.blocks import ENV
+
+F_SETPIPE_SZ = 1031
+PIPE_SIZE = 1 << 20  # 1 MiB: the most an unprivileged process may ask for by default (fs.pipe-max-size)
+MAX_PENDING = 1 << 16  # bytes of an unfinished line kept (a line is at most PIPE_BUF)
+
+
+class BlockInbox:
+    def __init__(self, directory: str, path: str, fd: int, keep_fd: int) -> None:
+        self.directory = directory
+        self.path = path
+        self.fd = fd
+        self.keep_fd = keep_fd
+        self.partial = b""
+        self.bad = 0  # lines that were not a block message
+
+    @classmethod
+    def create(cls) -> BlockInbox | None:
+        """A fresh FIFO in a directory only we can enter; None when the machine does not allow one."""
+        directory = tempfile.mkdtemp(prefix="gputop-blocks-")
+        path = os.path.join(directory, "blocks")
+        try:
+            os.mkfifo(path, 0o600)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+            return None
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+        return cls(directory, path, fd, keep_fd)
+
+    def export(self) -> None:
+        """Name the FIFO in our environment: the command we launch inherits it."""
+        os.environ[ENV] = self.path
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every whole message waiting, oldest first."""
+        chunks = [self.partial]
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        *lines, rest = b"".join(chunks).split(b"\n")
+        self.partial = rest[-MAX_PENDING:]
+        out = []
+        for line in lines:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                self.bad += 1
+                continue
+            if isinstance(msg, dict) and isinstance(msg.get("pid"), int) and isinstance(msg.get("t"), (int, float)):
+                out.append(msg)
+            else:
+                self.bad += 1
+        return out
+
+    def close_fds(self) -> None:
+        for fd in (self.fd, self.keep_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self.keep_fd = -1
+
+    def close(self) -> None:
+        """No more messages: writers get an error (and stop), the FIFO and its directory go."""
+        self.close_fds()
+        shutil.rmtree(self.directory, ignore_errors=True)
