@@ -149,9 +149,9 @@ class BlockStats:
                 started = True
                 events.add("block_start", m["t"], f"block {name!r} started", pid=pid, name=name)
             elif kind == "e":
-                if (pid, int(m.get("id", 0))) in self.open:
-                    if sample_now():  # the run's last sample (the caller keeps boundary samples apart)
-                        started = False
+                # the run's last sample first (the caller keeps boundary samples apart)
+                if (pid, int(m.get("id", 0))) in self.open and sample_now():
+                    started = False
                 self._end(m, pid, name, events)
             elif kind == "m":
                 self.marks += 1
