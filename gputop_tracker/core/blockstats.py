@@ -87,7 +87,8 @@ class _Agg:
             self.pids.add(pid)
         if run.n:
             self.sampled_runs += 1
-            self.peak_private = max(self.peak_private or 0, run.peak_private)
+            if run.peak_private:  # 0: no smaps read of it yet (unknown, not nothing)
+                self.peak_private = max(self.peak_private or 0, run.peak_private)
         if run.gpu_n:
             self.peak_gpu = max(self.peak_gpu or 0, run.peak_gpu)
             self.gpu_util += run.gpu_util
@@ -97,7 +98,7 @@ class _Agg:
         n = self.calls
         mean = self.d_sum / n
         var = max(self.d_sq / n - mean * mean, 0.0)
-        sampled = f"sampled ({self.sampled_runs} of {n} runs seen by a sample)"
+        sampled = f"sampled lower bound ({self.sampled_runs} of {n} runs seen by a sample)"
         return {
             "name": name,
             "calls": n,
@@ -181,7 +182,7 @@ class BlockStats:
         for (pid, _id), run in self.open.items():
             run.n += 1
             r = by_pid.get(pid)
-            if r is not None:
+            if r is not None and r.rss:  # an exiting process holds nothing: no figure of the block
                 run.peak_private = max(run.peak_private, r.private)
                 run.peak_rss = max(run.peak_rss, r.rss)
             if gpus:
