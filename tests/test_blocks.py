@@ -338,3 +338,45 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['gputop_tracker', 'gputop_tracker._version', 'gputop_tracker.blocks']"
+
+
+# --------------------------------------------------------------------------- reports: show, export, compare
+
+
+def test_sessions_show_export_and_compare(tmp_path: Path, store: Path) -> None:
+    from helpers import track
+
+    ids = []
+    for i, extra in enumerate(("", "with block('only b'):\n    pass\n")):
+        run_dir = tmp_path / f"run{i}"
+        run_dir.mkdir()
+        report, _truth = _run(run_dir, f"with block('load'):\n    buf = touch({(i + 1) * 50} * 1000 * 1000)\n{extra}")
+        ids.append(report["session_id"])
+    a, b = ids
+    text = track("sessions", "show", b)
+    assert text.returncode == 0, text.stderr
+    assert "Blocks (2;" in text.stdout and "load" in text.stdout and "only b" in text.stdout
+    shown = json.loads(track("sessions", "show", b, "-f", "json", "--ru", "megabytes").stdout)
+    assert {x["name"] for x in shown["blocks"]} == {"load", "only b"}
+    assert 100 < _blocks(shown)["load"]["peak_ram"] < 200  # megabytes: the report's unit
+    exported = json.loads(track("sessions", "export", b).stdout)
+    assert [x["name"] for x in exported["summary"]["blocks"]] == ["load", "only b"]
+    events = track("sessions", "events", b, "-t", "block_start", "-f", "json")
+    assert events.returncode == 0, events.stderr
+    assert [e["name"] for e in json.loads(events.stdout)] == ["load", "only b"]
+
+    cmp_text = track("sessions", "compare", a, b)
+    assert cmp_text.returncode == 0, cmp_text.stderr
+    assert "Overall" in cmp_text.stdout and "Block load" in cmp_text.stdout
+    assert "Block only b  (only in B)" in cmp_text.stdout
+    cmp = json.loads(track("sessions", "compare", a, b, "-f", "json").stdout)
+    assert cmp["a"]["id"] == a and cmp["b"]["id"] == b
+    load = next(x for x in cmp["blocks"] if x["name"] == "load")
+    assert load["in"] == "both"
+    peak = next(f for f in load["figures"] if f["figure"] == "peak_ram")
+    assert peak["unit"] == "bytes" and peak["diff"] == peak["b"] - peak["a"]
+    assert 40 * MB < peak["diff"] < 60 * MB
+    assert next(x for x in cmp["blocks"] if x["name"] == "only b")["in"] == "b"
+    assert {f["figure"] for f in cmp["overall"]} >= {"duration", "peak_ram", "cpu_seconds"}
+    bad = track("sessions", "compare", a, "nope")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
