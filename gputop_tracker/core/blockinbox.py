@@ -35,7 +35,10 @@ class BlockInbox:
     @classmethod
     def create(cls) -> BlockInbox | None:
         """A fresh FIFO in a directory only we can enter; None when the machine does not allow one."""
-        directory = tempfile.mkdtemp(prefix="gputop-blocks-")
+        try:
+            directory = tempfile.mkdtemp(prefix="gputop-blocks-")
+        except OSError:
+            return None
         path = os.path.join(directory, "blocks")
         try:
             os.mkfifo(path, 0o600)
@@ -47,6 +50,16 @@ class BlockInbox:
         with contextlib.suppress(OSError):
             fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
         return cls(directory, path, fd, keep_fd)
+
+    @classmethod
+    def attach(cls, path: str) -> BlockInbox | None:
+        """The reading end of a FIFO made by someone else (the Tracker): it removes it, not us."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        return cls(os.path.dirname(path), path, fd, keep_fd)
 
     def export(self) -> None:
         """Name the FIFO in our environment: the command we launch inherits it."""
@@ -74,7 +87,7 @@ class BlockInbox:
             except ValueError:
                 self.bad += 1
                 continue
-            if isinstance(msg, dict) and isinstance(msg.get("pid"), int) and isinstance(msg.get("t"), (int, float)):
+            if _valid(msg):
                 out.append(msg)
             else:
                 self.bad += 1
@@ -91,3 +104,22 @@ class BlockInbox:
         """No more messages: writers get an error (and stop), the FIFO and its directory go."""
         self.close_fds()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_NUMBERS = ("t", "dur", "cpu")
+_INTS = ("pid", "id", "hwm", "peak", "dropped")
+
+
+def _valid(msg: Any) -> bool:
+    """A block message as `gputop_tracker.blocks` writes it (anything else in the FIFO is counted and left)."""
+    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m") or not isinstance(msg.get("name"), str):
+        return False
+    if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):
+        return False
+    if msg["k"] != "m" and not isinstance(msg.get("id"), int):
+        return False
+    for k in _NUMBERS:
+        v = msg.get(k)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v != v or abs(v) > 1e15):
+            return False
+    return all(msg.get(k) is None or (isinstance(msg[k], int) and not isinstance(msg[k], bool)) for k in _INTS)

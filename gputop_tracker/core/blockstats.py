@@ -17,16 +17,22 @@ from typing import Any
 MAX_OPEN = 10_000  # runs open at once (a program that never closes its blocks must not grow us forever)
 MAX_NAMES = 1_000  # distinct block names kept; later names are counted, not kept
 MAX_PIDS = 100  # pids listed per block
+# block_start/block_end events: the first runs of each name, and at most so many in all (a step called a
+# million times must not push process and alert events out of the bounded timeline); marks alike
+EVENT_RUNS_PER_NAME = 100
+MAX_BLOCK_EVENTS = 2000
+MAX_MARK_EVENTS = 1000
 
 
 class _Run:
     """One open run of a block."""
 
-    __slots__ = ("gpu_n", "gpu_util", "n", "name", "peak_gpu", "peak_private", "peak_rss", "start")
+    __slots__ = ("evented", "gpu_n", "gpu_util", "n", "name", "peak_gpu", "peak_private", "peak_rss", "start")
 
-    def __init__(self, name: str, start: float) -> None:
+    def __init__(self, name: str, start: float, evented: bool) -> None:
         self.name = name
         self.start = start
+        self.evented = evented  # its start is on the event timeline: its end goes there too
         self.n = 0  # samples taken while it was open
         self.peak_private = 0
         self.peak_rss = 0
@@ -133,6 +139,9 @@ class BlockStats:
         self.names_dropped = 0
         self.unmatched = 0  # ends without a start (the start was dropped)
         self.marks = 0
+        self.event_runs: dict[str, int] = {}  # name -> runs with events
+        self.n_events = 0
+        self.events_dropped = 0
 
     def feed(self, msgs: Sequence[dict[str, Any]], events: Any, sample_now: Callable[[], bool]) -> bool:
         """Fold messages in, adding their events; `sample_now()` before a run closes (its last sample). True
@@ -146,9 +155,11 @@ class BlockStats:
             if isinstance(hwm, int) and hwm > self.hwm.get(pid, 0):
                 self.hwm[pid] = hwm
             if kind == "s" and len(self.open) < MAX_OPEN:
-                self.open[(pid, int(m.get("id", 0)))] = _Run(name, float(m["t"]))
+                evented = self._event_due(name)
+                self.open[(pid, int(m.get("id", 0)))] = _Run(name, float(m["t"]), evented)
                 started = True
-                events.add("block_start", m["t"], f"block {name!r} started", pid=pid, name=name)
+                if evented:
+                    events.add("block_start", m["t"], f"block {name!r} started", pid=pid, name=name)
             elif kind == "e":
                 # the run's last sample first (the caller keeps boundary samples apart)
                 if (pid, int(m.get("id", 0))) in self.open and sample_now():
@@ -156,8 +167,20 @@ class BlockStats:
                 self._end(m, pid, name, events)
             elif kind == "m":
                 self.marks += 1
-                events.add("mark", m["t"], name, pid=pid, name=name)
+                if self.marks <= MAX_MARK_EVENTS:
+                    events.add("mark", m["t"], name, pid=pid, name=name)
+                else:
+                    self.events_dropped += 1
         return started
+
+    def _event_due(self, name: str) -> bool:
+        runs = self.event_runs.get(name, 0)
+        if runs >= EVENT_RUNS_PER_NAME or self.n_events >= MAX_BLOCK_EVENTS:
+            self.events_dropped += 1
+            return False
+        self.event_runs[name] = runs + 1
+        self.n_events += 2
+        return True
 
     def _end(self, m: dict[str, Any], pid: int, name: str, events: Any) -> None:
         run = self.open.pop((pid, int(m.get("id", 0))), None)
@@ -173,7 +196,8 @@ class BlockStats:
         duration = float(m.get("dur", 0.0) or 0.0)
         peak = m.get("peak")
         agg.add(run, pid, duration, float(m.get("cpu", 0.0) or 0.0), peak if isinstance(peak, int) else None)
-        events.add("block_end", m["t"], f"block {name!r} ended after {duration:.3f} s", pid=pid, name=name)
+        if run.evented:
+            events.add("block_end", m["t"], f"block {name!r} ended after {duration:.3f} s", pid=pid, name=name)
 
     def sample(self, readings: Sequence[Any], gpus: Sequence[Any]) -> None:
         """One sample of the tree while runs are open: each run's process figures (and the GPUs')."""
@@ -203,6 +227,12 @@ class BlockStats:
             out.append(f"{self.unmatched} block ends without their start (dropped) were left out")
         if self.names_dropped:
             out.append(f"block names past the first {MAX_NAMES}: {self.names_dropped} runs left out")
+        if self.events_dropped:
+            out.append(
+                f"{self.events_dropped} block runs and marks left off the event timeline (kept: the first "
+                f"{EVENT_RUNS_PER_NAME} runs of each block, {MAX_BLOCK_EVENTS} block events, {MAX_MARK_EVENTS} marks); "
+                "their figures are all in `blocks`"
+            )
         if self.open:
             out.append(f"{len(self.open)} block runs had not ended when tracking stopped (left out)")
         return out

@@ -23,7 +23,6 @@ class Started:
     pid: int
     session_id: str
     store: str
-    blocks: str | None = None  # the FIFO code blocks report to (GPUTOP_TRACKER_BLOCKS)
 
 
 @dataclass
@@ -75,10 +74,7 @@ def decode(line: bytes) -> Message:
     if kind == "event":
         return EventMessage(Event.model_validate(data["event"]))
     if kind == "started":
-        blocks = data.get("blocks")
-        return Started(
-            int(data["pid"]), str(data["session_id"]), str(data["store"]), blocks if isinstance(blocks, str) else None
-        )
+        return Started(int(data["pid"]), str(data["session_id"]), str(data["store"]))
     if kind == "error":
         return Failed(int(data["exit_code"]), str(data["message"]))
     raise ValueError(f"unknown message kind {kind!r}")

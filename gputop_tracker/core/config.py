@@ -43,6 +43,7 @@ class EngineConfig:
     watch_output: bool = False  # tee the command's stdout/stderr through a pipe, looking for CUDA/PyTorch OOMs
     output_path: str | None = None  # the command's output file (live TUI): scanned for OOM messages
     control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
+    blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
 
 
 def config_json(cfg: EngineConfig) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
-from gputop_tracker.core.blockinbox import BlockInbox
+from gputop_tracker.core.blockrelay import BlockRelay
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
@@ -42,7 +42,6 @@ from gputop_tracker.core.tee import OutputFilePoller, OutputTee
 
 CHECKPOINT_PERIOD = 60.0  # a running session is rewritten this often, so a kill -9 loses at most this
 PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (the report's own summary)
-BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at code-block boundaries
 
 
 class _Sampling:
@@ -98,9 +97,7 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
-        self.blocks: BlockInbox | None = None  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
-        self.sampling: _Sampling | None = None
-        self.next_boundary = 0.0  # monotonic time before which a block boundary takes no sample
+        self.blocks = BlockRelay.create(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS), before launch
 
     @property
     def main_pid(self) -> int:
@@ -122,14 +119,14 @@ class Engine:
             return self._crashed(e)
         finally:
             self.pipe.final_flush()
-            if self.blocks is not None:
-                self.blocks.close()
+            self.blocks.close()
 
     def _run(self) -> int:
         start = time.time()
         if not self._start():
             return 1
-        sampling = self.sampling = self._setup(start)
+        sampling = self._setup(start)
+        self.blocks.bind(sampling.builder, lambda: self._sample(sampling), self._sampling_failed)
         while self._step(sampling):
             self._pace(sampling)
         return self._finish_run(sampling)
@@ -138,7 +135,6 @@ class Engine:
         """Catch signals, then launch the command (False when it could not start) or attach to it."""
         cfg = self.cfg
         self.launcher.install_signals()
-        self._open_blocks()
         if cfg.mode == LAUNCH:
             error = self.launcher.make_cgroup(self.session_id)
             if error is None:
@@ -165,10 +161,7 @@ class Engine:
         cgroup = self.cgroup
         counters = ev.OomCounters(cgroup.path if cgroup else None, cgroup.version if cgroup else None)
         self.oom = OomDetector(time.monotonic, counters, self.interval, main_pid)
-        blocks = self.blocks.path if self.blocks is not None else None
-        self.pipe.send(
-            "started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir), "blocks": blocks}
-        )
+        self.pipe.send("started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir)})
         started = f"started {shlex.join(builder.command)}" if cfg.mode == LAUNCH else f"attached to {main_pid}"
         builder.events.add("start", start, started[:300], pid=main_pid)
         return _Sampling(builder, tree, host, gpu, pidfd)
@@ -247,8 +240,6 @@ class Engine:
                 self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
                 self.pipe.send("progress", {"summary": builder.summary(details=False)})
             self.pipe.send("sample", {"sample": sample})
-        if builder.blocks.open:
-            builder.blocks.sample(readings, gpus)
         if self.output_file is not None:
             self.output_file.poll()
         return tree_gone
@@ -268,8 +259,7 @@ class Engine:
         a signal needs the loop or the main process exited (`pidfd` readable)."""
         wake_fd = self.launcher.wake_fd
         while (timeout := deadline - time.monotonic()) > 0:
-            blocks_fd = self.blocks.fd if self.blocks is not None else -1
-            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd, blocks_fd) if fd >= 0] + self.tee.readable()
+            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd, self.blocks.fd) if fd >= 0] + self.tee.readable()
             writers = self.tee.writable()
             if self.pipe.pending:
                 writers.append(self.pipe.fd)
@@ -284,8 +274,8 @@ class Engine:
                     self.tee.read(fd)
                 elif fd == self.requests.fd:
                     self._serve_requests()
-                elif fd == blocks_fd:
-                    self._serve_blocks()
+                elif fd == self.blocks.fd:
+                    self.blocks.serve()
             if wake_fd in ready:
                 try:
                     os.read(wake_fd, 512)
@@ -325,8 +315,7 @@ class Engine:
 
     def _finish_run(self, s: _Sampling) -> int:
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
-        if self.blocks is not None:  # the last blocks' ends, sent as the command exited
-            s.builder.blocks.feed(self.blocks.read(), s.builder.events, lambda: False)
+        self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
@@ -427,9 +416,6 @@ class Engine:
         for fd in (self.pipe.fd, self.requests.fd, output_fd, self.launcher.wake_fd):
             if fd >= 0 and fd not in keep:
                 os.close(fd)
-        if self.blocks is not None:
-            self.blocks.close_fds()  # the FIFO itself is the sampler's to remove
-            self.blocks = None
         self.pipe.close()
         self.builder = None  # no events, no dumps: the session is the sampler's, already saved
 
@@ -444,39 +430,6 @@ class Engine:
                 pid = request.get("pid")
                 message = str(request.get("message", "out-of-memory error"))[:1000]
                 self._oom(message, "api", pid if isinstance(pid, int) else None)
-
-    # ------------------------------------------------------------------ code blocks
-
-    def _open_blocks(self) -> None:
-        """The FIFO the command's blocks report to, named in the environment the command inherits (launch);
-        the API's sampler hands its path to the Tracker in the `started` message."""
-        if self.cfg.mode == LAUNCH or self.cfg.control_stdin:
-            self.blocks = BlockInbox.create()
-            if self.blocks is not None and self.cfg.mode == LAUNCH:
-                self.blocks.export()
-
-    def _serve_blocks(self) -> None:
-        """Block messages in: their runs and events, and a sample at the boundaries (a short block still gets
-        sampled figures), at most one per BOUNDARY_GAP."""
-        s, inbox = self.sampling, self.blocks
-        if inbox is None:
-            return
-        msgs = inbox.read()
-        if s is None or not msgs:
-            return
-        if s.builder.blocks.feed(msgs, s.builder.events, lambda: self._boundary_sample(s)):
-            self._boundary_sample(s)
-
-    def _boundary_sample(self, s: _Sampling) -> bool:
-        now = time.monotonic()
-        if now < self.next_boundary:
-            return False
-        self.next_boundary = now + BOUNDARY_GAP
-        try:
-            self._sample(s)
-        except Exception as e:  # as in _step: a failed sample never costs the run
-            self._sampling_failed(s.builder, e)
-        return True
 
     # ------------------------------------------------------------------ OOM events and dumps
 
@@ -511,25 +464,27 @@ class Engine:
         recorder = builder.recorder
         if recorder is None:
             return None
-        contents = self._dump_contents(builder, recorder, event)
+        contents = _dump_contents(self, builder, recorder, event)
         try:
             return self.dumps.write(now, event, contents)
         except OSError as e:
             builder.note(f"OOM dump NOT written: {e}")
             return None
 
-    def _dump_contents(
-        self, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any]
-    ) -> DumpContents:
-        return DumpContents(
-            command=builder.command,
-            pid=self.main_pid,
-            recorder=recorder,
-            events=[*builder.events.events, event],
-            processes=builder.last_recorded_processes(),
-            gpus=dump_gpus(self.last_gpus),
-            limits=dump_limits(self.cfg, self.cgroup, builder.system_capacity, builder.gpu_totals()),
-        )
+
+def _dump_contents(
+    engine: Engine, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any]
+) -> DumpContents:
+    """What an OOM dump bundle holds: the flight recorder, the events, the processes, GPUs and limits."""
+    return DumpContents(
+        command=builder.command,
+        pid=engine.main_pid,
+        recorder=recorder,
+        events=[*builder.events.events, event],
+        processes=builder.last_recorded_processes(),
+        gpus=dump_gpus(engine.last_gpus),
+        limits=dump_limits(engine.cfg, engine.cgroup, builder.system_capacity, builder.gpu_totals()),
+    )
 
 
 def _raised_at(e: Exception) -> str:

@@ -298,6 +298,8 @@ class SummaryBuilder:
         self._add_tree(now, tree, mem_total, mem_used, host_cpu)
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
         gpu_memory_row = self._add_gpus(now, gpus, out_gpus)
+        if self.blocks.open:  # code blocks running now: their process's figures
+            self.blocks.sample(readings, gpus)
         elapsed = now - self.start_time
         self._append_row(elapsed, tree, len(readings), mem_used, host_cpu, gpu_memory_row)
         if not want_sample:

@@ -32,6 +32,7 @@ from gputop_tracker.core.channel import (
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
+from gputop_tracker.tui.live_blocks import OpenBlocks
 from gputop_tracker.tui.live_control import DataSource, RunControl
 from gputop_tracker.tui.process_rows import (
     COLUMNS,
@@ -138,6 +139,7 @@ class LiveApp(RunControl):
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
+        self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
 
     # ------------------------------------------------------------------ layout
 
@@ -238,6 +240,9 @@ class LiveApp(RunControl):
 
     def _on_alert(self, msg: EventMessage) -> None:
         e = msg.event
+        if self.open_blocks.feed(e):
+            self._draw_header()
+            return
         rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3}
         if e.type not in rank:
             return  # peaks and process events stay in the session's timeline
@@ -314,6 +319,8 @@ class LiveApp(RunControl):
             extras.append(("  PAUSED", "bold reverse yellow"))
         if self.alert is not None:
             extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
+        if running_blocks := self.open_blocks.text():
+            extras.append((f"  {running_blocks}", "bold blue"))
         if self.latest is not None and any(g.simulated for g in self.latest.gpus):
             extras.append(("  SIMULATED GPUs", "bold magenta"))
         line2 = Text.assemble(

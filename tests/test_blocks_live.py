@@ -1,0 +1,57 @@
+"""The live view's header names the code blocks running now (from the streamed block events)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.widgets import Static
+
+from gputop_tracker.core.channel import EventMessage
+from gputop_tracker.core.models import Event
+from gputop_tracker.tui.fake import MAIN_PID, FakeSource
+from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.live_blocks import OpenBlocks
+
+
+def _event(kind: str, name: str, pid: int = MAIN_PID) -> Event:
+    return Event(time=1.0, type=kind, message=f"block {name!r}", pid=pid, name=name)
+
+
+def test_open_blocks_nest_and_end_innermost_first() -> None:
+    ob = OpenBlocks()
+    assert ob.text() == ""
+    assert ob.feed(_event("block_start", "epoch"))
+    assert ob.feed(_event("block_start", "step"))
+    assert ob.feed(_event("block_start", "step", pid=7))
+    assert ob.text() == "block epoch ▸ step ▸ step"
+    assert ob.feed(_event("block_end", "step"))
+    assert ob.running == [(MAIN_PID, "epoch"), (7, "step")]
+    assert not ob.feed(_event("block_end", "unknown"))
+    assert not ob.feed(Event(time=1.0, type="peak", message="x"))
+    for i in range(4):
+        ob.feed(_event("block_start", f"b{i}"))
+    assert ob.text().startswith("block (+3) ")
+
+
+async def test_header_shows_the_running_blocks() -> None:
+    src = FakeSource(2)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+
+    def header() -> str:
+        return str(app.query_one("#header", Static).content)
+
+    async def until(cond: object) -> None:
+        for _ in range(400):
+            if cond():  # type: ignore[operator]
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(header())
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(lambda: app.n_messages >= src.n_scripted)
+        src.push(EventMessage(_event("block_start", "load data")))
+        await until(lambda: "block load data" in header())
+        src.push(EventMessage(_event("block_end", "load data")))
+        await until(lambda: "block " not in header())
+        await pilot.pause()
