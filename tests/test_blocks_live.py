@@ -55,3 +55,34 @@ async def test_header_shows_the_running_blocks() -> None:
         src.push(EventMessage(_event("block_end", "load data")))
         await until(lambda: "block " not in header())
         await pilot.pause()
+
+
+async def test_history_detail_has_a_blocks_tab(tmp_path: Path, store: Path) -> None:
+    import sys
+
+    from helpers import track
+    from textual.app import App
+    from textual.widgets import TabbedContent
+
+    from gputop_tracker.core import store as stores
+    from gputop_tracker.tui.history import SessionDetailScreen
+
+    script = tmp_path / "s.py"
+    script.write_text("from gputop_tracker import block\nwith block('phase one'):\n    x = bytearray(10**7)\n")
+    proc = track("--headless", "--", sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    (entry,) = stores.list_entries(store)
+    screen = SessionDetailScreen(entry, store)
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    app = Host()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        tabs = screen.query_one(TabbedContent)
+        tabs.active = "blocks"
+        await pilot.pause()
+        text = str(screen.query_one("#blocks-text", Static).content)
+        assert "phase one" in text and "peak RAM" in text and "exact" in text

@@ -296,6 +296,16 @@ def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[st
     return lines
 
 
+def blocks_text(blocks: list[BlockSummary]) -> list[str]:
+    """The Blocks table in human units, then where each figure comes from (the history's Blocks tab)."""
+    lines = block_lines(blocks, _Fmt(None, None, None))[1:]
+    lines += ["", "Sources (duration, CPU time: exact)"]
+    for b in blocks:
+        name = escape_controls(b.name[:40])
+        lines.append(f"  {name}: peak RAM {b.sources.get('peak_ram', '?')}; others {b.sources.get('peak_private', '?')}")
+    return lines
+
+
 ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # events.ALERT_TYPES (no import of the sampler side)
 
 
