@@ -12,8 +12,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
-import tempfile
 from typing import Any
 
 from gputop_tracker.blocks import ENV
@@ -35,17 +33,21 @@ class BlockInbox:
     @classmethod
     def create(cls) -> BlockInbox | None:
         """A fresh FIFO in a directory only we can enter; None when the machine does not allow one."""
+        # as tempfile.mkdtemp (a random name, mode 0700), without loading tempfile into the sampler before the
+        # fork: the command's ru_maxrss is judged against our own size then
+        base = os.environ.get("TMPDIR") or "/tmp"
+        directory = os.path.join(base, f"gputop-blocks-{os.getpid()}-{os.urandom(6).hex()}")
+        path = os.path.join(directory, "blocks")
         try:
-            directory = tempfile.mkdtemp(prefix="gputop-blocks-")
+            os.mkdir(directory, 0o700)
         except OSError:
             return None
-        path = os.path.join(directory, "blocks")
         try:
             os.mkfifo(path, 0o600)
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
-            shutil.rmtree(directory, ignore_errors=True)
+            _remove(directory, path)
             return None
         with contextlib.suppress(OSError):
             fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
@@ -103,7 +105,13 @@ class BlockInbox:
     def close(self) -> None:
         """No more messages: writers get an error (and stop), the FIFO and its directory go."""
         self.close_fds()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        _remove(self.directory, self.path)
+
+
+def _remove(directory: str, path: str) -> None:
+    for remove, what in ((os.unlink, path), (os.rmdir, directory)):
+        with contextlib.suppress(OSError):
+            remove(what)
 
 
 _NUMBERS = ("t", "dur", "cpu")

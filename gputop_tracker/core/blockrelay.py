@@ -1,7 +1,7 @@
 """The Engine's side of code blocks: the FIFO's messages into the session's `BlockStats`, with a sample at
 block boundaries.
 
-`BlockRelay.create(cfg)` runs in the sampler before the command starts: in launch mode it makes the FIFO
+`BlockRelay(cfg).open()` runs in the sampler before the command starts: in launch mode it makes the FIFO
 (`BlockInbox`) and names it in the environment the command inherits; for the Python API the `Tracker` made
 the FIFO and passed its path (`EngineConfig.blocks_fifo`), and the relay only reads it. `bind()` gives it the
 session's builder and a way to take one sample; `serve()` runs when the FIFO is readable; `finish()` takes
@@ -23,25 +23,25 @@ BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at block boun
 
 
 class BlockRelay:
-    def __init__(self, inbox: BlockInbox | None, owned: bool) -> None:
-        self.inbox = inbox
-        self.owned = owned  # our FIFO (removed at the end), or the Tracker's
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.inbox: BlockInbox | None = None
+        self.owned = False  # our FIFO (removed at the end), or the Tracker's
         self.builder: Any = None  # SummaryBuilder (not imported: the relay is a leaf)
         self.sample: Callable[[], object] = lambda: None
         self.failed: Callable[[Any, Exception], None] = lambda _b, _e: None
         self.next_boundary = 0.0
 
-    @classmethod
-    def create(cls, cfg: EngineConfig) -> BlockRelay:
-        """Where the command's blocks report (a relay that reads nothing when there is no FIFO)."""
+    def open(self) -> None:
+        """Before the command starts: where its blocks report (nothing read when there is no FIFO)."""
+        cfg = self.cfg
         if cfg.blocks_fifo:
-            return cls(BlockInbox.attach(cfg.blocks_fifo), owned=False)
-        if cfg.mode != LAUNCH:
-            return cls(None, owned=False)  # --attach: a running process cannot be given the variable
-        inbox = BlockInbox.create()
-        if inbox is not None:
-            inbox.export()
-        return cls(inbox, owned=True)
+            self.inbox = BlockInbox.attach(cfg.blocks_fifo)
+        elif cfg.mode == LAUNCH:  # --attach: a running process cannot be given the variable
+            self.inbox = BlockInbox.create()
+            self.owned = True
+            if self.inbox is not None:
+                self.inbox.export()
 
     @property
     def fd(self) -> int:

@@ -302,7 +302,8 @@ def blocks_text(blocks: list[BlockSummary]) -> list[str]:
     lines += ["", "Sources (duration, CPU time: exact)"]
     for b in blocks:
         name = escape_controls(b.name[:40])
-        lines.append(f"  {name}: peak RAM {b.sources.get('peak_ram', '?')}; others {b.sources.get('peak_private', '?')}")
+        peak, others = b.sources.get("peak_ram", "?"), b.sources.get("peak_private", "?")
+        lines.append(f"  {name}: peak RAM {peak}; others {others}")
     return lines
 
 

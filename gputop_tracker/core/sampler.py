@@ -97,7 +97,7 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
-        self.blocks = BlockRelay.create(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS), before launch
+        self.blocks = BlockRelay(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
 
     @property
     def main_pid(self) -> int:
@@ -135,6 +135,7 @@ class Engine:
         """Catch signals, then launch the command (False when it could not start) or attach to it."""
         cfg = self.cfg
         self.launcher.install_signals()
+        self.blocks.open()  # names the FIFO in the environment the command inherits
         if cfg.mode == LAUNCH:
             error = self.launcher.make_cgroup(self.session_id)
             if error is None:
