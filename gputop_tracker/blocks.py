@@ -30,13 +30,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 class _Sink:
     """Where this process reports: the FIFO, opened lazily (once per process), and what it dropped."""
 
-    __slots__ = ("dropped", "fd", "lock", "open_blocks", "path", "pid", "seq")
+    __slots__ = ("dropped", "fd", "lock", "lost_hwm", "open_blocks", "path", "pid", "seq")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd = -1
         self.pid = 0
         self.dropped = 0
+        self.lost_hwm = 0  # the largest VmHWM of a dropped message: the next message carries it
         self.lock = threading.Lock()
         self.seq = itertools.count(1)
         self.open_blocks: dict[int, list[int]] = {}  # block id -> [its peak so far], this process's open blocks
@@ -49,20 +50,21 @@ class _Sink:
             return
         if self.dropped:
             msg["dropped"] = self.dropped
+            if self.lost_hwm > msg.get("hwm", 0):  # a reset's VmHWM must reach the sampler (the run's peak)
+                msg["hwm"] = self.lost_hwm
         data = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
         try:
             os.write(self.fd, data)
-        except BlockingIOError:
-            self.dropped += 1
-        except OSError as e:  # the sampler is gone (EPIPE): stop reporting
-            if e.errno != errno.EAGAIN:
+        except OSError as e:  # full: dropped and counted; anything else: the sampler is gone, stop reporting
+            if e.errno == errno.EAGAIN:
+                self.dropped += 1
+                self.lost_hwm = max(self.lost_hwm, msg.get("hwm", 0))
+            else:
                 os.close(self.fd)
                 self.fd = -2
-            else:
-                self.dropped += 1
         else:
-            if self.dropped and "dropped" in msg:
-                self.dropped = 0
+            if "dropped" in msg:
+                self.dropped = self.lost_hwm = 0
 
     def _reopen(self, pid: int) -> None:
         if self.fd >= 0 and self.pid:
@@ -71,7 +73,7 @@ class _Sink:
             except OSError:
                 pass
         self.pid = pid
-        self.dropped = 0
+        self.dropped = self.lost_hwm = 0
         self.open_blocks = {}
         self.lock = threading.Lock()
         try:
@@ -196,7 +198,7 @@ def block(name: str | None = None) -> _Block | _NoBlock:
     """`with block("load data"):` — figures for that part of the program (name: file:line by default).
     Runs of the same name aggregate, nested blocks included. A no-op outside tracking."""
     sink = _sink
-    if sink is None:
+    if sink is None or sink.fd == -2:  # not tracked, or the sampler is gone
         return _NOOP
     return _Block(sink, name if name is not None else _caller_name(1))
 
@@ -221,7 +223,7 @@ def _wrap(f: F, name: str) -> F:
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sink = _sink
-        if sink is None:
+        if sink is None or sink.fd == -2:
             return f(*args, **kwargs)
         with _Block(sink, name):
             return f(*args, **kwargs)

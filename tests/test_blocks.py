@@ -316,25 +316,52 @@ def inbox() -> Iterator[BlockInbox]:
         box.close()
 
 
-def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox) -> None:
-    for i in range(20000):  # ~60 bytes each: far more than the FIFO holds, nobody reading
-        blocks.mark(f"m{i}")
-    sink = blocks._sink
-    assert sink is not None and sink.dropped > 0
-    dropped = sink.dropped
+def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox, tmp_path: Path) -> None:
+    """Nobody reads: the program goes on, drops and counts; its next message says how many, and carries the
+    VmHWM a dropped block start read before its reset (the run's peak is never lost with a message)."""
+    script = tmp_path / "full.py"
+    script.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            from gputop_tracker import blocks
+            for i in range(20000):  # ~60 bytes each: far more than the FIFO holds
+                mark(f"m{i}")
+            big = touch(100 * 1000 * 1000)
+            del big
+            before = hwm()
+            with block("dropped both ends"):
+                pass
+            dropped = blocks._sink.dropped
+            print(json.dumps({"dropped": dropped, "before": before}), flush=True)
+            sys.stdin.readline()  # the test has drained the FIFO
+            mark("after")
+            """
+        )
+    )
+    env = {**os.environ, blocks.ENV: inbox.path}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    first = json.loads(proc.stdout.readline())
     got = inbox.read()
     assert got and all(m["k"] == "m" for m in got)
-    assert len(got) + dropped == 20000
-    blocks.mark("after")
+    assert len(got) + first["dropped"] == 20002
+    proc.stdin.write("\n")
+    proc.stdin.close()
+    assert proc.wait(60) == 0
     (last,) = inbox.read()
-    assert last["name"] == "after" and last["dropped"] == dropped
-    assert sink.dropped == 0
+    assert last["name"] == "after" and last["dropped"] == first["dropped"]
+    assert last["hwm"] >= first["before"] > 100 * MB
 
 
 def test_sampler_gone_is_silent(inbox: BlockInbox) -> None:
     inbox.close()
-    with blocks.block("x"):
-        blocks.mark("y")
+    blocks.mark("y")  # finds no reader: reporting stops, silently
+    sink = blocks._sink
+    assert sink is not None and sink.fd == -2
+    assert blocks.block("x") is blocks._NOOP  # and a block no longer resets this process's VmHWM
 
 
 def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:

@@ -639,8 +639,10 @@ def _apply_block_hwm(b: SummaryBuilder) -> None:
     that process's peak, so the run's peaks never lose what a reset cleared."""
     for pid, hwm in b.blocks.hwm.items():
         p = b.procs.get(pid)
-        if p is None:
-            continue
+        if p is None or (p.peak_before_attach is not None and hwm <= p.peak_before_attach):
+            continue  # attached: a VmHWM not above the one at the attach is from before it
+        if p.hwm_at_attach is not None:
+            p.hwm_at_attach, p.peak_source = None, "VmHWM"  # a new peak while attached, as in ProcessStats.update
         if hwm > p.peak_rss:
             p.peak_rss = hwm
         if p.rusage_maxrss is not None and hwm > p.rusage_maxrss:
