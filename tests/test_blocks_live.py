@@ -86,3 +86,20 @@ async def test_history_detail_has_a_blocks_tab(tmp_path: Path, store: Path) -> N
         await pilot.pause()
         text = str(screen.query_one("#blocks-text", Static).content)
         assert "phase one" in text and "peak RAM" in text and "exact" in text
+
+
+def test_history_compare_rows_have_the_blocks() -> None:
+    from gputop_tracker.core.history import compare_rows
+    from gputop_tracker.core.models import BlockDuration, BlockSummary, ResourceUsage
+
+    def usage(*blocks: tuple[str, int, float]) -> ResourceUsage:
+        return ResourceUsage(
+            blocks=[
+                BlockSummary(name=n, calls=c, peak_ram=ram, duration=BlockDuration(total=1.0)) for n, c, ram in blocks
+            ]
+        )
+
+    rows = {r[0]: r for r in compare_rows(usage(("load", 1, 2e8)), usage(("load", 1, 1e8), ("new", 2, 5e7)))}
+    assert rows["block load: peak RAM"][5] == "B"  # lower is better
+    assert rows["block load: calls"][5] == "same"
+    assert rows["block new: calls"][1] == "-" and rows["block new: calls"][3] == "-"
