@@ -51,6 +51,13 @@ def drained():
     finally:
         os.close(fd)
 
+def synced():
+    # every block boundary so far has been served (and sampled) while this process lives: the sampler reads
+    # the mark only after it finished serving what it had read before
+    drained()
+    mark("sync")
+    drained()
+
 def truth(key, value):
     with open(os.environ["TRUTH"], "a") as f:
         f.write(json.dumps({"key": key, "pid": os.getpid(), "value": value}) + "\\n")
@@ -452,3 +459,21 @@ def test_garbage_in_the_fifo_is_left_and_a_busy_step_stays_off_the_timeline(tmp_
     assert sum(e["name"] == "step" for e in starts) == 100
     assert sum(e["name"] == "after junk" for e in starts) == 1
     assert any("left off the event timeline" in n for n in report["notes"])
+
+
+def test_gpu_figures_of_a_block_with_simulated_gpus(tmp_path: Path) -> None:
+    """The GPU figures of a block are sampled: the (simulated) GPU memory of its process and the utilization."""
+    report, _truth = _run(
+        tmp_path,
+        """
+        with block("on gpu"):
+            time.sleep(0.05)
+        synced()
+        """,
+        "--simulate-gpus",
+        "1",
+    )
+    b = _blocks(report)["on gpu"]
+    assert b["peak_gpu_ram"] is not None and b["peak_gpu_ram"] > 0
+    assert b["mean_gpu_utilization"] is not None
+    assert b["sources"]["peak_gpu_ram"].startswith("sampled")
