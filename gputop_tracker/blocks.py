@@ -219,7 +219,13 @@ def tracked(func: Any = None) -> Any:
     return decorate
 
 
+CO_COROUTINE = 0x80  # an `async def` function (inspect.iscoroutinefunction, without importing inspect)
+
+
 def _wrap(f: F, name: str) -> F:
+    if getattr(getattr(f, "__code__", None), "co_flags", 0) & CO_COROUTINE:
+        return _wrap_async(f, name)
+
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sink = _sink
@@ -227,6 +233,20 @@ def _wrap(f: F, name: str) -> F:
             return f(*args, **kwargs)
         with _Block(sink, name):
             return f(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _wrap_async(f: F, name: str) -> F:
+    """`@tracked` on an `async def`: a run lasts until the coroutine returns, not until it is created."""
+
+    @functools.wraps(f)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sink = _sink
+        if sink is None or sink.fd == -2:
+            return await f(*args, **kwargs)
+        with _Block(sink, name):
+            return await f(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

@@ -260,6 +260,15 @@ def test_threads_and_default_names(tmp_path: Path) -> None:
             t.start()
         for t in threads:
             t.join()
+
+        import asyncio
+
+        @tracked("coroutine")
+        async def wait():
+            await asyncio.sleep(0.02)
+            return 5
+
+        assert asyncio.run(wait()) == 5 and asyncio.run(wait()) == 5
         """,
     )
     by_name = _blocks(report)
@@ -267,6 +276,8 @@ def test_threads_and_default_names(tmp_path: Path) -> None:
     (line_block,) = [b for n, b in by_name.items() if n.startswith("script.py:")]
     assert line_block["calls"] == 400
     assert not any("dropped" in n for n in report["notes"])
+    coroutine = by_name["coroutine"]
+    assert coroutine["calls"] == 2 and coroutine["duration"]["min"] >= 0.02  # the await, not the creation
 
 
 def test_tracker_in_process_reports_blocks(tmp_path: Path, store: Path) -> None:
