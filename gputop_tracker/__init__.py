@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from gputop_tracker._version import __version__
 
+TYPE_CHECKING = False  # not `typing`'s: this module loads first, and a Ctrl-C early in start-up must stay quiet
 if TYPE_CHECKING:
+    from typing import Any
+
     from gputop_tracker.blocks import block, mark, tracked
     from gputop_tracker.core.tracker import Tracker
 

@@ -1,3 +1,3 @@
-from gputop_tracker.cli import main
+from gputop_tracker._entry import main
 
 raise SystemExit(main())

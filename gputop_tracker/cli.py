@@ -20,10 +20,12 @@ from gputop_tracker._version import __version__
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core import paths, validate
 from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.jobctl import is_session_leader, leave_job
+from gputop_tracker.core.orphans import become_subreaper
 from gputop_tracker.core.units import UnitError, Units, parse_size
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.channel import SamplerHandle
+    from gputop_tracker.core.channel import SamplerHandle, Started
 
 DEFAULT_INTERVAL = 0.5
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
@@ -115,6 +117,11 @@ def build_parser() -> Parser:
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
+    p.add_argument(
+        "--wait-descendants",
+        action="store_true",
+        help="when the command exits, keep tracking until its descendants (daemons) are gone too",
+    )
     _add_alert_options(p.add_argument_group("alerts and OOM dumps"))
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
@@ -255,6 +262,7 @@ def track(args: argparse.Namespace) -> int:
         flight_seconds=args.oom_window,
         oom_dumps=args.oom_dumps,
         oom_dump_mb=args.oom_dump_mb,
+        wait_descendants=args.wait_descendants,
         # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
         # in, it would count as one of the tracked process's descendants
         exclude=[os.getpid()],
@@ -278,7 +286,9 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     if cfg.mode == "launch":
         if in_terminal_foreground():
             # The command stays in the terminal's job: it may read the tty, and Ctrl-C reaches it directly.
+            # Once it runs we leave that job (`leave_terminal_job`), the sampler mirroring its stops onto us.
             cfg.process_group = os.getpgrp()
+            cfg.mirror_stops_to = 0 if is_session_leader() else os.getpid()
             shares_terminal_job = True
         else:
             # Batch, pipe or background: its own process group, so a signal sent to our whole group
@@ -289,11 +299,14 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
     # which the command receives itself, from a kill aimed at us, which we must pass on.
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    become_subreaper()  # should the sampler die, the command comes to us (`sampler_died`)
     handle = start_forked(cfg)
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
 
-    relay = SignalRelay(handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job)
+    relay = SignalRelay(
+        handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job, session_leader=is_session_leader()
+    )
     interrupted = relay.interrupted
     threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
     usage = None
@@ -310,6 +323,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
                 failure = msg
             elif isinstance(msg, Started):
                 started = msg
+                if cfg.mirror_stops_to:
+                    relay.leave_terminal_job()
     finally:
         handle.close()
         handle.wait()
@@ -319,10 +334,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
         print(f"{PROG}: {failure.message}", file=sys.stderr)
         return failure.exit_code
     if usage is None:
-        where = f"; partial session {started.session_id} in {started.store}" if started else ""
-        return console.error(
-            f"the sampler stopped unexpectedly (status {handle.exit_status}){where}", console.EXIT_FAILURE
-        )
+        return sampler_died(cfg, handle, started, relay)
     write_report(usage, args, units)
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)
@@ -331,6 +343,20 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     if usage.exit_code is None:  # detached
         return 0
     return usage.exit_code
+
+
+def sampler_died(cfg: EngineConfig, handle: SamplerHandle, started: Started | None, relay: SignalRelay) -> int:
+    """The sampler died before the command: wait for the command ourselves (`orphans.outlive_sampler`)."""
+    from gputop_tracker.core import orphans
+
+    if started is None:
+        how = orphans.describe_death(handle.exit_status)
+        return console.error(f"the sampler stopped unexpectedly ({how})", console.EXIT_FAILURE)
+    took_over = orphans.Takeover(cfg, handle.exit_status, started.pid, started.session_id, started.store)
+    try:
+        return took_over.run(console.say, relay.retarget)
+    finally:
+        relay.reaped.set()
 
 
 def in_terminal_foreground() -> bool:
@@ -349,22 +375,50 @@ def in_terminal_foreground() -> bool:
 
 class SignalRelay:
     """Passes SIGINT, SIGTERM and SIGHUP aimed at us on to the sampler (which passes them to the command),
-    but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it.
+    but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it —
+    except a hang-up sent to us as the terminal's session leader (`ssh -t host gputop-track …` losing its
+    connection): the kernel sends that to the session leader alone.
     Once the sampler has been reaped (`reaped` set) nothing is forwarded: its PID may belong to another
     process by then (a tiny window remains between the reaping and the flag)."""
 
-    def __init__(self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True) -> None:
+    def __init__(
+        self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True, session_leader: bool = False
+    ) -> None:
         self.handle = handle
         self.attach = attach
         self.shares_terminal_job = shares_terminal_job
+        self.session_leader = session_leader
         self.interrupted: list[int] = []
         self.reaped = threading.Event()
+        self.target = 0  # the command's pid once the sampler died (`retarget`): signals go to it directly
 
     def forward(self, sig: int, si_code: int) -> None:
         self.interrupted.append(sig)
-        from_terminal = self.shares_terminal_job and si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGHUP)
+        from_terminal = (
+            self.shares_terminal_job
+            and si_code == SI_KERNEL
+            and (sig == signal.SIGINT or (sig == signal.SIGHUP and not self.session_leader))
+        )
         if (self.attach or not from_terminal) and not self.reaped.is_set():
-            self.handle.signal(sig)
+            if self.target:
+                try:
+                    os.kill(self.target, sig)
+                except ProcessLookupError:
+                    pass
+            else:
+                self.handle.signal(sig)
+
+    def retarget(self, pid: int) -> None:
+        """The sampler is gone: pass signals to the command `pid` itself (ours to wait for) until `reaped`."""
+        self.target = pid
+        self.reaped.clear()
+
+    def leave_terminal_job(self) -> None:
+        """The command runs in the terminal's job: we leave it (for the sampler's group), so that what the
+        shell or a user sends to the whole job reaches the command once; what still reaches us was aimed at
+        us and is forwarded."""
+        if leave_job(self.handle.pid):
+            self.shares_terminal_job = False
 
     def run(self) -> None:
         while True:

@@ -176,7 +176,8 @@ def test_attach_follows_tree_and_stops_within_one_interval(tmp_path: Path) -> No
     assert report["max_ram"]["main"]["total_rss"] == pytest.approx(kernel_figures(k)["self_maxrss"], rel=0.02)
     # the target lived ~1.7 s more after the attach: tracking ends within an interval of its exit
     assert report["compute_time"]["time"] < 1.7 + 0.5 + 0.3
-    assert ended_after_exit < 1.7 + 0.5 + 1.5
+    # and the tool then ends: never waits for anything else (the start-up and the save are load-dependent)
+    assert ended_after_exit < 30
 
 
 def test_attach_errors_are_one_line_exit_2() -> None:

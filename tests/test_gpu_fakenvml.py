@@ -61,6 +61,7 @@ class Run:
         fake: FakeNvml,
         env: dict[str, str] | None = None,
         wrap: list[str] | None = None,
+        command_prefix: list[str] | None = None,
     ) -> None:
         self.tmp = tmp_path
         self.pidfile = tmp_path / "pids"
@@ -71,7 +72,7 @@ class Run:
             [
                 *(wrap or []), sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(self.out),
                 "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", "--interval", "0.1",
-                "--", sys.executable, "-c", WORKLOAD, str(self.pidfile), str(self.done),
+                "--", *(command_prefix or []), sys.executable, "-c", WORKLOAD, str(self.pidfile), str(self.done),
             ],
             env=full_env,
             stdout=subprocess.PIPE,
@@ -166,7 +167,7 @@ def test_cuda_visible_devices_uuid_counts_only_that_gpu(tmp_path: Path, fake_lib
     gpus = {x["uuid"]: x for x in rep["gpus"]}
     assert gpus[GPU1]["counted"] is True
     assert gpus[GPU0]["counted"] is False
-    assert any(f"GPUs counted for utilization: 1 (CUDA_VISIBLE_DEVICES={GPU1})" in n for n in rep["notes"])
+    assert any(f"GPUs counted for utilization: 1 (CUDA_VISIBLE_DEVICES={GPU1} (" in n for n in rep["notes"])
     # memory is the tree's on every GPU, counted or not
     assert rep["max_gpu_ram"]["combined"] == 4000 * MiB
     text = subprocess.run(
@@ -176,6 +177,40 @@ def test_cuda_visible_devices_uuid_counts_only_that_gpu(tmp_path: Path, fake_lib
         timeout=30,
     )
     assert "not counted" in text.stdout + text.stderr
+
+
+@pytest.mark.parametrize(
+    ("prefix", "counted", "util"),
+    [
+        # a job script that exports the variable, then execs the program (the SLURM pattern)
+        (["bash", "-c", f'export CUDA_VISIBLE_DEVICES={GPU1}; exec "$@"', "bash"], [False, True], 30),
+        # env(1) setting it for the program
+        (["env", "CUDA_VISIBLE_DEVICES=0"], [True, False], 90),
+    ],
+    ids=["bash-export", "env"],
+)
+def test_gpus_counted_follow_the_jobs_own_cuda_visible_devices(
+    tmp_path: Path,
+    fake_lib: Path,
+    fake: FakeNvml,
+    prefix: list[str],
+    counted: list[bool],
+    util: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 12 item 13: our own environment has no CUDA_VISIBLE_DEVICES; the job sets it for itself."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    run = Run(tmp_path, fake_lib, fake, command_prefix=prefix)
+    main, child = run.pids()
+    hold_memory(fake, main, child)
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    assert [g["counted"] for g in rep["gpus"]] == counted
+    assert rep["gpu_utilization"]["n_expected_gpus"] == 1
+    assert rep["gpu_utilization"]["gpu_percentages"]["max_sum_percent"] == util
+    note = next(n for n in rep["notes"] if n.startswith("GPUs counted for utilization"))
+    assert "set by the job" in note or "first on a GPU" in note, note
 
 
 def test_short_uuid_and_gpus_flag(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:

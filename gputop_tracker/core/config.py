@@ -42,6 +42,8 @@ class EngineConfig:
     oom_dump_mb: float = 200.0  # and at most this many MB of them
     watch_output: bool = False  # tee the command's stdout/stderr through a pipe, looking for CUDA/PyTorch OOMs
     output_path: str | None = None  # the command's output file (live TUI): scanned for OOM messages
+    wait_descendants: bool = False  # track on after the command exits, until its descendants are gone too
+    mirror_stops_to: int = 0  # the front end's pid when it left the terminal's job: stopped with the command
     control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
     blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
 

@@ -22,8 +22,8 @@ PR_SET_CHILD_SUBREAPER = 36
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)  # SIGUSR1: stop tracking
 
 # (pid, user seconds, system seconds, peak RSS bytes, exit code as waitstatus_to_exitcode gives it)
-# (pid, user s, system s, ru_maxrss bytes, exit code, (name, ppid) read from its zombie or None)
-ReapedCallback = Callable[[int, float, float, int, int, tuple[str, int] | None], None]
+# (pid, user s, system s, ru_maxrss bytes, exit code, (name, ppid, had children) read from its zombie or None)
+ReapedCallback = Callable[[int, float, float, int, int, tuple[str, int, bool] | None], None]
 
 
 class Launcher:
@@ -47,6 +47,7 @@ class Launcher:
         signal.set_wakeup_fd(w)
         for s in RELAYED_SIGNALS:
             signal.signal(s, self._on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED_SIGNALS)  # blocked since the fork (run_forked_child)
         self.wake_fd = r
         return r
 
@@ -239,11 +240,13 @@ def raise_open_files_limit() -> None:
         pass
 
 
-def _zombie_name(pid: int) -> tuple[str, int] | None:
-    """(comm, ppid) of a child that exited and is not reaped yet."""
+def _zombie_name(pid: int) -> tuple[str, int, bool] | None:
+    """(comm, ppid, whether it ever waited for a child) of a child that exited and is not reaped yet: its
+    stat still holds cminflt/cmajflt and cutime/cstime, the marks of children it reaped."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             name, fields = parse_stat(f.read())
-        return name, int(fields[1])
+        had_children = any(int(fields[i]) for i in (8, 10, 13, 14))
+        return name, int(fields[1]), had_children
     except (OSError, ValueError, IndexError):
         return None

@@ -419,7 +419,8 @@ class Timeline(Model):
 
 class SessionMeta(Model):
     id: str
-    status: Literal["running", "finished"] = "finished"
+    # interrupted: the sampler died before the command; the figures are those of its last checkpoint
+    status: Literal["running", "finished", "interrupted"] = "finished"
     command: list[str] = Field(default_factory=list)
     mode: Literal["launch", "attach"] = "launch"
     pid: int | None = None

@@ -126,17 +126,31 @@ def _head_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
     ]
 
 
+def short_label(label: str) -> str:
+    """The kind of a figure in a few words ("exact (cgroup)", "lower bound"); the full reason is in `sources`."""
+    head, _, rest = label.partition(" (")
+    if head != "exact" or not rest:
+        return head
+    first = rest.split()[0].rstrip(",;)")
+    return f"exact ({first if first not in ('the', 'one', 'two') else 'single process'})"
+
+
 def _ram_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
     """The RAM peaks table, then single figures with a description in its name and total columns."""
     ram = u.max_ram
     src = u.sources
     ram_rows = [["RAM (peaks)", "total", "private", "shared", "how measured"]]
+    reasons: list[str] = []
     for name, v, how in (
         ("main", ram.main, src.get("max_ram.main.total_rss", "")),
         ("descendants", ram.descendants, src.get("max_ram.descendants.total_rss", "")),
         ("combined", ram.combined, src.get("max_ram.combined.total_rss", "")),
     ):
-        ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), how])
+        short = short_label(how)
+        if short != how:
+            reasons.append(f"  [{len(reasons) + 1}] {name}: {how}")
+            short += f" [{len(reasons)}]"
+        ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), short])
     extra: list[list[str]] = []
     if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
         extra.append(["  combined ≤", f.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
@@ -149,6 +163,8 @@ def _ram_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
     lines = _table(ram_rows, "<>>><", widths) + _table(extra, "<><", [*widths[:2], 0])
     if u.smaps_max_age is not None:
         lines.append(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")
+    if reasons:
+        lines += ["  how measured:", *(escape_controls(r) for r in reasons)]
     return lines
 
 
@@ -245,7 +261,7 @@ def _process_lines(u: ResourceUsage, f: _Fmt, max_processes: int) -> list[str]:
                 str(proc.pid),
                 escape_controls(proc.name[:15]),
                 f.ram(proc.peak_rss),
-                proc.peak_rss_source,
+                short_label(proc.peak_rss_source),
                 f"{proc.cpu_seconds:.2f}",
                 str(proc.peak_threads),
                 f.gpu(proc.peak_gpu_memory),

@@ -29,10 +29,14 @@ from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.blockrelay import BlockRelay
+from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.endwatch import EndWatch
 from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
-from gputop_tracker.core.launch import Launcher, raise_open_files_limit
+from gputop_tracker.core.gpuselect import GpuSelection
+from gputop_tracker.core.jobctl import StopMirror
+from gputop_tracker.core.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.oomdetect import OomDetector
 from gputop_tracker.core.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
@@ -47,7 +51,7 @@ PROGRESS_PERIOD = 1.0  # seconds between the live view's "run so far" figures (t
 class _Sampling:
     """What the loop samples with, and its schedule (monotonic times)."""
 
-    __slots__ = ("builder", "gpu", "gpus_selected", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
+    __slots__ = ("builder", "gpu", "gpu_selection", "host", "next_checkpoint", "next_tick", "pidfd", "tree")
 
     def __init__(
         self, builder: SummaryBuilder, tree: ProcessTree, host: HostReader, gpu: GpuBackend, pidfd: int
@@ -57,7 +61,7 @@ class _Sampling:
         self.host = host
         self.gpu = gpu
         self.pidfd = pidfd  # the main process's pidfd (readable once it exited), or -1
-        self.gpus_selected = False
+        self.gpu_selection: GpuSelection | None = None
         self.next_tick = time.monotonic()
         self.next_checkpoint = self.next_tick  # the first checkpoint right after the first sample, never before it
 
@@ -97,6 +101,8 @@ class Engine:
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
+        self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
+        self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin)
         self.blocks = BlockRelay(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
 
     @property
@@ -162,6 +168,8 @@ class Engine:
         cgroup = self.cgroup
         counters = ev.OomCounters(cgroup.path if cgroup else None, cgroup.version if cgroup else None)
         self.oom = OomDetector(time.monotonic, counters, self.interval, main_pid)
+        if cfg.mirror_stops_to and cfg.mode == LAUNCH:
+            self.stop_mirror = StopMirror(cfg.mirror_stops_to, main_pid)
         self.pipe.send("started", {"pid": main_pid, "session_id": self.session_id, "store": str(self.store_dir)})
         started = f"started {shlex.join(builder.command)}" if cfg.mode == LAUNCH else f"attached to {main_pid}"
         builder.events.add("start", start, started[:300], pid=main_pid)
@@ -174,7 +182,7 @@ class Engine:
         cgroup_limit = self.cgroup.limit() if self.cgroup else None
         if not mem_limit and cgroup_limit:
             mem_limit, limit_source = cgroup_limit, "the job's cgroup limit"
-        builder = SummaryBuilder(
+        builder = BlocksSummaryBuilder(
             main_pid=self.main_pid,
             command=cfg.argv if cfg.mode == LAUNCH else read_cmdline(self.main_pid),
             mode=cfg.mode,
@@ -202,9 +210,13 @@ class Engine:
     def _step(self, s: _Sampling) -> bool:
         """One pass of the loop: relay signals, reap, take one sample. False once tracking is over."""
         launcher = self.launcher
+        interrupted = bool(launcher.to_forward)
         launcher.forward_signals()
         launcher.reap(self._on_reaped)
-        over = launcher.main_exit is not None or launcher.stop_requested
+        if self.stop_mirror is not None:
+            self.stop_mirror.check()
+        self.end.check_front_end(s.builder.note, s.builder.start_time)
+        over = False
         try:
             if self._sample(s):
                 over = True
@@ -212,6 +224,15 @@ class Engine:
             self._sampling_failed(s.builder, e)
             if s.tree.root_gone and not s.tree.handles:
                 over = True
+        over = over or self.end.over(  # after the sample: it may have found a daemon that forked meanwhile
+            main_exited=launcher.main_exit is not None,
+            stop_requested=launcher.stop_requested,
+            interrupted=interrupted,
+            descendants=self._descendants(s) if self.cfg.wait_descendants else [],
+        )
+        if self.end.waiting and s.pidfd >= 0:  # readable for good: it would wake every wait at once
+            os.close(s.pidfd)
+            s.pidfd = -1
         return not over
 
     def _sample(self, s: _Sampling) -> bool:
@@ -229,9 +250,11 @@ class Engine:
         readings = tree.read(now_mono)
         gpus = s.gpu.read([r.handle.pid for r in readings])
         self.last_gpus = gpus
-        if gpus and not s.gpus_selected:
-            s.gpus_selected = True
-            self._select_gpus(builder, gpus)
+        if gpus:  # only once GPUs answer: nothing is read on a machine without one
+            if s.gpu_selection is None:
+                s.gpu_selection = _gpu_selection(self.cfg, self.main_pid)
+            if s.gpu_selection.observe(readings, gpus):
+                _select_gpus(builder, gpus, s.gpu_selection)
         want_sample = self.pipe.open and self.cfg.stream_samples
         sample = builder.add(time.time(), readings, gpus, s.host.read(), want_sample=want_sample)
         if sample is not None:
@@ -253,7 +276,7 @@ class Engine:
             self._save(s.builder, running=True)
         self._wait(s.next_sample_time(self.interval), s.pidfd)
         if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd):
-            self.launcher.stop_requested = True
+            self.end.main_gone = True
 
     def _wait(self, deadline: float, pidfd: int) -> None:
         """Until `deadline` (monotonic), copying the command's output and moving messages meanwhile; early when
@@ -288,7 +311,7 @@ class Engine:
                 return
 
     def _on_reaped(
-        self, pid: int, utime: float, stime: float, maxrss: int, exit_code: int, who: tuple[str, int] | None
+        self, pid: int, utime: float, stime: float, maxrss: int, exit_code: int, who: tuple[str, int, bool] | None
     ) -> None:
         if self.builder is not None:
             self.builder.reaped(pid, utime, stime, maxrss, exit_code, who)
@@ -302,25 +325,23 @@ class Engine:
                 f"a sample failed ({type(e).__name__}: {e}{_raised_at(e)}); tracking went on — please report this"
             )
 
-    def _select_gpus(self, builder: SummaryBuilder, gpus: list[Any]) -> None:
-        spec, reason = _gpu_spec(self.cfg, self.main_pid)
-        if spec is None:
-            builder.select_gpus(None, reason)
-            return
-        chosen, problems = resolve_gpu_selection(gpus, spec)
-        builder.select_gpus(chosen, reason)
-        for p in problems:
-            builder.note(f"GPU selection: {p}")
-
     # ------------------------------------------------------------------ the end
 
+    def _descendants(self, s: _Sampling) -> list[int]:
+        """The tree's processes still running, but for the command itself."""
+        return [pid for pid in s.tree.handles if pid != self.main_pid and _alive(pid)]
+
     def _finish_run(self, s: _Sampling) -> int:
+        self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
         s.builder.close(alive={pid for pid in s.tree.handles if _alive(pid)})
+        self.end.note_survivors(s.builder.note, self._descendants(s), s.builder.start_time)
+        if self.stop_mirror is not None:
+            self.stop_mirror.release()
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
@@ -337,6 +358,8 @@ class Engine:
         if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
             self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
+            if self.stop_mirror is not None:
+                self.stop_mirror.release()
             self.tee.linger(self._become_tee_helper)
         except Exception:
             pass
@@ -376,37 +399,7 @@ class Engine:
         self.pipe.send("summary", {"summary": summary})
 
     def _save(self, builder: SummaryBuilder, running: bool) -> dict[str, Any]:
-        summary = builder.summary()
-        summary["session_id"] = self.session_id
-        if self.cfg.save:
-            summary["session_path"] = str(paths.session_file(self.store_dir, self.session_id))
-        session = {
-            "schema_version": SCHEMA_VERSION,
-            "meta": {
-                "id": self.session_id,
-                "status": "running" if running else "finished",
-                "command": builder.command,
-                "mode": self.cfg.mode,
-                "pid": self.main_pid,
-                "engine_pid": os.getpid(),
-                "host": builder.host,
-                "start_time": builder.start_time,
-                "end_time": None if running else builder.end_time,
-                "exit_code": builder.outcome.exit_code,
-                "interval": self.interval,
-            },
-            "summary": summary,
-            "timeline": builder.timeline(),
-        }
-        if self.cfg.save:
-            try:
-                # a running checkpoint is atomic but not worth an fsync (the final save has one)
-                store.save_session(self.store_dir, session, durable=not running)
-            except OSError as e:
-                if not running:
-                    summary["notes"].append(f"session NOT saved: {e}")
-                    summary["session_path"] = None
-        return summary
+        return save_session(self.cfg, self.store_dir, self.session_id, self.interval, builder, running=running)
 
     # ------------------------------------------------------------------ the command's output
 
@@ -488,6 +481,43 @@ def _dump_contents(
     )
 
 
+def save_session(
+    cfg: EngineConfig, store_dir: Path, session_id: str, interval: float, builder: SummaryBuilder, *, running: bool
+) -> dict[str, Any]:
+    """Write the session (a checkpoint while `running`, else the final one) unless --no-save; its summary."""
+    summary = builder.summary()
+    summary["session_id"] = session_id
+    if cfg.save:
+        summary["session_path"] = str(paths.session_file(store_dir, session_id))
+    session = {
+        "schema_version": SCHEMA_VERSION,
+        "meta": {
+            "id": session_id,
+            "status": "running" if running else "finished",
+            "command": builder.command,
+            "mode": cfg.mode,
+            "pid": builder.main_pid,
+            "engine_pid": os.getpid(),
+            "host": builder.host,
+            "start_time": builder.start_time,
+            "end_time": None if running else builder.end_time,
+            "exit_code": builder.outcome.exit_code,
+            "interval": interval,
+        },
+        "summary": summary,
+        "timeline": builder.timeline(),
+    }
+    if cfg.save:
+        try:
+            # a running checkpoint is atomic but not worth an fsync (the final save has one)
+            store.save_session(store_dir, session, durable=not running)
+        except OSError as e:
+            if not running:
+                summary["notes"].append(f"session NOT saved: {e}")
+                summary["session_path"] = None
+    return summary
+
+
 def _raised_at(e: Exception) -> str:
     """ " at file.py:LINE" of the innermost frame of `e`'s traceback."""
     tb = e.__traceback__
@@ -496,15 +526,20 @@ def _raised_at(e: Exception) -> str:
     return f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
 
 
-def _gpu_spec(cfg: EngineConfig, main_pid: int) -> tuple[str | None, str]:
-    """The command's GPUs as a --gpus / CUDA_VISIBLE_DEVICES list (None: every GPU), and why."""
-    if cfg.gpus is not None:
-        return cfg.gpus, "--gpus"
-    env = _environ(main_pid) if cfg.mode == ATTACH else os.environ
-    spec = env.get("CUDA_VISIBLE_DEVICES")
-    if spec is None:
-        return None, "every GPU: no --gpus and no CUDA_VISIBLE_DEVICES"
-    return spec, f"CUDA_VISIBLE_DEVICES={spec}"
+def _gpu_selection(cfg: EngineConfig, main_pid: int) -> GpuSelection:
+    attached = cfg.mode == ATTACH
+    env = _environ(main_pid) if attached else os.environ
+    return GpuSelection(cfg.gpus, env, "the command's environment" if attached else "gputop-track's environment")
+
+
+def _select_gpus(builder: SummaryBuilder, gpus: list[Any], selection: GpuSelection) -> None:
+    if selection.spec is None:
+        builder.select_gpus(None, selection.reason)
+        return
+    chosen, problems = resolve_gpu_selection(gpus, selection.spec)
+    builder.select_gpus(chosen, selection.reason)
+    for p in problems:
+        builder.note(f"GPU selection: {p}")
 
 
 def _open_pidfd(pid: int) -> int:
@@ -536,8 +571,10 @@ def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
     """Entry point in a forked child: never returns."""
     code = 1
     try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the front end blocks signals; we must not
         os.setpgid(0, 0)  # out of the terminal's job: tty signals reach the command, not us
+        # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
+        # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
+        signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
         code = Engine(cfg, out_fd).run()
     except BaseException as e:  # a crash here must still tell the front end
         try:

@@ -28,7 +28,6 @@ from gputop_tracker.core.accumulators import (
     Timeline,
     TreeMaxima,
 )
-from gputop_tracker.core.blockstats import BlockStats
 from gputop_tracker.core.events import EventLog, FlightRecorder
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.peaks import Peak, TreeBounds, combined_peak, reaped_process_peak
@@ -186,7 +185,6 @@ class SummaryBuilder:
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
         self.timeline_data = Timeline(TIMELINE_COLUMNS)
-        self.blocks = BlockStats()  # code blocks of the command (fed by the Engine)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
@@ -197,9 +195,14 @@ class SummaryBuilder:
         self.notes.append(text)
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
-        """Which GPUs count for utilization (decided at the first GPU reading)."""
-        self.gpu_uuids = uuids
-        self.gpu_selection_reason = reason
+        """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
+        changed = self.gpus and uuids != self.gpu_uuids
+        self.gpu_uuids, self.gpu_selection_reason = uuids, reason
+        for st in self.gpus.values():
+            g = st.first
+            st.counted = g.mig_parent is None if uuids is None else g.uuid in uuids
+        if changed:
+            self.gpu_util = Percentages()
 
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
@@ -236,22 +239,25 @@ class SummaryBuilder:
         system: float,
         maxrss: int,
         exit_code: int | None,
-        who: tuple[str, int] | None = None,
+        who: tuple[str, int, bool] | None = None,
     ) -> None:
         """A child reaped by us (wait4): its rusage is exact and includes its own reaped children.
 
-        `who` = (name, ppid) read from its zombie before the reap: a child no sample saw still gets its row."""
+        `who` = (name, ppid, had children) read from its zombie before the reap: a child no sample saw still
+        gets its row, and whether the command ever waited for a child is known for sure."""
         self.ledger.reap(pid, user, system)
-        if pid == self.main_pid and maxrss <= self.spawner_hwm:
-            maxrss = 0  # no more than our own fork copy: says nothing about the command
+        if pid == self.main_pid and who is not None and who[2]:
+            self.main_had_children = True  # its ru_maxrss also covers children: never its own peak alone
         p = self.procs.get(pid)
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
-            name, ppid = who or ("?", 0)
+            name, ppid = who[:2] if who else ("?", 0)
             p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
             self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
             p.peak_rss = maxrss
-        self.reaped_maxrss[pid] = maxrss
+        # no more than our own fork copy: says nothing about the command, so it bounds no process of the tree
+        polluted = pid == self.main_pid and maxrss <= self.spawner_hwm
+        self.reaped_maxrss[pid] = 0 if polluted else maxrss
         _exit_event(self.events, pid, p, exit_code)
         if p is not None:
             p.reaped = True
@@ -298,8 +304,6 @@ class SummaryBuilder:
         self._add_tree(now, tree, mem_total, mem_used, host_cpu)
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
         gpu_memory_row = self._add_gpus(now, gpus, out_gpus)
-        if self.blocks.open:  # code blocks running now: their process's figures
-            self.blocks.sample(readings, gpus)
         elapsed = now - self.start_time
         self._append_row(elapsed, tree, len(readings), mem_used, host_cpu, gpu_memory_row)
         if not want_sample:
@@ -595,10 +599,9 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     `details=False` leaves out the per-process list and the event timeline (empty lists): the live
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
-    _apply_block_hwm(b)
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
-    notes = list(b.notes) + b.blocks.notes()
+    notes = list(b.notes)
     max_ram = _max_ram(b, peaks, sources)
     gpus = _gpu_summaries(b, notes)
     leaks = leak_suspects(b)
@@ -626,29 +629,11 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "processes": _processes(b, peaks, leaks) if details else [],
         "events": list(b.events.events) if details else [],
         "leak_suspects": leaks,
-        "blocks": b.blocks.summary(),
         "alerts": b.alerts.as_dict(b.system_capacity, b.events.dropped),
         "sources": out,
         "notes": notes,
         **_run_facts(b),
     }
-
-
-def _apply_block_hwm(b: SummaryBuilder) -> None:
-    """A block resets its process's VmHWM: the VmHWM it read just before (in its message) still counts for
-    that process's peak, so the run's peaks never lose what a reset cleared."""
-    for pid, hwm in b.blocks.hwm.items():
-        p = b.procs.get(pid)
-        if p is None or (p.peak_before_attach is not None and hwm <= p.peak_before_attach):
-            continue  # attached: a VmHWM not above the one at the attach is from before it
-        if p.hwm_at_attach is not None:
-            p.hwm_at_attach, p.peak_source = None, "VmHWM"  # a new peak while attached, as in ProcessStats.update
-        if hwm > p.peak_rss:
-            p.peak_rss = hwm
-        if p.rusage_maxrss is not None and hwm > p.rusage_maxrss:
-            p.rusage_maxrss = hwm  # ru_maxrss after a reset is the peak since the reset
-        if pid in b.reaped_maxrss and hwm > b.reaped_maxrss[pid]:
-            b.reaped_maxrss[pid] = hwm
 
 
 def _max_ram(b: SummaryBuilder, peaks: dict[int, Peak], sources: dict[str, str]) -> dict[str, Any]:

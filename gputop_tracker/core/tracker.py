@@ -67,6 +67,7 @@ class Tracker:
         flight_seconds: float = 60.0,
         oom_dumps: int = 5,
         oom_dump_mb: float = 200.0,
+        wait_descendants: bool = False,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -104,6 +105,7 @@ class Tracker:
             flight_seconds=flight_seconds,
             oom_dumps=oom_dumps,
             oom_dump_mb=oom_dump_mb,
+            wait_descendants=bool(wait_descendants),
             control_stdin=True,
         )
         self._handle: SamplerHandle | None = None

@@ -9,21 +9,28 @@ where a pipe without a reader would kill it with SIGPIPE. With --no-save the fil
 from __future__ import annotations
 
 import argparse
+import asyncio
 import codecs
 import os
 import re
 import select
+import signal
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop_tracker import console
-from gputop_tracker.core import channel, paths
+from gputop_tracker.core import channel, orphans, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.framing import LineFramer
+from gputop_tracker.core.orphans import become_subreaper
 from gputop_tracker.core.units import Units
+
+if TYPE_CHECKING:
+    from gputop_tracker.tui.live_app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
 CHUNK = 1 << 16
@@ -102,6 +109,35 @@ def _output_fds(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, i
     return w, r, None
 
 
+class HangUp:
+    """The command runs in a session of its own, so a hang-up of our terminal (the connection of `ssh -t`
+    dropping: the kernel signals the session leader, the shell its jobs) would never reach it: we pass it on,
+    close the view (no terminal left to draw on) and wait for the sampler, which waits for the command."""
+
+    def __init__(self, handle: SamplerHandle) -> None:
+        self.handle = handle
+        self.app: LiveApp | None = None
+        self.seen = False
+        signal.signal(signal.SIGHUP, self._on_hangup)
+
+    def _on_hangup(self, _sig: int, _frame: object) -> None:
+        self.seen = True
+        self.handle.signal(signal.SIGHUP)
+        if self.app is not None:
+            try:
+                asyncio.get_running_loop().call_soon_threadsafe(self.app.exit)
+            except RuntimeError:  # the view is not running (yet, or any more)
+                pass
+
+    def release(self) -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the sampler's pid is no longer ours to signal
+
+
+def _killed(handle: SamplerHandle) -> bool:
+    """The sampler died of a signal (a SIGKILL, the OOM killer) rather than ending its run."""
+    return handle.exit_status is not None and handle.exit_status < 0
+
+
 def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     """Track with the live view; return the command's exit code (128+N after signal N) once the user quits."""
     from gputop_tracker.core.store import new_session_id
@@ -123,7 +159,9 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         cfg.stdin, cfg.stdout, cfg.stderr = devnull, write_fd, write_fd
     else:  # an attached process keeps its own output; the pane stays empty
         read_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    become_subreaper()  # should the sampler die, the command comes to us (`orphans.Takeover`)
     handle = start_forked(cfg)  # before any thread: the App starts several
+    hangup = HangUp(handle)
     for fd in (write_fd, devnull):
         if fd >= 0:
             os.close(fd)
@@ -139,13 +177,15 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         store_dir=store,
         output_path=output_path,
     )
+    hangup.app = app
     code = app.run()
     source.close()
-    if app.running:
+    if app.running and not hangup.seen:
         # The view ended without a decision (crash, closed terminal): stop tracking, never kill the job.
         handle.signal(STOP_SIGNAL)
     handle.close()
     handle.wait()
+    hangup.release()
     os.close(read_fd)
     final = app.final
     if final is not None and final.session_path:
@@ -154,6 +194,11 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         console.not_saved(final.notes)
     if app.failure is not None:
         console.say(app.failure.message)
+    if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
+        took_over = orphans.Takeover(cfg, handle.exit_status, app.main_pid, app.session_id, str(store))
+        return took_over.run(console.say)
+    if hangup.seen and app.final is None:
+        return 128 + signal.SIGHUP
     if code is None:  # the app crashed; Textual printed the traceback
         return app.return_code or 1
     return code

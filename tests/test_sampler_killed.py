@@ -1,0 +1,125 @@
+"""The sampler process or the front end killed with SIGKILL: the command is never orphaned, the session says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PY = sys.executable
+
+WAITS_FOR_GO = """
+import os, sys, time
+go = sys.argv[1]
+open(go + ".ready", "w").close()
+while not os.path.exists(go):
+    time.sleep(0.02)
+sys.exit(7)
+"""
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _session(store: Path) -> dict:
+    (f,) = store.glob("*.json")
+    return json.loads(f.read_text())
+
+
+def _checkpointed(store: Path) -> bool:
+    files = list(store.glob("*.json"))
+    return bool(files) and _session(store)["summary"]["n_samples"] >= 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return b") Z" not in f.read()
+    except OSError:
+        return False
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    go = tmp_path / "go"
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "--interval", "0.1", "--", PY, "-c", WAITS_FOR_GO, str(go)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for(Path(str(go) + ".ready").exists, what="the command to start")
+    return proc, go
+
+
+def test_sampler_killed_front_end_waits_for_the_command_and_marks_the_session(tmp_path: Path, store: Path) -> None:
+    proc, go = _start(tmp_path)
+    try:
+        wait_for(lambda: _checkpointed(store), what="the first checkpoint")
+        meta = _session(store)["meta"]
+        command, sampler = meta["pid"], meta["engine_pid"]
+        os.kill(sampler, signal.SIGKILL)
+        wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+        assert proc.poll() is None, "the front end went on waiting for the command"
+        assert _alive(command)
+        go.touch()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 7, err  # the command's own exit code
+    lines = [line for line in err.splitlines() if line.startswith("gputop-track:")]
+    assert len(lines) == 1 and "sampler process was killed by SIGKILL" in lines[0], err
+    assert f"PID {command}" in lines[0] and "interrupted" in lines[0]
+    assert "Traceback" not in err
+    assert not _alive(command)
+    session = _session(store)
+    assert session["meta"]["status"] == "interrupted" and session["meta"]["exit_code"] == 7
+    assert session["summary"]["exit_code"] == 7 and session["summary"]["n_samples"] >= 1  # the checkpoint's figures
+    assert any("sampler process was killed by SIGKILL" in n for n in session["summary"]["notes"])
+    listed = subprocess.run(
+        [PY, "-m", "gputop_tracker", "sessions", "list", "-f", "json"], capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(listed.stdout)[0]["status"] == "interrupted"
+    shown = subprocess.run(
+        [PY, "-m", "gputop_tracker", "sessions", "show", meta["id"]], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0 and "sampler process was killed" in shown.stdout + shown.stderr
+
+
+def test_signals_reach_the_command_after_the_sampler_died(tmp_path: Path, store: Path) -> None:
+    proc, _go = _start(tmp_path)
+    try:
+        wait_for(lambda: _checkpointed(store), what="the first checkpoint")
+        os.kill(_session(store)["meta"]["engine_pid"], signal.SIGKILL)
+        wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert _session(store)["summary"]["exit_signal"] == signal.SIGTERM
+
+
+def test_front_end_killed_is_recorded_in_the_session(tmp_path: Path, store: Path) -> None:
+    proc, go = _start(tmp_path)
+    wait_for(lambda: _checkpointed(store), what="the first checkpoint")
+    front = proc.pid
+    proc.kill()
+    proc.wait()
+    go.touch()
+    proc.communicate(timeout=30)  # its stderr is the command's too: closed once the command ended
+    wait_for(lambda: _session(store)["meta"]["status"] == "finished", what="the sampler to finish alone")
+    summary = _session(store)["summary"]
+    assert summary["exit_code"] == 7
+    assert any(f"front end (PID {front}) died" in n for n in summary["notes"]), summary["notes"]

@@ -1,0 +1,299 @@
+"""Signals with real terminals (ptys), real shells and real process groups: how often the command gets each.
+
+The command is `COUNTER`: it counts the SIGHUP, SIGTERM and SIGINT it receives into a JSON file and exits a
+quiet while after the last one, so every signal the kernel, the shell or gputop-track sends it is counted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PY = sys.executable
+TRACK = [PY, "-m", "gputop_tracker"]
+
+COUNTER = r"""
+import json, os, signal, sys, time
+out = sys.argv[1]
+quiet = float(sys.argv[2])
+counts = {"HUP": 0, "TERM": 0, "INT": 0, "senders": []}
+sigs = {signal.SIGHUP, signal.SIGTERM, signal.SIGINT}
+signal.pthread_sigmask(signal.SIG_BLOCK, sigs)  # taken one by one with their sender: sigtimedwait
+with open(out + ".ready.tmp", "w") as f:
+    json.dump({"pid": os.getpid(), "pgid": os.getpgrp()}, f)
+os.replace(out + ".ready.tmp", out + ".ready")
+deadline = time.monotonic() + 60
+last = None
+while time.monotonic() < deadline and (last is None or time.monotonic() - last < quiet):
+    info = signal.sigtimedwait(sigs, 0.02)
+    if info is None or info.si_signo not in sigs:  # (0 after a stop and SIGCONT)
+        continue
+    name = signal.Signals(info.si_signo).name[3:]
+    counts[name] += 1
+    counts["senders"].append([name, info.si_pid, info.si_code])
+    last = time.monotonic()
+    with open(out + ".tmp", "w") as f:
+        json.dump(counts, f)
+    os.replace(out + ".tmp", out)
+"""
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return b") Z" in f.read()
+    except OSError:
+        return True
+
+
+class Pty:
+    """A pty whose master we drain (so nothing written to the terminal ever blocks) and can close: a hang-up."""
+
+    def __init__(self) -> None:
+        self.master, self.slave = os.openpty()
+        self.data = bytearray()
+        self._closing = threading.Event()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        while not self._closing.is_set():
+            if not select.select([self.master], [], [], 0.05)[0]:
+                continue
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.data += chunk
+
+    def write(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def hang_up(self) -> None:
+        """Close the master (no read may hold it open meanwhile): the kernel hangs the terminal up."""
+        self._closing.set()
+        self._reader.join()
+        os.close(self.master)
+
+    def spawn_leader(self, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """`argv` as the session leader with this pty as its controlling terminal (as sshd starts a command)."""
+
+        def take_terminal() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        proc = subprocess.Popen(
+            argv,
+            stdin=self.slave,
+            stdout=self.slave,
+            stderr=self.slave,
+            start_new_session=True,
+            preexec_fn=take_terminal,
+            env={**os.environ, **(env or {})},
+        )
+        os.close(self.slave)
+        return proc
+
+
+def _counter(tmp_path: Path, quiet: float) -> tuple[list[str], Path]:
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER)
+    out = tmp_path / "counts.json"
+    return [PY, str(script), str(out), str(quiet)], out
+
+
+def _counts(out: Path) -> dict[str, Any]:
+    return json.loads(out.read_text()) if out.exists() else {"HUP": 0, "TERM": 0, "INT": 0, "senders": []}
+
+
+def _ready(out: Path) -> dict[str, int]:
+    ready = Path(str(out) + ".ready")
+    wait_for(ready.exists, what="the command to start")
+    return json.loads(ready.read_text())
+
+
+# ---------------------------------------------------------------------------------------------- session leader
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["headless", "live"])
+def test_hang_up_of_our_terminal_as_session_leader_reaches_the_command(tmp_path: Path, live: bool) -> None:
+    """`ssh -t host gputop-track …` and the connection drops: the kernel sends SIGHUP to the session leader only."""
+    command, out = _counter(tmp_path, quiet=1.0)
+    pty = Pty()
+    mode = [] if live else ["--headless"]
+    proc = pty.spawn_leader([*TRACK, *mode, "--no-save", "--", *command], env={"TERM": "xterm-256color"})
+    try:
+        pid = _ready(out)["pid"]
+        if live:  # the view is drawn: its handlers are in place
+            wait_for(lambda: b"\x1b[" in pty.data and len(pty.data) > 2000, what="the live view")
+        pty.hang_up()
+        wait_for(lambda: gone(pid), what="the command to end")
+        assert _counts(out)["HUP"] == 1
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------- interactive shell
+
+
+def _interactive_shell(pty: Pty, tmp_path: Path) -> subprocess.Popen[bytes]:
+    rc = tmp_path / "bashrc"
+    rc.write_text("PS1='$ '\n")
+    shell = pty.spawn_leader(["bash", "--noprofile", "--rcfile", str(rc), "-i"], env={"TERM": "dumb"})
+    wait_for(lambda: b"$ " in pty.data, what="the shell's prompt")
+    return shell
+
+
+def _run_in_foreground(tmp_path: Path, argv: list[str], out: Path) -> tuple[Pty, subprocess.Popen[bytes], dict]:
+    pty = Pty()
+    shell = _interactive_shell(pty, tmp_path)
+    pty.write(shlex.join(argv) + "\n")
+    return pty, shell, _ready(out)
+
+
+def test_hang_up_in_a_shells_foreground_job_is_not_passed_on_again(tmp_path: Path) -> None:
+    """The shell's job is hung up: bash passes SIGHUP on to its jobs, the kernel sends it to the terminal's
+    job when bash exits — as without gputop-track (twice, or once where the two coalesce); never a third
+    copy forwarded by us (sent by our sampler)."""
+    command, out = _counter(tmp_path, quiet=3.0)
+    pty, shell, ready = _run_in_foreground(tmp_path, [*TRACK, "--headless", "--no-save", "--", *command], out)
+    # the front end has left the job: only the command is in it
+    wait_for(lambda: _group_members(ready["pgid"]) == {ready["pid"]}, what="the front end to leave the job")
+    pty.hang_up()
+    shell.wait(timeout=30)
+    wait_for(lambda: gone(ready["pid"]), what="the command to end")
+    counts = _counts(out)
+    assert 1 <= counts["HUP"] <= 2, counts
+    kernel_or_shell = {0, shell.pid}
+    assert all(pid in kernel_or_shell for _name, pid, _code in counts["senders"]), (counts, shell.pid)
+
+
+def _group_members(pgid: int) -> set[int]:
+    members = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            fields = data[data.rindex(b")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                members.add(int(entry))
+    return members
+
+
+def test_signal_to_the_foreground_job_reaches_the_command_once(tmp_path: Path) -> None:
+    """`kill -TERM -PGID` of the shell's job, and a `kill -TERM` aimed at gputop-track itself: once each."""
+    command, out = _counter(tmp_path, quiet=2.0)
+    pty, shell, ready = _run_in_foreground(tmp_path, [*TRACK, "--headless", "--no-save", "--", *command], out)
+    try:
+        wait_for(lambda: _group_members(ready["pgid"]) == {ready["pid"]}, what="the front end to leave the job")
+        os.killpg(ready["pgid"], signal.SIGTERM)
+        wait_for(lambda: _counts(out)["TERM"] >= 1, what="the SIGTERM")
+        front = _front_end_of(shell.pid)
+        os.kill(front, signal.SIGTERM)  # aimed at gputop-track: forwarded
+        wait_for(lambda: gone(ready["pid"]), what="the command to end")
+        assert _counts(out)["TERM"] == 2
+        pty.write("exit\n")
+        shell.wait(timeout=30)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+
+
+def test_ctrl_z_stops_the_job_and_fg_continues_it(tmp_path: Path) -> None:
+    command, out = _counter(tmp_path, quiet=1.0)
+    pty, shell, ready = _run_in_foreground(
+        tmp_path, [*TRACK, "--headless", "--no-save", "--interval", "0.1", "--", *command], out
+    )
+    try:
+        wait_for(lambda: _group_members(ready["pgid"]) == {ready["pid"]}, what="the front end to leave the job")
+        front = _front_end_of(shell.pid)
+        pty.write("\x1a")  # Ctrl-Z
+        wait_for(lambda: b"Stopped" in pty.data, what="the shell to see its job stopped")
+        assert _state(ready["pid"]) == "T" and _state(front) == "T"
+        pty.write("fg\n")
+        wait_for(
+            lambda: _state(ready["pid"]) not in ("T", None) and _state(front) not in ("T", None),
+            what=f"fg ({_state(ready['pid'])}, {_state(front)}, {bytes(pty.data[-200:])!r})",
+        )
+        os.kill(ready["pid"], signal.SIGINT)
+        wait_for(lambda: gone(front), what="gputop-track to end")
+        pty.write("echo rc=$?\n")
+        wait_for(lambda: re.search(rb"rc=\d+", pty.data), what="the exit code")
+        assert b"rc=0" in pty.data
+        pty.write("exit\n")
+        shell.wait(timeout=30)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2 :].split()[0].decode()
+
+
+def _front_end_of(shell_pid: int) -> int:
+    """The shell's child: gputop-track's front end."""
+    with open(f"/proc/{shell_pid}/task/{shell_pid}/children") as f:
+        (child,) = f.read().split()
+    return int(child)
+
+
+# ---------------------------------------------------------------------------------------------- early Ctrl-C
+
+
+def test_ctrl_c_while_starting_up_prints_no_traceback(tmp_path: Path) -> None:
+    """A SIGINT at any moment of start-up: no traceback from our code, no "sampler crashed", exit 130 once
+    our code runs (before that, the interpreter's own start-up ends as any Python program would)."""
+    clean = 0
+    for i in range(24):
+        proc = subprocess.Popen(
+            [*TRACK, "--headless", "--no-save", "--", "sleep", "5"],
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        time.sleep(0.005 * i)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        first = ("__main__.py", "__init__.py", "_version.py", "_entry.py")  # import lines: Python starting
+        ours = [ln for ln in err.splitlines() if "/gputop_tracker/" in ln and not any(f in ln for f in first)]
+        assert not ours and "sampler crashed" not in err, err
+        assert proc.returncode in (130, -signal.SIGINT, 1), err
+        if proc.returncode == 130 and "Traceback" not in err:  # the report, if the command had started
+            clean += 1
+    assert clean >= 12
