@@ -15,6 +15,7 @@ import functools
 import itertools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -54,7 +55,7 @@ class _Sink:
                 msg["hwm"] = self.lost_hwm
         data = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
         try:
-            os.write(self.fd, data)
+            _write(self.fd, data)
         except OSError as e:  # full: dropped and counted; anything else: the sampler is gone, stop reporting
             if e.errno == errno.EAGAIN:
                 self.dropped += 1
@@ -80,6 +81,21 @@ class _Sink:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             self.fd = -2  # no reader (the sampler is gone) or no FIFO: a no-op from now on
+
+
+def _write(fd: int, data: bytes) -> None:
+    """One write, with SIGPIPE blocked meanwhile: should the sampler be gone, a program that restored SIGPIPE's
+    default (a CLI tool piping to `head`) gets EPIPE, never a signal that kills it; a pending one is taken."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGPIPE,))
+    try:
+        os.write(fd, data)
+    except BrokenPipeError:
+        if signal.SIGPIPE not in old:
+            signal.sigtimedwait((signal.SIGPIPE,), 0)
+        raise
+    finally:
+        if signal.SIGPIPE not in old:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 _sink: _Sink | None = None

@@ -374,6 +374,40 @@ def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox, tmp_path: 
     assert last["hwm"] >= first["before"] > 100 * MB
 
 
+def test_sampler_gone_never_kills_the_program_with_sigpipe(inbox: BlockInbox, tmp_path: Path) -> None:
+    """The sampler dies while the program runs, and the program restored SIGPIPE's default: its next block
+    finds no reader (EPIPE), the program lives on and its blocks become no-ops."""
+    script = tmp_path / "pipe.py"
+    script.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            import signal
+            from gputop_tracker import blocks
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            mark("opened")  # the FIFO is open for writing now
+            print("ready", flush=True)
+            sys.stdin.readline()  # the reader is gone
+            with block("after the sampler died"):
+                pass
+            assert blocks._sink.fd == -2 and blocks.block("x") is blocks._NOOP
+            print("alive", flush=True)
+            """
+        )
+    )
+    env = {**os.environ, blocks.ENV: inbox.path}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == "ready\n"
+    inbox.close()
+    proc.stdin.write("\n")
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    assert proc.stdout.read() == "alive\n"
+
+
 def test_sampler_gone_is_silent(inbox: BlockInbox) -> None:
     inbox.close()
     blocks.mark("y")  # finds no reader: reporting stops, silently
