@@ -121,6 +121,7 @@ class ProcessStats:
         "max_cpu",
         "max_sampled_rss",
         "name",
+        "never_read",
         "next_gpu_event",
         "next_rss_event",
         "peak_before_attach",
@@ -164,6 +165,7 @@ class ProcessStats:
         self.exit_code: int | None = None
         self.exit_reported = False
         self.reaped = False  # by us, with wait4: its rusage is known
+        self.never_read = False  # a child we reaped that no sample ever read
         self.rusage_maxrss: int | None = None
         self.next_rss_event = PEAK_STEP_BYTES
         self.next_gpu_event = PEAK_STEP_BYTES
@@ -176,6 +178,7 @@ class ProcessStats:
         r.handle = _Who(pid, ppid, name)  # type: ignore[assignment]
         p = cls(r, "descendant", now)
         p.peak_source = "ru_maxrss"
+        p.never_read = True
         return p
 
     def update(self, r: Reading, now: float, gpu_bytes: int) -> None:

@@ -426,12 +426,14 @@ class ProcessTree:
 
     def _sharing_changed(self, readings: list[Reading]) -> None:
         """A tracked process mapped more file or shmem pages. If another one of the tree holds them, that one's
-        PSS fell without its statm moving: every process holding shared pages is re-read first (next sample),
-        and until then counts only its private pages, so Σ PSS stays a lower bound."""
+        USS and PSS fell without its statm moving (its private pages became shared): every process holding file
+        or shmem pages is re-read first (next sample), and until then counts only its anonymous private pages,
+        so Σ PSS stays a lower bound."""
         for r in readings:
             h = r.handle
-            if h.uss >= 0 and h.pss > h.uss:
+            if h.uss >= 0 and h.smaps_shared > 0:
                 h.smaps_stale = True
+                r.private = max(0, r.private - h.smaps_shared)
                 r.pss = r.private
                 r.pss_shared = 0
 

@@ -551,7 +551,7 @@ def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
     """One process's peak RSS and whether it is exact (rules in peaks.py)."""
     if p.hwm_at_attach is not None:
         return Peak(p.peak_rss, False, "sampled", p.peak_source)
-    if p.reaped and p.rusage_maxrss is not None and p.trend.n == 0:
+    if p.never_read and p.rusage_maxrss is not None:
         # never read: ru_maxrss is all we know; it covers its own waited children too
         label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
         return Peak(p.rusage_maxrss, False, "ru_maxrss", label)

@@ -17,6 +17,7 @@ import select
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,6 +110,9 @@ def _output_fds(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, i
     return w, r, None
 
 
+HANGUP_GRACE = 5.0  # seconds the view gets to close after a hang-up before the watchdog ends us
+
+
 class HangUp:
     """The command runs in a session of its own, so a hang-up of our terminal (the connection of `ssh -t`
     dropping: the kernel signals the session leader, the shell its jobs) would never reach it: we pass it on,
@@ -118,18 +122,47 @@ class HangUp:
         self.handle = handle
         self.app: LiveApp | None = None
         self.seen = False
+        self.closed = threading.Event()  # the view closed after a hang-up: the watchdog stands down
         signal.signal(signal.SIGHUP, self._on_hangup)
 
     def _on_hangup(self, _sig: int, _frame: object) -> None:
+        if self.seen:
+            return
         self.seen = True
         self.handle.signal(signal.SIGHUP)
+        # No terminal any more: writes to it fail, and Textual's writer thread dies of that, leaving the app's
+        # shutdown blocked on its queue. Writes go to /dev/null from now on, and a watchdog ends us once the
+        # sampler is done should the view still not close.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        threading.Thread(target=self._watchdog, daemon=True).start()
         if self.app is not None:
             try:
                 asyncio.get_running_loop().call_soon_threadsafe(self.app.exit)
-            except RuntimeError:  # the view is not running (yet, or any more)
+            except RuntimeError:  # the view is not running yet (or any more): close it as soon as it runs
+                threading.Thread(target=self._exit_when_running, daemon=True).start()
+
+    def _watchdog(self) -> None:
+        if self.closed.wait(HANGUP_GRACE):
+            return
+        self.handle.wait()  # the sampler waits for the command and saves the session
+        os._exit(128 + signal.SIGHUP)
+
+    def _exit_when_running(self) -> None:
+        app = self.app
+        deadline = time.monotonic() + 30
+        while app is not None and not app.is_running and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if app is not None and app.is_running:
+            try:
+                app.call_from_thread(app.exit)
+            except RuntimeError:  # it ended meanwhile
                 pass
 
     def release(self) -> None:
+        self.closed.set()
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the sampler's pid is no longer ours to signal
 
 
@@ -178,7 +211,8 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
         output_path=output_path,
     )
     hangup.app = app
-    code = app.run()
+    code = None if hangup.seen else app.run()  # hung up already: no terminal to draw on
+    hangup.closed.set()
     source.close()
     if app.running and not hangup.seen:
         # The view ended without a decision (crash, closed terminal): stop tracking, never kill the job.
