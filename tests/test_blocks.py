@@ -522,3 +522,26 @@ def test_gpu_figures_of_a_block_with_simulated_gpus(tmp_path: Path) -> None:
     assert b["peak_gpu_ram"] is not None and b["peak_gpu_ram"] > 0
     assert b["mean_gpu_utilization"] is not None
     assert b["sources"]["peak_gpu_ram"].startswith("sampled")
+
+
+def test_a_killed_samplers_fifo_is_swept_by_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampler killed (SIGKILL) cannot remove its FIFO; the next one removes every such leftover of ours."""
+    from gputop_tracker.core import blockinbox
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"{blockinbox.PREFIX}{int(dead.stdout)}-abc"
+    gone.mkdir()
+    os.mkfifo(gone / "blocks")
+    alive = tmp_path / f"{blockinbox.PREFIX}{os.getpid()}-def"
+    alive.mkdir()
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    box = BlockInbox.create()
+    assert box is not None
+    try:
+        assert not gone.exists() and alive.exists() and other.exists()
+        assert Path(box.directory).parent == tmp_path
+    finally:
+        box.close()
+    assert not Path(box.directory).exists()

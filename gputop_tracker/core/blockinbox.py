@@ -36,7 +36,8 @@ class BlockInbox:
         # as tempfile.mkdtemp (a random name, mode 0700), without loading tempfile into the sampler before the
         # fork: the command's ru_maxrss is judged against our own size then
         base = os.environ.get("TMPDIR") or "/tmp"
-        directory = os.path.join(base, f"gputop-blocks-{os.getpid()}-{os.urandom(6).hex()}")
+        sweep(base)
+        directory = os.path.join(base, f"{PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
         path = os.path.join(directory, "blocks")
         try:
             os.mkdir(directory, 0o700)
@@ -106,6 +107,26 @@ class BlockInbox:
         """No more messages: writers get an error (and stop), the FIFO and its directory go."""
         self.close_fds()
         _remove(self.directory, self.path)
+
+
+PREFIX = "gputop-blocks-"  # + the sampler's pid + a random part
+
+
+def sweep(base: str) -> None:
+    """Remove the FIFO directories of samplers that are gone (killed: they could not clean up), ours only."""
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX) :].split("-")[0]
+        directory = os.path.join(base, name)
+        try:
+            if not pid.isdigit() or os.path.exists(f"/proc/{pid}") or os.stat(directory).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        _remove(directory, os.path.join(directory, "blocks"))
 
 
 def _remove(directory: str, path: str) -> None:
