@@ -8,9 +8,10 @@ TYPE_CHECKING = False  # not `typing`'s: this module loads first, and a Ctrl-C e
 if TYPE_CHECKING:
     from typing import Any
 
+    from gputop_tracker.blocks import block, mark, tracked
     from gputop_tracker.core.tracker import Tracker
 
-__all__ = ["Tracker", "__version__"]
+__all__ = ["Tracker", "__version__", "block", "mark", "tracked"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +20,10 @@ def __getattr__(name: str) -> Any:
         from gputop_tracker.core.tracker import Tracker
 
         return Tracker
+    if name in ("block", "tracked", "mark"):  # code blocks (light: standard library only)
+        from gputop_tracker import blocks
+
+        value = getattr(blocks, name)
+        globals()[name] = value
+        return value
     raise AttributeError(name)

@@ -1,4 +1,4 @@
-"""`gputop-track sessions list|show|export|events|delete`: the saved sessions without the TUI."""
+"""`gputop-track sessions list|show|export|events|compare|delete`: the saved sessions without the TUI."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ examples:
   {console.PROG} sessions export ID -f csv -o timeline.csv
   {console.PROG} sessions events ID -t warning -t critical
   {console.PROG} sessions job 4242 -f json   every session of SLURM job 4242 (array tasks or nodes)
+  {console.PROG} sessions compare ID_A ID_B     the run and its code blocks side by side
 
 An ID may be given by its start (any prefix that matches one session). Reports, listings and
 exports go to stdout unless -o FILE; errors go to stderr (one line starting `{console.PROG}: error:`).
@@ -57,6 +58,7 @@ def build_sessions_parser() -> Parser:
     _add_export_parser(sub, common)
     _add_events_parser(sub, common)
     jobs_cli.add_job_parser(sub, common)
+    _add_compare_parser(sub, common)
     delete = sub.add_parser(
         "delete",
         help="delete a session",
@@ -135,6 +137,25 @@ def _add_events_parser(sub: argparse._SubParsersAction[Parser], common: Parser) 
     events_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
 
 
+def _add_compare_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="two sessions side by side: the run and the same code blocks, with differences",
+        description=(
+            "Two sessions side by side: the run's figures and each code block (`with block()`, `@tracked`) of "
+            "either, with B - A and the change in percent. JSON figures are bytes and seconds."
+        ),
+        parents=[common],
+    )
+    p.add_argument("a", metavar="ID_A", help=ID_HELP)
+    p.add_argument("b", metavar="ID_B", help="the other session (B - A is shown)")
+    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="text (default) or json")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    p.add_argument("--ru", "--ram-unit", dest="ram_unit", metavar="UNIT", help="RAM unit of the text")
+    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="GPU memory unit of the text")
+    p.add_argument("--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="time unit of the text")
+
+
 def main(argv: list[str]) -> int:
     """`gputop-track sessions ARGV...`; bad input is one error line and exit 2."""
     try:
@@ -176,6 +197,8 @@ def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
         return events(store_dir, args)
     if args.action == "job":
         return jobs_cli.job(store_dir, args)
+    if args.action == "compare":
+        return compare_sessions(store_dir, args)
     if args.action == "delete":
         path = store.delete(store_dir, args.id)
         print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
@@ -307,3 +330,16 @@ def events(store_dir: Path, args: argparse.Namespace) -> int:
         lines = report.events_lines(found, limit=len(found))
         text = "\n".join(lines) + "\n" if lines else f"no events in session {s.meta.id}\n"
     return _write(text, args.output, f"exported {len(found)} events of {s.meta.id} to {args.output}")
+
+
+def compare_sessions(store_dir: Path, args: argparse.Namespace) -> int:
+    """`sessions compare A B`: text or JSON (core/compare.py)."""
+    from gputop_tracker.core import compare
+
+    units = Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
+    if args.output is not None:
+        store.check_output(args.output)
+    a, b = _open(store_dir, args.a), _open(store_dir, args.b)
+    cmp = compare.compare(a, b)
+    text = json.dumps(cmp, indent=2) + "\n" if args.format == "json" else compare.compare_text(cmp, units)
+    return _write(text, args.output, f"compared {a.meta.id} and {b.meta.id} into {args.output}")

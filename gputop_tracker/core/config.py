@@ -48,6 +48,7 @@ class EngineConfig:
     control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
     # the cluster job (issue 18): read by the front end before the sampler starts (slurm.context_for)
     slurm: dict[str, Any] | None = None
+    blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
 
 
 def config_json(cfg: EngineConfig) -> str:

@@ -34,6 +34,9 @@ EVENT_TYPES = (
     "critical",
     "oom",
     "gpu_lost",
+    "block_start",
+    "block_end",
+    "mark",
 )
 ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # what the headless front end prints
 MAX_EVENTS = 5000  # kept per session; alerts always kept, process/peak events dropped (and counted) past it

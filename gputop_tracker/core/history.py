@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_tracker.core import store
-from gputop_tracker.core.models import ResourceUsage, Session
+from gputop_tracker.core.models import BlockSummary, ResourceUsage, Session
 from gputop_tracker.core.text import escape_controls
 from gputop_tracker.core.units import human_bytes, human_seconds
 
@@ -202,35 +202,44 @@ def format_figure(kind: str, v: float | None, signed: bool = False) -> str:
 
 
 def compare_rows(a: ResourceUsage, b: ResourceUsage) -> list[tuple[str, str, str, str, str, str]]:
-    """(figure, A, B, B − A, change %, which is better) for each figure, in the user's units."""
-    out = []
-    for f in FIGURES:
-        va, vb = f.get(a), f.get(b)
-        if va is None or vb is None:
-            out.append((f.label, format_figure(f.kind, va), format_figure(f.kind, vb), "-", "", ""))
-            continue
-        diff = vb - va
-        pct = format_figure("percent0", diff / va * 100, signed=True) if va else ""
-        if f.better is None or abs(diff) <= 1e-9 * max(abs(va), abs(vb), 1.0):
-            verdict = "same" if abs(diff) <= 1e-9 * max(abs(va), abs(vb), 1.0) else ""
-        else:
-            b_wins = diff < 0 if f.better == "lower" else diff > 0
-            verdict = "B" if b_wins else "A"
-        out.append(
-            (
-                f.label,
-                format_figure(f.kind, va),
-                format_figure(f.kind, vb),
-                format_figure(f.kind, diff, signed=True),
-                pct,
-                verdict,
-            )
-        )
+    """(figure, A, B, B − A, change %, which is better) for each figure, in the user's units; then the code
+    blocks of either session (`sessions compare` has every block figure)."""
+    out = [_compare_row(f.label, f.kind, f.better, f.get(a), f.get(b)) for f in FIGURES]
     ea, eb = a.exit_code, b.exit_code
     ok_a, ok_b = ea == 0, eb == 0
     verdict = "same" if ok_a == ok_b else ("A" if ok_a else "B")
     out.append(("exit code", str(ea if ea is not None else "-"), str(eb if eb is not None else "-"), "", "", verdict))
+    blocks_a, blocks_b = {x.name: x for x in a.blocks}, {x.name: x for x in b.blocks}
+    for name in [*blocks_a, *(n for n in blocks_b if n not in blocks_a)]:
+        ba, bb = blocks_a.get(name), blocks_b.get(name)
+        for label, kind, better, get in BLOCK_FIGURES:
+            va, vb = (get(x) if x is not None else None for x in (ba, bb))
+            out.append(_compare_row(f"block {escape_controls(name[:40])}: {label}", kind, better, va, vb))
     return out
+
+
+BLOCK_FIGURES: list[tuple[str, str, str | None, Callable[[BlockSummary], float | None]]] = [
+    ("calls", "count", None, lambda x: x.calls),
+    ("time", "seconds", "lower", lambda x: x.duration.total),
+    ("peak RAM", "bytes", "lower", lambda x: x.peak_ram),
+    ("CPU time", "seconds", "lower", lambda x: x.cpu_seconds),
+]
+
+
+def _compare_row(
+    label: str, kind: str, better: str | None, va: float | None, vb: float | None
+) -> tuple[str, str, str, str, str, str]:
+    if va is None or vb is None:
+        return (label, format_figure(kind, va), format_figure(kind, vb), "-", "", "")
+    diff = vb - va
+    pct = format_figure("percent0", diff / va * 100, signed=True) if va else ""
+    if better is None or abs(diff) <= 1e-9 * max(abs(va), abs(vb), 1.0):
+        verdict = "same" if abs(diff) <= 1e-9 * max(abs(va), abs(vb), 1.0) else ""
+    else:
+        b_wins = diff < 0 if better == "lower" else diff > 0
+        verdict = "B" if b_wins else "A"
+    shown = format_figure(kind, va), format_figure(kind, vb), format_figure(kind, diff, signed=True)
+    return (label, *shown, pct, verdict)
 
 
 def count_session_files(store_dir: Path) -> int:

@@ -250,7 +250,18 @@ class ProcessSummary(Model):
 
 
 EventType = Literal[
-    "start", "stop", "peak", "process_started", "process_exited", "warning", "critical", "oom", "gpu_lost"
+    "start",
+    "stop",
+    "peak",
+    "process_started",
+    "process_exited",
+    "warning",
+    "critical",
+    "oom",
+    "gpu_lost",
+    "block_start",
+    "block_end",
+    "mark",
 ]
 
 
@@ -325,6 +336,31 @@ class Efficiency(Model):
     gpu_utilization: float | None = None
 
 
+class BlockDuration(Model):
+    total: float = 0.0
+    min: float = 0.0
+    mean: float = 0.0
+    max: float = 0.0
+    std: float = 0.0
+
+
+class BlockSummary(Model):
+    """One code block of the tracked program (`with block(name)`, `@tracked`): every run of that name.
+    RAM figures are in max_ram's unit, GPU RAM in max_gpu_ram's, durations in compute_time's."""
+
+    name: str
+    calls: int = 0
+    duration: BlockDuration = Field(default_factory=BlockDuration)
+    peak_ram: float = Field(0, description="peak RSS of the process that ran the block (exact: VmHWM reset)")
+    peak_private: float | None = Field(None, description="that process's peak private memory (sampled)")
+    peak_gpu_ram: float | None = Field(None, description="that process's peak GPU memory (sampled)")
+    cpu_seconds: float = Field(0.0, description="CPU time of that process across the block (exact)")
+    mean_cpu_percent: float = 0.0
+    mean_gpu_utilization: float | None = Field(None, description="sum over the GPUs, mean of the samples")
+    pids: list[int] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact or sampled")
+
+
 class ResourceUsage(Model):
     """The report. The first five fields are gpu-tracker's, with its names and meaning."""
 
@@ -359,6 +395,7 @@ class ResourceUsage(Model):
     smaps_max_age: float | None = Field(None, description="oldest private/shared reading used, seconds")
     events: list[Event] = Field(default_factory=list, description="the event timeline, oldest first")
     leak_suspects: list[LeakSuspect] = Field(default_factory=list)
+    blocks: list[BlockSummary] = Field(default_factory=list, description="code blocks, in order of first start")
     alerts: Alerts = Field(default_factory=Alerts)
     slurm: SlurmJob | None = Field(None, description="the cluster job and its request (issue 18)")
     efficiency: Efficiency | None = Field(None, description="fractions of the request used")
@@ -390,8 +427,17 @@ class ResourceUsage(Model):
         gram.main *= g
         gram.descendants *= g
         gram.combined *= g
-        out.compute_time.time *= TIME_UNITS[self.compute_time.unit] / TIME_UNITS[time_unit]
+        t = TIME_UNITS[self.compute_time.unit] / TIME_UNITS[time_unit]
+        out.compute_time.time *= t
         out.compute_time.unit = time_unit
+        for b in out.blocks:
+            b.peak_ram *= r
+            if b.peak_private is not None:
+                b.peak_private *= r
+            if b.peak_gpu_ram is not None:
+                b.peak_gpu_ram *= g
+            d = b.duration
+            d.total, d.min, d.mean, d.max, d.std = (x * t for x in (d.total, d.min, d.mean, d.max, d.std))
         return out
 
 

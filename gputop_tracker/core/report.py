@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from gputop_tracker.core.jobreport import job_lines
-from gputop_tracker.core.models import Event, GpuSummary, ResourceUsage
+from gputop_tracker.core.models import BlockSummary, Event, GpuSummary, ResourceUsage
 from gputop_tracker.core.text import command_line, escape_controls
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
 
@@ -54,6 +54,11 @@ class _Fmt:
         return f"{s / TIME_UNITS[self.time_unit]:.4f} {self.time_unit}"
 
 
+def table(rows: list[list[str]], align: str) -> list[str]:
+    """Aligned lines of a table (for other reports: `sessions compare`)."""
+    return _table(rows, align)
+
+
 def _pct(p: float | None) -> str:
     return "-" if p is None else f"{p:.1f}%"
 
@@ -84,6 +89,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     lines = [*_head_lines(u, f), "", *_ram_lines(u, f), "", *_cpu_lines(u), "", *_gpu_lines(u, f)]
     lines += _process_lines(u, f, max_processes)
     lines += job_lines(u)
+    lines += block_lines(u.blocks, f)
     alerts = [e for e in u.events if e.type in ALERT_TYPES]
     if alerts:
         lines += ["", f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)"]
@@ -268,6 +274,54 @@ def _process_lines(u: ResourceUsage, f: _Fmt, max_processes: int) -> list[str]:
     lines += ["  " + line for line in _table(proc_rows, "><><>>>>")]
     if more > 0:
         lines.append(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
+    return lines
+
+
+def _sampled(b: BlockSummary, figure: str) -> str:
+    return "*" if getattr(b, figure) is not None and b.sources.get(figure, "").startswith("sampled") else ""
+
+
+def _short_time(f: _Fmt, s: float) -> str:
+    return f"{s * 1000:.1f} ms" if f.time_unit is None and s < 1 else f.time(s)
+
+
+def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[str]:
+    """The code blocks (`with block()`, `@tracked`) as a table: exact figures plain, sampled ones starred."""
+    if not blocks:
+        return []
+    rows = [["block", "calls", "total", "mean", "max", "peak RAM", "private", "GPU RAM", "CPU s", "CPU", "GPU"]]
+    for b in blocks[:limit]:
+        d = b.duration
+        rows.append(
+            [
+                escape_controls(b.name[:40]),
+                str(b.calls),
+                _short_time(f, d.total),
+                _short_time(f, d.mean),
+                _short_time(f, d.max),
+                f.ram(b.peak_ram) + _sampled(b, "peak_ram"),
+                f.ram(b.peak_private) + _sampled(b, "peak_private"),
+                f.gpu(b.peak_gpu_ram) + _sampled(b, "peak_gpu_ram"),
+                f"{b.cpu_seconds:.2f}",
+                _pct(b.mean_cpu_percent),
+                _pct(b.mean_gpu_utilization) + _sampled(b, "mean_gpu_utilization"),
+            ]
+        )
+    lines = ["", f"Blocks ({len(blocks)}; peak RAM: of the process that ran the block, exact; * sampled)"]
+    lines += ["  " + line for line in _table(rows, "<>>>>>>>>>>")]
+    if len(blocks) > limit:
+        lines.append(f"  … and {len(blocks) - limit} more (see the JSON report)")
+    return lines
+
+
+def blocks_text(blocks: list[BlockSummary]) -> list[str]:
+    """The Blocks table in human units, then where each figure comes from (the history's Blocks tab)."""
+    lines = block_lines(blocks, _Fmt(None, None, None))[1:]
+    lines += ["", "Sources (duration, CPU time: exact)"]
+    for b in blocks:
+        name = escape_controls(b.name[:40])
+        peak, others = b.sources.get("peak_ram", "?"), b.sources.get("peak_private", "?")
+        lines.append(f"  {name}: peak RAM {peak}; others {others}")
     return lines
 
 

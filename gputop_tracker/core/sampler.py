@@ -29,6 +29,8 @@ from typing import Any
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, store
+from gputop_tracker.core.blockrelay import BlockRelay
+from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.endwatch import EndWatch
@@ -114,6 +116,7 @@ class Engine:
         self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
         self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin)
         self.sampling: _Sampling | None = None  # while sampling: what a request (stop_tree) acts on
+        self.blocks = BlockRelay(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
 
     @property
     def main_pid(self) -> int:
@@ -135,12 +138,14 @@ class Engine:
             return self._crashed(e)
         finally:
             self.pipe.final_flush()
+            self.blocks.close()
 
     def _run(self) -> int:
         start = time.time()
         if not self._start():
             return 1
         sampling = self.sampling = self._setup(start)
+        self.blocks.bind(sampling.builder, lambda: self._sample(sampling), self._sampling_failed)
         while self._step(sampling):
             self._pace(sampling)
         return self._finish_run(sampling)
@@ -149,6 +154,7 @@ class Engine:
         """Catch signals, then launch the command (False when it could not start) or attach to it."""
         cfg = self.cfg
         self.launcher.install_signals()
+        self.blocks.open()  # names the FIFO in the environment the command inherits
         if cfg.mode == LAUNCH:
             error = self.launcher.make_cgroup(self.session_id)
             if error is None:
@@ -189,7 +195,7 @@ class Engine:
         cgroup_limit = self.cgroup.limit() if self.cgroup else None
         if not mem_limit and cgroup_limit:
             mem_limit, limit_source = cgroup_limit, "the job's cgroup limit"
-        builder = SummaryBuilder(
+        builder = BlocksSummaryBuilder(
             main_pid=self.main_pid,
             command=cfg.argv if cfg.mode == LAUNCH else read_cmdline(self.main_pid),
             mode=cfg.mode,
@@ -291,7 +297,7 @@ class Engine:
         a signal needs the loop or the main process exited (`pidfd` readable)."""
         wake_fd = self.launcher.wake_fd
         while (timeout := deadline - time.monotonic()) > 0:
-            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd) if fd >= 0] + self.tee.readable()
+            readers = [fd for fd in (wake_fd, pidfd, self.requests.fd, self.blocks.fd) if fd >= 0] + self.tee.readable()
             writers = self.tee.writable()
             if self.pipe.pending:
                 writers.append(self.pipe.fd)
@@ -306,6 +312,8 @@ class Engine:
                     self.tee.read(fd)
                 elif fd == self.requests.fd:
                     self._serve_requests()
+                elif fd == self.blocks.fd:
+                    self.blocks.serve()
             if wake_fd in ready:
                 try:
                     os.read(wake_fd, 512)
@@ -340,6 +348,7 @@ class Engine:
     def _finish_run(self, s: _Sampling) -> int:
         self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
+        self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
@@ -464,25 +473,27 @@ class Engine:
         recorder = builder.recorder
         if recorder is None:
             return None
-        contents = self._dump_contents(builder, recorder, event)
+        contents = _dump_contents(self, builder, recorder, event)
         try:
             return self.dumps.write(now, event, contents)
         except OSError as e:
             builder.note(f"OOM dump NOT written: {e}")
             return None
 
-    def _dump_contents(
-        self, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any]
-    ) -> DumpContents:
-        return DumpContents(
-            command=builder.command,
-            pid=self.main_pid,
-            recorder=recorder,
-            events=[*builder.events.events, event],
-            processes=builder.last_recorded_processes(),
-            gpus=dump_gpus(self.last_gpus),
-            limits=dump_limits(self.cfg, self.cgroup, builder.system_capacity, builder.gpu_totals()),
-        )
+
+def _dump_contents(
+    engine: Engine, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any]
+) -> DumpContents:
+    """What an OOM dump bundle holds: the flight recorder, the events, the processes, GPUs and limits."""
+    return DumpContents(
+        command=builder.command,
+        pid=engine.main_pid,
+        recorder=recorder,
+        events=[*builder.events.events, event],
+        processes=builder.last_recorded_processes(),
+        gpus=dump_gpus(engine.last_gpus),
+        limits=dump_limits(engine.cfg, engine.cgroup, builder.system_capacity, builder.gpu_totals()),
+    )
 
 
 def save_session(

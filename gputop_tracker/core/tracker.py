@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_tracker.core import report, slurm, validate
+from gputop_tracker.core.blockinbox import BlockInbox
 from gputop_tracker.core.channel import (
     STOP_SIGNAL,
     EventMessage,
@@ -119,6 +120,8 @@ class Tracker:
         self._reader: threading.Thread | None = None
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
+        self._blocks_inbox: BlockInbox | None = None
+        self._blocks_prev: tuple[str | None] | None = None  # GPUTOP_TRACKER_BLOCKS before start(), while set
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -129,18 +132,24 @@ class Tracker:
             validate.check_pid(self.process_id)
         except ValueError as e:
             raise TrackerError(f"cannot track process_id={self.process_id}: {e}") from None
+        if self.process_id == os.getpid():  # blocks of this program: a FIFO the sampler reads
+            self._blocks_inbox = BlockInbox.create()
+            self._cfg.blocks_fifo = self._blocks_inbox.path if self._blocks_inbox is not None else None
         self._handle = start_spawned(self._cfg)
         messages = self._handle.messages()
         for msg in messages:
             if isinstance(msg, Started):
                 self.session_id = msg.session_id
+                self._report_blocks(True)
                 self._reader = threading.Thread(
                     target=self._read, args=(messages,), name="gputop-tracker-events", daemon=True
                 )
                 self._reader.start()
                 return self
             if isinstance(msg, Failed):
+                self._close_blocks()
                 raise TrackerError(msg.message)
+        self._close_blocks()
         raise TrackerError("the sampler process exited before it started tracking")
 
     def _read(self, messages: Iterator[Message]) -> None:
@@ -175,11 +184,13 @@ class Tracker:
             raise TrackerError("this Tracker was never started")
         if self._usage is not None:
             return self.resource_usage
+        self._report_blocks(False)
         self._handle.signal(STOP_SIGNAL)
         if self._reader is not None:
             self._reader.join(self.join_timeout)
         self._handle.close()
         self._handle.wait()
+        self._close_blocks()  # the sampler is done with the FIFO
         if self._failure is not None and self._usage is None:
             raise TrackerError(self._failure.message)
         if self._usage is None:
@@ -189,6 +200,31 @@ class Tracker:
 
             write_output(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
         return self.resource_usage
+
+    def _report_blocks(self, on: bool) -> None:
+        """Code blocks of this process (and of the children it starts from now on) report to the sampler while
+        tracking (`on`); after, what was there before is back (no-ops, or an outer gputop-track's)."""
+        from gputop_tracker import blocks
+
+        inbox = self._blocks_inbox
+        if inbox is None:
+            return
+        if on:
+            inbox.close_fds()  # the sampler reads it now
+            self._blocks_prev = (os.environ.get(blocks.ENV),)
+            os.environ[blocks.ENV] = inbox.path
+        elif self._blocks_prev is not None:
+            (prev,) = self._blocks_prev
+            self._blocks_prev = None
+            if prev is None:
+                os.environ.pop(blocks.ENV, None)
+            else:
+                os.environ[blocks.ENV] = prev
+        blocks._activate(os.environ.get(blocks.ENV))
+
+    def _close_blocks(self) -> None:
+        if self._blocks_inbox is not None:
+            self._blocks_inbox.close()
 
     def __enter__(self) -> Tracker:
         return self.start()

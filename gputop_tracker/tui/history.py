@@ -120,6 +120,9 @@ class SessionDetailScreen(_HistoryScreenBase):
                 yield DataTable(id="processes-table", cursor_type="row", zebra_stripes=True)
             with TabPane("Output", id="output"):
                 yield OutputPane(id="history-output")
+            if s.summary is not None and s.summary.blocks:  # code blocks (`with block()`, `@tracked`)
+                with TabPane("Blocks", id="blocks"), ScrollableContainer():
+                    yield Static(Text("\n".join(report.blocks_text(s.summary.blocks)), no_wrap=True), id="blocks-text")
         yield Footer()
 
     def on_mount(self) -> None:

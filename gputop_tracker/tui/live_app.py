@@ -29,6 +29,7 @@ from gputop_tracker.core.channel import (
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
+from gputop_tracker.tui.live_blocks import OpenBlocks
 from gputop_tracker.tui.live_charts import LiveCharts
 from gputop_tracker.tui.live_control import DataSource
 from gputop_tracker.tui.live_keys import ViewKeys
@@ -125,6 +126,7 @@ class LiveApp(ViewKeys):
         self._prompt_mode = ""
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
+        self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
 
     # ------------------------------------------------------------------ layout
 
@@ -240,6 +242,9 @@ class LiveApp(ViewKeys):
 
     def _on_alert(self, msg: EventMessage) -> None:
         e = msg.event
+        if self.open_blocks.feed(e):
+            self._draw_header()
+            return
         rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3}
         if e.type not in rank:
             return  # peaks and process events stay in the session's timeline
@@ -316,6 +321,8 @@ class LiveApp(ViewKeys):
             extras.append(("  PAUSED", "bold reverse yellow"))
         if self.alert is not None:
             extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
+        if running_blocks := self.open_blocks.text():
+            extras.append((f"  {running_blocks}", "bold blue"))
         if self.latest is not None and any(g.simulated for g in self.latest.gpus):
             extras.append(("  SIMULATED GPUs", "bold magenta"))
         line2 = Text.assemble(

@@ -1,0 +1,547 @@
+"""Code blocks (issue 14): `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
+workers (spawn and fork), nested blocks, the Python API — and the FIFO transport's promises (never blocks,
+drops and counts when full, silent once the sampler is gone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import track_json
+
+from gputop_tracker import blocks
+from gputop_tracker.core import models
+from gputop_tracker.core.blockinbox import BlockInbox
+
+MB = 1000 * 1000
+
+PRELUDE = """
+import os, sys, time, json
+from gputop_tracker import block, tracked, mark
+
+def hwm():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+
+def touch(n):
+    buf = bytearray(n)
+    for i in range(0, n, 4096):
+        buf[i] = 1
+    return buf
+
+def drained():
+    # until the sampler has read every block message sent so far (the FIFO is empty)
+    import fcntl, struct, termios
+    fd = os.open(os.environ["GPUTOP_TRACKER_BLOCKS"], os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        for _ in range(6000):
+            if struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, bytes(4)))[0] == 0:
+                return
+            time.sleep(0.01)
+        raise SystemExit("the sampler never read the FIFO")
+    finally:
+        os.close(fd)
+
+def synced():
+    # every block boundary so far has been served (and sampled) while this process lives: the sampler reads
+    # the mark only after it finished serving what it had read before
+    drained()
+    mark("sync")
+    drained()
+
+def truth(key, value):
+    with open(os.environ["TRUTH"], "a") as f:
+        f.write(json.dumps({"key": key, "pid": os.getpid(), "value": value}) + "\\n")
+"""
+
+
+def _run(tmp_path: Path, body: str, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run `body` (after PRELUDE) under the real CLI; (the JSON report, the figures the script wrote)."""
+    script = tmp_path / "script.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    truth_file = tmp_path / "truth.jsonl"
+    proc, report = track_json(
+        tmp_path, *args, "--", sys.executable, str(script), env={"TRUTH": str(truth_file)}, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    truth: dict[str, Any] = {}
+    if truth_file.exists():
+        for line in truth_file.read_text().splitlines():
+            t = json.loads(line)
+            truth[t["key"]] = t
+    return report, truth
+
+
+def _blocks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {b["name"]: b for b in report["blocks"]}
+
+
+@pytest.fixture
+def strict_models() -> Iterator[None]:
+    """The models with extra="forbid": a key the sampler emits but the models lack fails."""
+    from test_schema import _all_models
+
+    saved = {cls: cls.model_config.get("extra") for cls in _all_models()}
+    for cls in saved:
+        cls.model_config["extra"] = "forbid"
+        cls.model_rebuild(force=True)
+    try:
+        yield
+    finally:
+        for cls, extra in saved.items():
+            cls.model_config["extra"] = extra
+            cls.model_rebuild(force=True)
+
+
+def test_done_means_alloc_block_and_tracked_step(tmp_path: Path, strict_models: None) -> None:
+    """The issue's "done means": 300 MB touched for 50 ms at --interval 1, and a function called 3 times."""
+    report, truth = _run(
+        tmp_path,
+        """
+        with block("alloc"):
+            buf = touch(300 * 1000 * 1000)
+            time.sleep(0.05)
+            truth("alloc", hwm())
+        drained()  # the sampler has read the block's end (and sampled it, the process alive meanwhile)
+        del buf
+
+        @tracked("step")
+        def step(i):
+            mark(f"step {i}")
+            return sum(range(10000))
+
+        for i in range(3):
+            step(i)
+        """,
+        "--interval",
+        "1",
+    )
+    usage = models.ResourceUsage.model_validate(report)  # extra="forbid": every key is in the models
+    by_name = _blocks(report)
+    alloc, step = by_name["alloc"], by_name["step"]
+    assert alloc["calls"] == 1
+    assert abs(alloc["peak_ram"] - truth["alloc"]["value"]) <= 0.02 * truth["alloc"]["value"]
+    assert alloc["sources"]["peak_ram"].startswith("exact")
+    assert alloc["duration"]["total"] >= 0.05
+    assert alloc["pids"] == [truth["alloc"]["pid"]]
+    assert alloc["cpu_seconds"] > 0
+    assert step["calls"] == 3
+    assert step["duration"]["min"] <= step["duration"]["mean"] <= step["duration"]["max"]
+    types = [e.type for e in usage.events]
+    assert types.count("block_start") == 4 and types.count("block_end") == 4 and types.count("mark") == 3
+    assert [e.message for e in usage.events if e.type == "mark"] == ["step 0", "step 1", "step 2"]
+    # a 50 ms block at a 1 s interval still got a sample while it ran (the boundary samples)
+    assert alloc["sources"]["peak_private"] == "sampled lower bound (1 of 1 runs seen by a sample)"
+    assert alloc["peak_private"] is not None and alloc["peak_private"] <= alloc["peak_ram"]
+
+
+def test_run_peaks_survive_the_resets(tmp_path: Path) -> None:
+    """A block resets VmHWM at entry: the VmHWM just before (in the block message) still counts for the run's
+    peak and the process's own peak — in the main process and in a descendant, whatever the samples saw."""
+    child = tmp_path / "child.py"
+    child.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            buf = touch(250 * 1000 * 1000)
+            del buf
+            truth("child_before", hwm())
+            with block("child small"):
+                small = touch(10 * 1000 * 1000)
+            """
+        )
+    )
+    report, truth = _run(
+        tmp_path,
+        f"""
+        import subprocess
+        buf = touch(400 * 1000 * 1000)
+        del buf
+        truth("main_before", hwm())
+        with block("small"):
+            small = touch(10 * 1000 * 1000)
+        subprocess.run([sys.executable, {str(child)!r}], check=True)
+        """,
+        "--interval",
+        "5",
+    )
+    main_before, child_before = truth["main_before"], truth["child_before"]
+    main_total = report["max_ram"]["main"]["total_rss"]
+    assert abs(main_total - main_before["value"]) <= 0.02 * main_before["value"]
+    procs = {p["pid"]: p for p in report["processes"]}
+    assert procs[main_before["pid"]]["peak_rss"] >= main_before["value"]
+    assert procs[child_before["pid"]]["peak_rss"] >= child_before["value"]
+    assert report["max_ram"]["descendants"]["total_rss"] >= child_before["value"]
+    assert report["max_ram"]["combined"]["total_rss"] >= main_before["value"]
+    small = _blocks(report)["small"]
+    assert small["peak_ram"] < main_before["value"] - 300 * MB  # the block's own peak is after the reset
+
+
+def test_nested_blocks_keep_what_an_inner_reset_cleared(tmp_path: Path) -> None:
+    report, truth = _run(
+        tmp_path,
+        """
+        with block("outer"):
+            buf = touch(200 * 1000 * 1000)
+            del buf
+            truth("outer", hwm())
+            for _ in range(2):
+                with block("inner"):
+                    small = touch(20 * 1000 * 1000)
+                    truth("inner", hwm())
+        """,
+    )
+    by_name = _blocks(report)
+    outer, inner = by_name["outer"], by_name["inner"]
+    assert outer["calls"] == 1 and inner["calls"] == 2
+    assert abs(outer["peak_ram"] - truth["outer"]["value"]) <= 0.02 * truth["outer"]["value"]
+    assert inner["peak_ram"] < outer["peak_ram"] - 100 * MB
+    assert inner["duration"]["total"] <= outer["duration"]["total"]
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_block_in_a_multiprocessing_worker(tmp_path: Path, method: str) -> None:
+    report, truth = _run(
+        tmp_path,
+        f"""
+        import multiprocessing as mp
+
+        @tracked("work")
+        def work(n):
+            truth("worker", 0)
+            with block("worker alloc"):
+                buf = touch(n)
+                truth("worker alloc", hwm())
+            return n
+
+        if __name__ == "__main__":
+            ctx = mp.get_context({method!r})
+            p = ctx.Process(target=work, args=(50 * 1000 * 1000,))
+            p.start()
+            p.join()
+            assert p.exitcode == 0
+        """,
+    )
+    by_name = _blocks(report)
+    worker_pid = truth["worker"]["pid"]
+    assert by_name["work"]["calls"] == 1 and by_name["work"]["pids"] == [worker_pid]
+    alloc = by_name["worker alloc"]
+    assert alloc["pids"] == [worker_pid] and worker_pid != report["pid"]
+    assert abs(alloc["peak_ram"] - truth["worker alloc"]["value"]) <= 0.02 * truth["worker alloc"]["value"]
+
+
+def test_threads_and_default_names(tmp_path: Path) -> None:
+    report, _truth = _run(
+        tmp_path,
+        """
+        import threading
+
+        @tracked
+        def job():
+            return sum(range(1000))
+
+        def loop():
+            for _ in range(50):
+                job()
+                with block():
+                    pass
+
+        threads = [threading.Thread(target=loop) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+        import asyncio
+
+        @tracked("coroutine")
+        async def wait():
+            await asyncio.sleep(0.02)
+            return 5
+
+        assert asyncio.run(wait()) == 5 and asyncio.run(wait()) == 5
+        """,
+    )
+    by_name = _blocks(report)
+    assert by_name["job"]["calls"] == 400
+    (line_block,) = [b for n, b in by_name.items() if n.startswith("script.py:")]
+    assert line_block["calls"] == 400
+    assert not any("dropped" in n for n in report["notes"])
+    coroutine = by_name["coroutine"]
+    assert coroutine["calls"] == 2 and coroutine["duration"]["min"] >= 0.02  # the await, not the creation
+
+
+def test_tracker_in_process_reports_blocks(tmp_path: Path, store: Path) -> None:
+    """A Tracker in the program itself: its blocks (and its children's) report; before and after, no-ops."""
+    script = tmp_path / "api.py"
+    script.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            import subprocess
+            from gputop_tracker import Tracker
+            from gputop_tracker import blocks
+            assert not blocks.tracking()
+            with Tracker(sleep_time=0.2, ram_unit="bytes", time_unit="seconds") as t:
+                assert blocks.tracking() and os.environ[blocks.ENV]
+                with block("api alloc"):
+                    buf = touch(100 * 1000 * 1000)
+                    inside = hwm()
+                subprocess.run([sys.executable, "-c",
+                    "from gputop_tracker import block\\nwith block('child'): pass"], check=True)
+                mark("done")
+            assert not blocks.tracking() and blocks.ENV not in os.environ
+            with block("after"):
+                pass
+            usage = t.resource_usage
+            by_name = {b.name: b for b in usage.blocks}
+            print(json.dumps({"inside": inside, "names": sorted(by_name),
+                              "peak": by_name["api alloc"].peak_ram,
+                              "marks": [e.message for e in usage.events if e.type == "mark"]}))
+            """
+        )
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["names"] == ["api alloc", "child"]
+    assert abs(out["peak"] - out["inside"]) <= 0.02 * out["inside"]
+    assert out["marks"] == ["done"]
+
+
+# --------------------------------------------------------------------------- the transport, in this process
+
+
+@pytest.fixture
+def inbox() -> Iterator[BlockInbox]:
+    box = BlockInbox.create()
+    assert box is not None
+    saved = blocks._sink
+    blocks._activate(box.path)
+    try:
+        yield box
+    finally:
+        blocks._sink = saved
+        box.close()
+
+
+def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox, tmp_path: Path) -> None:
+    """Nobody reads: the program goes on, drops and counts; its next message says how many, and carries the
+    VmHWM a dropped block start read before its reset (the run's peak is never lost with a message)."""
+    script = tmp_path / "full.py"
+    script.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            from gputop_tracker import blocks
+            for i in range(20000):  # ~60 bytes each: far more than the FIFO holds
+                mark(f"m{i}")
+            big = touch(100 * 1000 * 1000)
+            del big
+            before = hwm()
+            with block("dropped both ends"):
+                pass
+            dropped = blocks._sink.dropped
+            print(json.dumps({"dropped": dropped, "before": before}), flush=True)
+            sys.stdin.readline()  # the test has drained the FIFO
+            mark("after")
+            """
+        )
+    )
+    env = {**os.environ, blocks.ENV: inbox.path}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    first = json.loads(proc.stdout.readline())
+    got = inbox.read()
+    assert got and all(m["k"] == "m" for m in got)
+    assert len(got) + first["dropped"] == 20002
+    proc.stdin.write("\n")
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    (last,) = inbox.read()
+    assert last["name"] == "after" and last["dropped"] == first["dropped"]
+    assert last["hwm"] >= first["before"] > 100 * MB
+
+
+def test_sampler_gone_never_kills_the_program_with_sigpipe(inbox: BlockInbox, tmp_path: Path) -> None:
+    """The sampler dies while the program runs, and the program restored SIGPIPE's default: its next block
+    finds no reader (EPIPE), the program lives on and its blocks become no-ops."""
+    script = tmp_path / "pipe.py"
+    script.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            import signal
+            from gputop_tracker import blocks
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            mark("opened")  # the FIFO is open for writing now
+            print("ready", flush=True)
+            sys.stdin.readline()  # the reader is gone
+            with block("after the sampler died"):
+                pass
+            assert blocks._sink.fd == -2 and blocks.block("x") is blocks._NOOP
+            print("alive", flush=True)
+            """
+        )
+    )
+    env = {**os.environ, blocks.ENV: inbox.path}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == "ready\n"
+    inbox.close()
+    proc.stdin.write("\n")
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    assert proc.stdout.read() == "alive\n"
+
+
+def test_sampler_gone_is_silent(inbox: BlockInbox) -> None:
+    inbox.close()
+    blocks.mark("y")  # finds no reader: reporting stops, silently
+    sink = blocks._sink
+    assert sink is not None and sink.fd == -2
+    assert blocks.block("x") is blocks._NOOP  # and a block no longer resets this process's VmHWM
+
+
+def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
+    code = (
+        "import sys, os\n"
+        "os.environ.pop('GPUTOP_TRACKER_BLOCKS', None)\n"
+        "from gputop_tracker import block, tracked, mark\n"
+        "from gputop_tracker import blocks\n"
+        "assert not blocks.tracking()\n"
+        "with block('x'):\n    mark('m')\n"
+        "f = tracked(lambda: 7)\nassert f() == 7\n"
+        "assert tracked('n')(lambda: 8)() == 8\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'textual', 'gputop_tracker')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != blocks.ENV}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['gputop_tracker', 'gputop_tracker._version', 'gputop_tracker.blocks']"
+
+
+# --------------------------------------------------------------------------- reports: show, export, compare
+
+
+def test_sessions_show_export_and_compare(tmp_path: Path, store: Path) -> None:
+    from helpers import track
+
+    ids = []
+    for i, extra in enumerate(("", "with block('only b'):\n    pass\n")):
+        run_dir = tmp_path / f"run{i}"
+        run_dir.mkdir()
+        report, _truth = _run(run_dir, f"with block('load'):\n    buf = touch({(i + 1) * 50} * 1000 * 1000)\n{extra}")
+        ids.append(report["session_id"])
+    a, b = ids
+    text = track("sessions", "show", b)
+    assert text.returncode == 0, text.stderr
+    assert "Blocks (2;" in text.stdout and "load" in text.stdout and "only b" in text.stdout
+    shown = json.loads(track("sessions", "show", b, "-f", "json", "--ru", "megabytes").stdout)
+    assert {x["name"] for x in shown["blocks"]} == {"load", "only b"}
+    assert 100 < _blocks(shown)["load"]["peak_ram"] < 200  # megabytes: the report's unit
+    exported = json.loads(track("sessions", "export", b).stdout)
+    assert [x["name"] for x in exported["summary"]["blocks"]] == ["load", "only b"]
+    events = track("sessions", "events", b, "-t", "block_start", "-f", "json")
+    assert events.returncode == 0, events.stderr
+    assert [e["name"] for e in json.loads(events.stdout)] == ["load", "only b"]
+
+    cmp_text = track("sessions", "compare", a, b)
+    assert cmp_text.returncode == 0, cmp_text.stderr
+    assert "Overall" in cmp_text.stdout and "Block load" in cmp_text.stdout
+    assert "Block only b  (only in B)" in cmp_text.stdout
+    cmp = json.loads(track("sessions", "compare", a, b, "-f", "json").stdout)
+    assert cmp["a"]["id"] == a and cmp["b"]["id"] == b
+    load = next(x for x in cmp["blocks"] if x["name"] == "load")
+    assert load["in"] == "both"
+    peak = next(f for f in load["figures"] if f["figure"] == "peak_ram")
+    assert peak["unit"] == "bytes" and peak["diff"] == peak["b"] - peak["a"]
+    assert 40 * MB < peak["diff"] < 60 * MB
+    assert next(x for x in cmp["blocks"] if x["name"] == "only b")["in"] == "b"
+    assert {f["figure"] for f in cmp["overall"]} >= {"duration", "peak_ram", "cpu_seconds"}
+    bad = track("sessions", "compare", a, "nope")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_garbage_in_the_fifo_is_left_and_a_busy_step_stays_off_the_timeline(tmp_path: Path) -> None:
+    """Anything else written to the FIFO is counted and ignored (the sampler never fails on it); a block run
+    300 times keeps all its figures while only its first runs go on the bounded event timeline."""
+    report, _truth = _run(
+        tmp_path,
+        """
+        fd = os.open(os.environ["GPUTOP_TRACKER_BLOCKS"], os.O_WRONLY | os.O_NONBLOCK)
+        for junk in (b"not json\\n", b'{"k":"s","pid":"x","t":1}\\n', b'{"k":"e","pid":1,"t":1,"id":1.5,"name":"z"}\\n',
+                     b'[1,2]\\n', b'{"k":"s","pid":1,"t":1,"id":1,"name":"q","hwm":1e400}\\n'):
+            os.write(fd, junk)
+
+        @tracked("step")
+        def step():
+            pass
+
+        for _ in range(300):
+            step()
+        with block("after junk"):
+            pass
+        """,
+    )
+    by_name = _blocks(report)
+    assert by_name["step"]["calls"] == 300 and by_name["after junk"]["calls"] == 1
+    assert set(by_name) == {"step", "after junk"}
+    starts = [e for e in report["events"] if e["type"] == "block_start"]
+    assert sum(e["name"] == "step" for e in starts) == 100
+    assert sum(e["name"] == "after junk" for e in starts) == 1
+    assert any("left off the event timeline" in n for n in report["notes"])
+
+
+def test_gpu_figures_of_a_block_with_simulated_gpus(tmp_path: Path) -> None:
+    """The GPU figures of a block are sampled: the (simulated) GPU memory of its process and the utilization."""
+    report, _truth = _run(
+        tmp_path,
+        """
+        with block("on gpu"):
+            time.sleep(0.05)
+        synced()
+        """,
+        "--simulate-gpus",
+        "1",
+    )
+    b = _blocks(report)["on gpu"]
+    assert b["peak_gpu_ram"] is not None and b["peak_gpu_ram"] > 0
+    assert b["mean_gpu_utilization"] is not None
+    assert b["sources"]["peak_gpu_ram"].startswith("sampled")
+
+
+def test_a_killed_samplers_fifo_is_swept_by_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampler killed (SIGKILL) cannot remove its FIFO; the next one removes every such leftover of ours."""
+    from gputop_tracker.core import blockinbox
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"{blockinbox.PREFIX}{int(dead.stdout)}-abc"
+    gone.mkdir()
+    os.mkfifo(gone / "blocks")
+    alive = tmp_path / f"{blockinbox.PREFIX}{os.getpid()}-def"
+    alive.mkdir()
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    box = BlockInbox.create()
+    assert box is not None
+    try:
+        assert not gone.exists() and alive.exists() and other.exists()
+        assert Path(box.directory).parent == tmp_path
+    finally:
+        box.close()
+    assert not Path(box.directory).exists()
