@@ -203,8 +203,11 @@ def test_time_limit_from_fake_squeue_and_unlimited(tmp_path: Path) -> None:
 
 def test_attach_reads_the_targets_environment() -> None:
     env = _clean_env(SLURM_JOB_ID="555", SLURM_MEM_PER_NODE="100", SLURMD_NODENAME="nx")
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"], env=env, stdout=subprocess.PIPE
+    )
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # running its own image
         ctx = slurm.context_for("attach", child.pid, None)
     finally:
         child.kill()
