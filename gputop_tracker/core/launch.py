@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from gputop_tracker.core import cgroup as cgroups
 from gputop_tracker.core.config import ATTACH, LAUNCH, EngineConfig
-from gputop_tracker.core.procfs import parse_stat
+from gputop_tracker.core.procfs import own_peak_rss, parse_stat
 
 PR_SET_CHILD_SUBREAPER = 36
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)  # SIGUSR1: stop tracking
@@ -216,18 +216,6 @@ def _cgroup_joiner(join_fd: int) -> Callable[[], None]:
             pass
 
     return join_cgroup
-
-
-def own_peak_rss() -> int:
-    """VmHWM of this process, bytes."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def raise_open_files_limit() -> None:

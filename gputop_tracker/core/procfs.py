@@ -58,6 +58,33 @@ def read_cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]] if raw else []
 
 
+def read_environ(pid: int) -> dict[str, str]:
+    """The environment `pid` was exec'd with, as a dict ({} when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    env = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            env[k.decode(errors="replace")] = v.decode(errors="replace")
+    return env
+
+
+def own_peak_rss() -> int:
+    """VmHWM of this process, bytes (0 when unreadable)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def read_smaps_rollup(pid: int) -> tuple[int, int] | None:
     """(USS, PSS) in bytes, or None when the process is gone or unreadable."""
     try:

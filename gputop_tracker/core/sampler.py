@@ -41,7 +41,7 @@ from gputop_tracker.core.launch import RELAYED_SIGNALS, Launcher, raise_open_fil
 from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.oomdetect import OomDetector
 from gputop_tracker.core.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
-from gputop_tracker.core.procfs import HostReader, ProcessTree, read_cmdline
+from gputop_tracker.core.procfs import HostReader, ProcessTree, read_cmdline, read_environ
 from gputop_tracker.core.summary import Outcome, SummaryBuilder
 from gputop_tracker.core.tee import OutputFilePoller, OutputTee
 
@@ -543,7 +543,7 @@ def _raised_at(e: Exception) -> str:
 
 def _gpu_selection(cfg: EngineConfig, main_pid: int) -> GpuSelection:
     attached = cfg.mode == ATTACH
-    env = _environ(main_pid) if attached else os.environ
+    env = read_environ(main_pid) if attached else os.environ
     return GpuSelection(cfg.gpus, env, "the command's environment" if attached else "gputop-track's environment")
 
 
@@ -567,19 +567,6 @@ def _open_pidfd(pid: int) -> int:
 
 def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
-
-
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    env = {}
-    for item in raw.split(b"\0"):
-        k, sep, v = item.partition(b"=")
-        if sep:
-            env[k.decode(errors="replace")] = v.decode(errors="replace")
-    return env
 
 
 class TreeStop:

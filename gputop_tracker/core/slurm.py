@@ -16,8 +16,9 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from gputop_tracker.core.procfs import read_environ
 
 REQUEST_KEYS = ("mem_bytes", "cpus", "gpus", "time_limit_s")
 _MEM_SUFFIX = {"": 2**20, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -224,20 +225,6 @@ def job_context(
         "num_nodes": _int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES"),
         "requested": requested,
     }
-
-
-def read_environ(pid: int) -> dict[str, str]:
-    """/proc/PID/environ as a dict ({} when unreadable)."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    env = {}
-    for item in raw.split(b"\0"):
-        k, sep, v = item.partition(b"=")
-        if sep:
-            env[k.decode(errors="replace")] = v.decode(errors="replace")
-    return env
 
 
 def context_for(mode: str, pid: int, request: Mapping[str, int] | None) -> dict[str, Any] | None:
