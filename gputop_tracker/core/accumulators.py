@@ -137,6 +137,7 @@ class ProcessStats:
         "role",
         "rusage_maxrss",
         "trend",
+        "waited_for_children",
     )
 
     def __init__(self, r: Reading, role: str, now: float, attached: bool = False) -> None:
@@ -166,6 +167,7 @@ class ProcessStats:
         self.exit_reported = False
         self.reaped = False  # by us, with wait4: its rusage is known
         self.never_read = False  # a child we reaped that no sample ever read
+        self.waited_for_children: bool | None = None  # read from its zombie when we reap it
         self.rusage_maxrss: int | None = None
         self.next_rss_event = PEAK_STEP_BYTES
         self.next_gpu_event = PEAK_STEP_BYTES

@@ -25,6 +25,7 @@ SMAPS_BURST = 0.05
 # process of a small tree has its private/shared figures within about one interval of its start.
 SMAPS_FIRST_CAP = 0.05
 SHARE_STEP = 1 << 20  # file/shmem pages a process must newly map before its sharers are re-read
+SHARE_NEW = 32 << 20  # ... or a newcomer must hold (libraries alone stay under it)
 SMAPS_DEBT = 0.2
 # VmHWM (in /proc/PID/status, the costliest read) can only have risen if the process faulted pages in
 # since we last looked; otherwise it is re-read at most this often.
@@ -241,6 +242,21 @@ def _open_stat(pid: int) -> tuple[int, bytes] | None:
         return None
 
 
+def _read_statm(h: ProcHandle, keep: set[int]) -> bool:
+    """Read statm. True when file/shmem pages were mapped since the last sample (or a newcomer holds many): this
+    sample's readings, taken at other instants, may then count the same pages twice (a newcomer goes in `keep`)."""
+    statm = os.pread(h.statm_fd, 256, 0).split()
+    known, before = h.rss_pages >= 0, h.shared_pages
+    h.rss_pages, h.shared_pages = int(statm[1]), int(statm[2])
+    grown = (h.shared_pages - before) * PAGE_SIZE
+    if known:
+        return grown >= SHARE_STEP
+    if grown >= SHARE_NEW:
+        keep.add(h.pid)
+        return True
+    return False
+
+
 def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shmem: int) -> None:
     """USS, PSS and the shared figures of this reading, from the last smaps_rollup read (or none yet)."""
     if h.uss < 0:
@@ -381,6 +397,7 @@ class ProcessTree:
         boot_now = time.clock_gettime(time.CLOCK_BOOTTIME)
         self._refill_smaps(now_mono)
         sharing_grew = False
+        keep: set[int] = set()  # a newcomer's own first reading is consistent with itself
         for h in list(self.handles.values()):
             r = Reading()
             r.handle = h
@@ -392,8 +409,8 @@ class ProcessTree:
                 # Without a page fault RSS cannot have grown, so VmHWM and statm's split are unchanged:
                 # an idle process costs one read of stat.
                 if faults != h.faults or stat_rss != h.stat_rss or now_mono >= h.status_due:
-                    statm = os.pread(h.statm_fd, 256, 0).split()
-                    h.rss_pages, h.shared_pages = int(statm[1]), int(statm[2])
+                    if _read_statm(h, keep):
+                        sharing_grew = True
                     h.stat_rss = stat_rss
                     if faults != h.faults or now_mono >= h.status_due:
                         status = _pread(h.status_fd)
@@ -448,17 +465,18 @@ class ProcessTree:
                 h.smaps_stale = True
             out.append(r)
         if sharing_grew:
-            self._sharing_changed(out)
+            self._sharing_changed(out, keep)
         return out
 
-    def _sharing_changed(self, readings: list[Reading]) -> None:
+    def _sharing_changed(self, readings: list[Reading], keep: set[int]) -> None:
         """A tracked process mapped more file or shmem pages. If another one of the tree holds them, that one's
         USS and PSS fell without its statm moving (its private pages became shared): every process holding file
         or shmem pages is re-read first (next sample), and until then counts only its anonymous private pages,
-        so Σ PSS stays a lower bound."""
+        so Σ PSS stays a lower bound. Reads taken at different instants of one sample while pages become shared
+        would count them twice: in such a sample only a newcomer's own first reading is kept."""
         for r in readings:
             h = r.handle
-            if h.uss >= 0 and h.smaps_shared > 0:
+            if h.uss >= 0 and h.smaps_shared > 0 and h.pid not in keep:
                 h.smaps_stale = True
                 r.private = max(0, r.private - h.smaps_shared)
                 r.pss = r.private

@@ -263,6 +263,7 @@ class SummaryBuilder:
         if p is not None:
             p.reaped = True
             p.rusage_maxrss = maxrss
+            p.waited_for_children = who[2] if who is not None else None
             p.cpu_seconds = max(p.cpu_seconds, user + system - p.cpu_base)
             p.exit_code = exit_code
 
@@ -558,7 +559,8 @@ def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
         return Peak(p.rusage_maxrss, False, "ru_maxrss", label)
     if p.reaped and p.rusage_maxrss is not None:
         is_main = p.pid == b.main_pid
-        own_only = is_main and not b.main_had_children and not _has_descendants(b)
+        # main: never had a child; another child we reaped: never waited for one (its zombie's stat says)
+        own_only = (not b.main_had_children and not _has_descendants(b)) if is_main else p.waited_for_children is False
         return reaped_process_peak(
             p.peak_rss, p.rusage_maxrss, floor=b.spawner_hwm if is_main else 0, own_only=own_only
         )
