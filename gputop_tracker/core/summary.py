@@ -31,7 +31,7 @@ from gputop_tracker.core.accumulators import (
 from gputop_tracker.core.efficiency import with_job
 from gputop_tracker.core.events import EventLog, FlightRecorder
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
-from gputop_tracker.core.peaks import Peak, TreeBounds, combined_peak, reaped_process_peak
+from gputop_tracker.core.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
 from gputop_tracker.core.procfs import Reading
 
 TIMELINE_COLUMNS = [
@@ -51,6 +51,10 @@ TIMELINE_COLUMNS = [
     "host_cpu_percent",
 ]
 # leak hint: RSS fitted against time by least squares over the process's samples (running sums only)
+ATTACH_NOTE = (
+    "attached to a running process: CPU time counts from the attach; a peak RSS (VmHWM) older than "
+    "the attach is reported apart (peak_rss_before_attach), never as the peak while attached"
+)
 LEAK_MIN_SAMPLES = 10
 LEAK_MIN_R2 = 0.9
 LEAK_MIN_GROWTH = 32 * 1024 * 1024  # fitted growth over the run, bytes ...
@@ -209,7 +213,7 @@ class SummaryBuilder:
         self.outcome = outcome
         self.notes.extend(outcome.notes)
 
-    def set_smaps_age(self, age: float | None) -> None:
+    def set_smaps_age(self, age: float | None) -> None:  # the oldest private/shared reading in use
         self.outcome.smaps_max_age = age
 
     def process_label(self, pid: int) -> tuple[str, int, list[str], str] | None:
@@ -389,17 +393,11 @@ class SummaryBuilder:
         )
         t.add_main(main, main_gpu)
         if attached_start:
-            self._start_attached(t)
+            self.ledger.start_attached(t.live_user, t.live_system)
+            self.notes.append(ATTACH_NOTE)
         self.ledger.close_sample(t.live_user, t.live_system)
         self._pending_record = rec_procs
         return t
-
-    def _start_attached(self, t: TreeFigures) -> None:
-        self.ledger.start_attached(t.live_user, t.live_system)
-        self.notes.append(
-            "attached to a running process: CPU time counts from the attach; a peak RSS (VmHWM) older than "
-            "the attach is reported apart (peak_rss_before_attach), never as the peak while attached"
-        )
 
     def _new_process(self, r: Reading, is_main: bool, now: float, attached_start: bool) -> ProcessStats:
         h = r.handle
@@ -591,7 +589,7 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         seen_sum=seen_sum,
         upper=None if why else (max(seen_sum, largest) or None),
         upper_why=why,
-        largest_exact=exact >= largest and largest > 0,
+        largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
     )
 
 
