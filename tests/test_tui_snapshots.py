@@ -27,13 +27,15 @@ def settled(app: LiveApp, *keys: str) -> Any:
     async def run_before(pilot: Any) -> None:
         src = app.source
         assert isinstance(src, FakeSource)
-        for _ in range(500):
+        for _ in range(3000):  # every scripted message drawn, however loaded the machine
             if app.n_messages >= src.n_scripted:
                 break
             await asyncio.sleep(0.01)
         await pilot.pause()
         for key in keys:
             await pilot.press(key)
+            await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause()
 
     return run_before
