@@ -249,28 +249,12 @@ class ProcessSummary(Model):
     leak_suspected: bool = Field(False, description="RSS grew steadily (R² > 0.9) and materially over ≥ 10 samples")
 
 
-EventType = Literal[
-    "start",
-    "stop",
-    "peak",
-    "process_started",
-    "process_exited",
-    "warning",
-    "critical",
-    "oom",
-    "gpu_lost",
-    "block_start",
-    "block_end",
-    "mark",
-]
-
-
 class Event(Model):
     """One entry of the session's event timeline (also streamed live as an `event` message)."""
 
     time: float
     elapsed: float = 0.0
-    type: str = Field(description="one of EventType; unknown types from newer tools are kept")
+    type: str = Field(description="one of events.EVENT_TYPES; unknown types from newer tools are kept")
     message: str = ""
     pid: int | None = None
     name: str | None = None
