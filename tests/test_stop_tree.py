@@ -59,7 +59,14 @@ DRIVER = textwrap.dedent(
             summary = msg.usage
     h.close()
     h.wait()
-    alive = [p for p in pids if os.path.exists(f"/proc/{p}")]
+    def running(pid):  # a zombie waiting for init to reap it is gone, not a survivor
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return b") Z" not in f.read()
+        except OSError:
+            return False
+
+    alive = [p for p in pids if running(p)]
     print(json.dumps({"notes": summary.notes, "status": summary.status, "signal": summary.exit_signal,
                       "pids": sorted(pids), "alive": alive, "after_term": after_term}))
     """
