@@ -119,6 +119,11 @@ def build_parser() -> Parser:
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
     p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="after the run, draw the session to FILE (.png, .svg, .html; implies --headless; needs the plot extra)",
+    )
+    p.add_argument(
         "--wait-descendants",
         action="store_true",
         help="when the command exits, keep tracking until its descendants (daemons) are gone too",
@@ -236,6 +241,15 @@ def _check_output(name: str) -> None:
         raise UsageError(str(e)) from None
 
 
+def _check_plot(args: argparse.Namespace) -> None:
+    """--plot FILE: a name, size and matplotlib that will do, checked before the command starts."""
+    from gputop_tracker import plot_cli
+
+    if args.no_save:
+        raise UsageError("--plot draws the saved session: drop --no-save")
+    plot_cli.check(args.plot)
+
+
 def track(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
@@ -264,6 +278,8 @@ def track(args: argparse.Namespace) -> int:
         raise UsageError("--watch-output applies to a launched command, not --attach")
     if args.output is not None:
         _check_output(args.output)
+    if args.plot is not None:
+        _check_plot(args)
     if command and not command[0]:
         # as a shell says of `""`: exec would search PATH for an empty name and fail with EACCES on a directory
         return console.error("'': command not found", 127)
@@ -290,7 +306,7 @@ def track(args: argparse.Namespace) -> int:
         # in, it would count as one of the tracked process's descendants
         exclude=[os.getpid()],
     )
-    interactive = not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = not args.headless and args.plot is None and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
         try:
             from gputop_tracker.tui.live import run_live
@@ -361,6 +377,10 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     write_report(usage, args, units)
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)
+    if args.plot is not None:  # after the report is out: a failed picture costs one line, never the report
+        from gputop_tracker import plot_cli
+
+        plot_cli.plot_after_run(usage.session_path, args.plot)
     if cfg.mode == "attach":
         return console.signal_exit_code(interrupted[0]) if interrupted else 0
     if usage.exit_code is None:  # detached

@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from gputop_tracker import console, jobs_cli
+from gputop_tracker import console, jobs_cli, plot_cli
 from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core import export as exporting
 from gputop_tracker.core import paths, report, store
@@ -25,6 +25,7 @@ examples:
   {console.PROG} sessions events ID -t warning -t critical
   {console.PROG} sessions job 4242 -f json   every session of SLURM job 4242 (array tasks or nodes)
   {console.PROG} sessions compare ID_A ID_B     the run and its code blocks side by side
+  {console.PROG} sessions plot ID -o run.html   RAM, CPU and GPUs over time (.png, .svg, .html)
 
 An ID may be given by its start (any prefix that matches one session). Reports, listings and
 exports go to stdout unless -o FILE; errors go to stderr (one line starting `{console.PROG}: error:`).
@@ -59,6 +60,7 @@ def build_sessions_parser() -> Parser:
     _add_events_parser(sub, common)
     jobs_cli.add_job_parser(sub, common)
     _add_compare_parser(sub, common)
+    plot_cli.add_plot_parser(sub, common, ID_HELP)
     delete = sub.add_parser(
         "delete",
         help="delete a session",
@@ -199,6 +201,8 @@ def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
         return jobs_cli.job(store_dir, args)
     if args.action == "compare":
         return compare_sessions(store_dir, args)
+    if args.action == "plot":
+        return plot_cli.plot_session(store_dir, args)
     if args.action == "delete":
         path = store.delete(store_dir, args.id)
         print(f"deleted {path.name.removesuffix(store.SUFFIX)}")

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core import report, slurm, validate
 from gputop_tracker.core.blockinbox import BlockInbox
@@ -21,6 +21,7 @@ from gputop_tracker.core.channel import (
     EventMessage,
     Failed,
     Message,
+    SampleMessage,
     SamplerHandle,
     Started,
     Summary,
@@ -28,10 +29,15 @@ from gputop_tracker.core.channel import (
 )
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.events import is_oom_exception
-from gputop_tracker.core.models import Event, ResourceUsage
+from gputop_tracker.core.models import Event, ResourceUsage, Sample
 from gputop_tracker.core.units import Units, parse_size
 
+if TYPE_CHECKING:
+    from gputop_tracker.core.columns import TimelineColumns
+    from gputop_tracker.core.models import Session
+
 EventCallback = Callable[[Event], object]
+SampleCallback = Callable[[Sample], object]
 
 
 class TrackerError(RuntimeError):
@@ -117,6 +123,7 @@ class Tracker:
         self._lock = threading.Lock()
         self._events: list[Event] = []
         self._callbacks: list[tuple[EventCallback, frozenset[str] | None]] = []
+        self._sample_callbacks: list[SampleCallback] = []
         self._reader: threading.Thread | None = None
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
@@ -158,6 +165,8 @@ class Tracker:
             for msg in messages:
                 if isinstance(msg, EventMessage):
                     self._dispatch(msg.event)
+                elif isinstance(msg, SampleMessage):
+                    self._dispatch_sample(msg.sample)
                 elif isinstance(msg, Summary):
                     self._usage = msg.usage
                 elif isinstance(msg, Failed):
@@ -178,6 +187,13 @@ class Tracker:
                     callback(event)
                 except Exception as e:  # a broken callback is the caller's bug: say so, keep tracking
                     print(f"gputop-tracker: event callback {callback!r} raised {e!r}", file=sys.stderr)
+
+    def _dispatch_sample(self, sample: Sample) -> None:
+        for callback in list(self._sample_callbacks):
+            try:
+                callback(sample)
+            except Exception as e:
+                print(f"gputop-tracker: sample callback {callback!r} raised {e!r}", file=sys.stderr)
 
     def stop(self) -> ResourceUsage:
         if self._handle is None:
@@ -243,6 +259,16 @@ class Tracker:
             self._callbacks.append((callback, wanted))
         return callback
 
+    def on_sample(self, callback: SampleCallback) -> SampleCallback:
+        """Call `callback(sample)` with every sample (`models.Sample`: the tree's totals, each process, each
+        GPU) as it is taken, on the reader thread. Register before start(): samples are sent to this process
+        only when asked (the notebook's live display uses it)."""
+        if self._handle is not None:
+            raise TrackerError("on_sample() must be called before start()")
+        self._cfg.stream_samples = True
+        self._sample_callbacks.append(callback)
+        return callback
+
     def events(
         self, type: str | Iterable[str] | None = None, since: float | None = None, until: float | None = None
     ) -> list[Event]:
@@ -303,6 +329,33 @@ class Tracker:
         if self._usage is None:
             raise TrackerError("no resource usage yet")
         return self._usage
+
+    def session(self) -> Session:
+        """The saved session (meta, summary, timeline), read back from the store after stop()."""
+        from gputop_tracker.core import store
+
+        usage = self.raw_usage
+        if not usage.session_path:
+            why = "save=False" if not self._cfg.save else "it could not be saved"
+            raise TrackerError(f"no saved session to read ({why}): the timeline is kept in the saved session")
+        entry = store.load(Path(usage.session_path))
+        if entry.session is None:
+            raise TrackerError(f"cannot read the session {usage.session_path}: {entry.error}")
+        return entry.session
+
+    def timeline(self) -> TimelineColumns:
+        """The samples as columns (`t`, `tree_ram`, `private`, `cpu_percent`, per GPU `gpu_memory_of(i)`,
+        `gpu_util_of(i)` …; `.to_pandas()` with pandas installed). After stop(), from the saved session."""
+        from gputop_tracker.core.columns import TimelineColumns
+
+        return TimelineColumns.of_session(self.session())
+
+    def plot(self, size: tuple[int, int] | None = None) -> Any:
+        """The session as a matplotlib Figure (needs matplotlib: `pip install gputop-tracker[plot]`);
+        `size` in pixels. Save it with `fig.savefig("run.png")`."""
+        from gputop_tracker.core import plot
+
+        return plot.figure(self.session(), size)
 
     def to_json(self) -> dict[str, Any]:
         return report.to_json_dict(self.raw_usage, self.units)
