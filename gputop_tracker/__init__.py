@@ -11,7 +11,14 @@ if TYPE_CHECKING:
     from gputop_tracker.blocks import block, mark, tracked
     from gputop_tracker.core.tracker import Tracker
 
-__all__ = ["Tracker", "__version__", "block", "mark", "tracked"]
+__all__ = ["Tracker", "__version__", "block", "load_ipython_extension", "mark", "tracked"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext gputop_tracker`: the `%%gputop` cell magic and `%gputop start|stop` (gputop_tracker/magics.py)."""
+    from gputop_tracker import magics
+
+    magics.load(ipython)
 
 
 def __getattr__(name: str) -> Any:
