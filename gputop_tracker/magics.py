@@ -283,4 +283,3 @@ class GputopMagics(Magics):
 
 def load(ipython: Any) -> None:
     ipython.register_magics(GputopMagics)
-

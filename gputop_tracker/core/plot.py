@@ -332,10 +332,10 @@ def html_page(session: Session, fig: Any) -> bytes:
     title = html.escape(f"gputop-tracker session {session.meta.id}")
     text = report.to_text(session.summary, Units.parse(None, None, None)) if session.summary else "no summary"
     body = (
-        f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\n"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>\n'
         "<style>body{font-family:sans-serif;margin:1em}svg{max-width:100%;height:auto}"
         "pre{background:#f6f6f6;padding:.8em;overflow-x:auto}</style></head>\n"
-        f"<body><h1 style=\"font-size:1.1em\">{title}</h1>\n{svg}\n"
+        f'<body><h1 style="font-size:1.1em">{title}</h1>\n{svg}\n'
         f"<details open><summary>report</summary><pre>{html.escape(text)}</pre></details>\n</body></html>\n"
     )
     return body.encode()

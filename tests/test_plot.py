@@ -1,0 +1,281 @@
+"""`sessions plot`, `--plot FILE`, `Tracker.timeline()` / `Tracker.plot()` on real sessions.
+
+One real job is tracked through the CLI (a child process, a code block, a mark, a warning crossed, an OOM
+message on its output, two simulated GPUs, a request of 2 CPUs) and drawn as PNG, SVG and HTML; the SVG
+must hold the series with the saved data, found by the artists' gids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gputop_tracker import Tracker
+from gputop_tracker.core import store
+from gputop_tracker.core.tracker import TrackerError
+
+pytest.importorskip("matplotlib")
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+JOB = r"""
+import subprocess, sys, time
+from gputop_tracker import block, mark
+x = bytearray(120 * 2**20)
+x[::4096] = b"1" * len(x[::4096])
+with block("load"):
+    child = subprocess.Popen([sys.executable, "-c",
+        "y = bytearray(60 * 2**20); y[::4096] = b'1' * len(y[::4096]); import time; time.sleep(1.2)"])
+    time.sleep(0.8)
+mark("epoch 1")
+print("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", file=sys.stderr, flush=True)
+child.wait()
+time.sleep(0.5)
+"""
+
+
+def gputop(*args: str, store_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "GPUTOP_TRACKER_STORE": str(store_dir)},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def real_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A real job tracked through the CLI into its own store: (store, session id)."""
+    store_dir = tmp_path_factory.mktemp("plotstore")
+    proc = gputop(
+        "--headless",
+        "--interval",
+        "0.1",
+        "--simulate-gpus",
+        "2",
+        "--mem-limit",
+        "240M",
+        "--request",
+        "cpus=2",
+        "--watch-output",
+        "-f",
+        "json",
+        "--",
+        sys.executable,
+        "-c",
+        JOB,
+        store_dir=store_dir,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    return store_dir, report["session_id"]
+
+
+def _session(store_dir: Path, sid: str):  # type: ignore[no-untyped-def]
+    entry = store.load(store.find(store_dir, sid))
+    assert entry.session is not None
+    return entry.session
+
+
+def test_png_is_written_with_the_size_asked(real_session: tuple[Path, str], tmp_path: Path) -> None:
+    store_dir, sid = real_session
+    out = tmp_path / "run.png"
+    proc = gputop("sessions", "plot", sid, "-o", str(out), "--size", "900x700", store_dir=store_dir)
+    assert proc.returncode == 0, proc.stderr
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
+    assert (width, height) == (900, 700)
+
+
+def _ids(root: ET.Element) -> dict[str, ET.Element]:
+    return {el.attrib["id"]: el for el in root.iter() if "id" in el.attrib}
+
+
+def test_svg_holds_every_series_of_the_session(real_session: tuple[Path, str], tmp_path: Path) -> None:
+    store_dir, sid = real_session
+    out = tmp_path / "run.svg"
+    proc = gputop("sessions", "plot", sid[:20], "--store", str(store_dir), "-o", str(out), store_dir=tmp_path / "x")
+    assert proc.returncode == 0, proc.stderr
+    root = ET.parse(out).getroot()
+    assert root.tag == f"{SVG_NS}svg"
+    ids = _ids(root)
+    expected = {
+        "series-tree_ram",
+        "series-private",
+        "series-main_rss",
+        "series-cpu_percent",
+        "series-gpu0_memory",
+        "series-gpu0_util",
+        "series-gpu1_memory",
+        "series-gpu1_util",
+        "peak-ram",
+        "requested-cpus",
+        "level-warning",
+        "block-0",
+        "mark-0",
+        "event-oom-0",
+    }
+    assert expected <= set(ids), sorted(expected - set(ids))
+    assert {"event-warning-0", "event-critical-0"} & set(ids)  # the alert crossed (which level: the samples')
+    session = _session(store_dir, sid)
+    children = [p for p in session.summary.processes if p.role == "descendant"]  # type: ignore[union-attr]
+    assert any(f"process-{p.pid}" in ids for p in children)
+    # the tree RAM line has one vertex per saved sample: it is the session's data, not a placeholder
+    path = ids["series-tree_ram"].find(f"{SVG_NS}path")
+    assert path is not None
+    vertices = len(re.findall(r"[ML]\s*-?[\d.]+", path.attrib["d"]))
+    assert vertices == len(session.timeline.rows) >= 5
+
+
+def test_html_is_one_self_contained_page(real_session: tuple[Path, str], tmp_path: Path) -> None:
+    store_dir, sid = real_session
+    out = tmp_path / "run.html"
+    proc = gputop("sessions", "plot", sid, "-o", str(out), store_dir=store_dir)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<svg" in page and 'id="series-tree_ram"' in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
+    assert "<script" not in page and "<link" not in page
+    assert sid in page  # the report below the figure
+
+
+def test_default_name_is_the_session_id(real_session: tuple[Path, str], tmp_path: Path) -> None:
+    store_dir, sid = real_session
+    proc = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "sessions", "plot", sid, "--store", str(store_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / f"{sid}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "run.jpg"], "end the name in .png, .svg or .html"),
+        (["-o", "run"], "end the name in .png, .svg or .html"),
+        (["-o", "run.png", "--size", "big"], "--size must be WIDTHxHEIGHT"),
+        (["-o", "run.png", "--size", "100x100000"], "each side must be"),
+        (["-o", "missing-dir/run.png"], "does not exist"),
+    ],
+)
+def test_bad_output_or_size_is_one_line(
+    real_session: tuple[Path, str], tmp_path: Path, args: list[str], message: str
+) -> None:
+    store_dir, sid = real_session
+    proc = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "sessions", "plot", sid, "--store", str(store_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+BLOCK_MATPLOTLIB = (
+    "import sys; sys.modules['matplotlib'] = None\nfrom gputop_tracker.cli import main\nsys.exit(main({argv!r}))\n"
+)
+
+
+def test_missing_matplotlib_names_the_extra(real_session: tuple[Path, str], tmp_path: Path) -> None:
+    store_dir, sid = real_session
+    out = tmp_path / "run.png"
+    for argv in (
+        ["sessions", "plot", sid, "--store", str(store_dir), "-o", str(out)],
+        ["--plot", str(out), "--store", str(store_dir), "--", "true"],  # refused before the command runs
+    ):
+        code = BLOCK_MATPLOTLIB.format(argv=argv)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "gputop-tracker[plot]" in proc.stderr and "matplotlib" in proc.stderr
+    assert not out.exists()
+    assert len(list(store_dir.glob("*.json"))) == 1  # the --plot run never started
+
+
+def test_headless_run_with_plot_writes_report_then_picture(tmp_path: Path) -> None:
+    out = tmp_path / "run.svg"
+    report = tmp_path / "report.json"
+    proc = gputop(
+        "--plot", str(out), "-f", "json", "-o", str(report), "--", sys.executable, "-c", "import time; time.sleep(0.6)",
+        store_dir=tmp_path / "store",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(report.read_text())["session_id"]
+    assert "plot written to" in proc.stderr
+    assert "series-tree_ram" in out.read_text()
+
+
+def test_a_failed_plot_after_a_run_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from gputop_tracker import plot_cli
+
+    assert not plot_cli.plot_after_run(str(tmp_path / "gone.json"), str(tmp_path / "x.png"))
+    assert not plot_cli.plot_after_run(None, str(tmp_path / "x.png"))
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("gputop-track: no plot written to") for line in err)
+
+
+def test_tracker_timeline_and_plot(store: Path) -> None:
+    with Tracker(sleep_time=0.1) as tracker:
+        x = bytearray(64 * 2**20)
+        x[::4096] = b"1" * len(x[::4096])
+        time.sleep(0.8)
+    usage = tracker.raw_usage
+    tl = tracker.timeline()
+    assert tl.stride == 1
+    assert len(tl) == usage.n_samples >= 2
+    columns = tl.as_dict()
+    assert {"t", "tree_ram", "private", "cpu_percent", "main_rss"} <= set(columns)
+    assert all(len(v) == len(tl) for v in columns.values())
+    assert tl.t == sorted(tl.t)
+    assert max(v or 0 for v in tl.tree_ram) >= 64 * 2**20  # the touched buffer is in the samples
+    fig = tracker.plot()
+    assert len(fig.axes) == 2  # RAM and CPU; no GPU panels without a GPU
+    assert "series-tree_ram" in [ln.get_gid() for ln in fig.axes[0].get_lines()]
+
+
+def test_timeline_to_pandas(store: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    with Tracker(sleep_time=0.1) as tracker:
+        time.sleep(0.5)
+    frame = tracker.timeline().to_pandas()
+    assert isinstance(frame, pd.DataFrame)
+    assert len(frame) == tracker.raw_usage.n_samples and frame.index.name == "t"
+
+
+def test_timeline_needs_a_saved_session() -> None:
+    with Tracker(sleep_time=0.1, save=False) as tracker:
+        pass
+    with pytest.raises(TrackerError, match="save=False"):
+        tracker.timeline()
+
+
+def test_core_imports_without_matplotlib_or_pandas() -> None:
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; sys.modules['pandas'] = None\n"
+        "import gputop_tracker.core.tracker, gputop_tracker.core.plot, gputop_tracker.core.columns\n"
+        "from gputop_tracker.core import plot\n"
+        "try:\n    plot.require_matplotlib()\nexcept plot.PlotUnavailable as e:\n    print('OK', e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("OK") and "gputop-tracker[plot]" in proc.stdout
