@@ -34,7 +34,7 @@ HEADER_HEIGHT = 90
 DPI = 100
 MIN_SIZE, MAX_SIZE = 200, 20000
 TOP_PROCESSES = 3
-HEADROOM = 1.35
+HEADROOM = 1.12
 LEVEL_GIDS = ("level-warning", "level-critical")
 LEVELS_SHOWN_UP_TO = 2.0  # alert levels drawn while below this many times the largest RAM seen
 COLORS = {
@@ -46,9 +46,11 @@ COLORS = {
     "critical": "#d62728",
     "oom": "#8b0000",
     "gpu_lost": "#7f7f7f",
-    "block": "#17becf",
     "mark": "#555555",
 }
+
+
+BLOCK_HUES = ("#17becf", "#bcbd22", "#e377c2", "#8c564b", "#7f7f7f")
 
 
 class PlotUnavailable(ImportError):
@@ -164,6 +166,11 @@ def _title(session: Session) -> str:
     return f"{cmd}\n{line2}"
 
 
+def _legend(ax: Any) -> None:
+    """Beside the panel, on the right: it never hides a curve."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, borderaxespad=0.0)
+
+
 def _bytes_axis(ax: Any) -> None:
     from matplotlib.ticker import FuncFormatter
 
@@ -196,7 +203,7 @@ def _ram_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
         _alert_levels(ax, session, seen)
     top = max([seen, *(ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_gid() in LEVEL_GIDS)])
     ax.set_ylim(0, max(top, 1.0) * HEADROOM)  # room for the legend above the curves
-    ax.legend(loc="upper left", fontsize=7, ncols=2)
+    _legend(ax)
 
 
 def _top_processes(ax: Any, session: Session, axis: _Axis) -> None:
@@ -239,13 +246,14 @@ def _cpu_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
     ax.set_title("CPU, % of one core (100% = one core busy)", fontsize=9, loc="left")
     cpu = [float(v) for v in cols.cpu_percent if v is not None]
     ax.set_ylim(0, max([100.0, *cpu, (requested or 0) * 100.0]) * HEADROOM)
-    ax.legend(loc="upper left", fontsize=7)
+    _legend(ax)
 
 
 def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) -> None:
     xs = axis.xs(cols.t)
     u = session.summary
-    names = {g.index: g.name + (" (simulated)" if g.simulated else "") for g in (u.gpus if u else [])}
+    names = {g.index: g.name + (" (simulated)" if g.simulated and "simulated" not in g.name.lower() else "")
+             for g in (u.gpus if u else [])}  # fmt: skip
     for n, i in enumerate(cols.gpus):
         label = f"GPU {i} {names.get(i, '')}".strip()
         _line(mem_ax, xs, cols.gpu_memory_of(i), f"series-gpu{i}_memory", color=f"C{n}", lw=1.4, label=label)
@@ -258,7 +266,7 @@ def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColum
     util_ax.set_ylim(0, 100 * HEADROOM)
     util_ax.set_yticks([0, 25, 50, 75, 100])
     for ax in (mem_ax, util_ax):
-        ax.legend(loc="upper left", fontsize=7, ncols=2)
+        _legend(ax)
 
 
 def _at(e: Event, start: float) -> float:
@@ -285,12 +293,14 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
     panel only."""
     start = session.meta.start_time
     events = session.events
+    hues: dict[str, str] = {}
     for k, (name, t0, t1) in enumerate(block_spans(events, start, end)):
-        span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=COLORS["block"], alpha=0.12, lw=0)
+        hue = hues.setdefault(name, BLOCK_HUES[len(hues) % len(BLOCK_HUES)])  # one colour per block name
+        span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=hue, alpha=0.13, lw=0)
         span.set_gid(f"block-{k}")
         if label:
             ax.text(t0 / axis.divisor, 0.02, f" {escape_controls(name)[:24]}", transform=ax.get_xaxis_transform(),
-                    fontsize=7, va="bottom", color="#0b6e78")  # fmt: skip
+                    fontsize=7, va="bottom", color=hue)  # fmt: skip
     counts: dict[str, int] = {}
     for e in events:
         if e.type not in ("mark", "warning", "critical", "oom", "gpu_lost"):
@@ -300,7 +310,7 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         wide = e.type == "oom"
         line = ax.axvline(x, color=COLORS[e.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
         line.set_gid(f"{'mark' if e.type == 'mark' else 'event-' + e.type}-{k}")
-        if label and e.type in ("oom", "mark", "critical"):
+        if label and e.type in ("oom", "mark", "critical", "warning"):
             text = "OOM" if wide else escape_controls(e.name or e.type)[:20] if e.type == "mark" else e.type
             ax.text(x, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
                     color=COLORS[e.type], rotation=90 if e.type == "mark" else 0)  # fmt: skip
