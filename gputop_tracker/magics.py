@@ -240,11 +240,19 @@ class GputopMagics(Magics):
         if self.current is not None:
             _error("already tracking since `%gputop start`: run `%gputop stop` first")
             return
-        tracking = self._begin(opts)
-        if tracking is None:
+        try:
+            tracking = Tracking(opts)
+        except (ValueError, UnitError) as e:  # bad options: the cell is not run, as for any usage error
+            _error(str(e))
             return
         shell = self.shell
         assert shell is not None  # a magic always runs in a shell
+        try:
+            tracking.start()
+        except TrackerError as e:  # tracking cannot start here: the work itself still runs
+            _error(f"{e}; the cell runs untracked")
+            shell.run_cell(cell, store_history=False)
+            return
         try:
             shell.run_cell(cell, store_history=False)
         finally:
