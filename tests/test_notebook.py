@@ -42,6 +42,20 @@ class CountingClient(nbclient.NotebookClient):  # type: ignore[misc,name-defined
         return super().process_message(msg, cell, cell_index)
 
 
+@pytest.fixture
+def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel is this environment's python, whatever kernel specs the machine's user has: a `python3`
+    spec of our own comes first on JUPYTER_PATH. IPython's and Jupyter's files go to the test's directory."""
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "test", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+
+
 def _run(cells: list[str], store: Path) -> Any:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
@@ -61,7 +75,7 @@ def _texts(cell: Any, mime: str = "text/plain") -> list[str]:
 
 
 @pytest.mark.slow
-def test_gputop_cell_in_a_real_notebook(store: Path) -> None:
+def test_gputop_cell_in_a_real_notebook(store: Path, kernel_env: None) -> None:
     CountingClient.updates = 0
     nb = _run(
         [

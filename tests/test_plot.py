@@ -280,3 +280,48 @@ def test_core_imports_without_matplotlib_or_pandas() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("OK") and "gputop-tracker[plot]" in proc.stdout
+
+
+def test_on_sample_streams_samples_to_the_tracked_process(store: Path) -> None:
+    from gputop_tracker.core.models import Sample
+
+    got: list[Sample] = []
+    tracker = Tracker(sleep_time=0.1)
+    tracker.on_sample(got.append)
+    with tracker:
+        deadline = time.monotonic() + 60
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(TrackerError, match="before start"):
+            tracker.on_sample(got.append)
+    assert len(got) >= 3
+    assert all(s.tree.combined_total > 0 for s in got)
+    assert [s.elapsed for s in got] == sorted(s.elapsed for s in got)
+
+
+def test_a_session_without_samples_or_summary_still_draws() -> None:
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Session, SessionMeta
+
+    session = Session(meta=SessionMeta(id="x", status="running", start_time=1000.0))
+    assert plot.picture(session, "png")[:4] == b"\x89PNG"
+    assert "no samples saved" in str([t.get_text() for t in plot.figure(session).axes[0].texts])
+
+
+def test_block_spans_pair_each_run_by_process_and_name() -> None:
+    from gputop_tracker.core.models import Event
+    from gputop_tracker.core.plot import block_spans
+
+    def ev(t: float, kind: str, pid: int, name: str) -> Event:
+        return Event(time=100 + t, elapsed=t, type=kind, pid=pid, name=name)
+
+    events = [
+        ev(1, "block_start", 1, "load"),
+        ev(2, "block_start", 2, "load"),  # the same name in another process: its own run
+        ev(3, "block_end", 1, "load"),
+        ev(4, "block_start", 1, "step"),
+        ev(5, "block_end", 2, "load"),
+        ev(6, "block_end", 1, "step"),
+        ev(7, "block_start", 1, "step"),  # still open at the end
+    ]
+    assert block_spans(events, 100.0, 10.0) == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
