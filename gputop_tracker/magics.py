@@ -189,7 +189,11 @@ class Tracking:
         self.stopped.set()
         if self.thread is not None:
             self.thread.join(5)
-        usage = self.tracker.stop()
+        try:
+            usage = self.tracker.stop()
+        except TrackerError:
+            self.handle.update(LiveLine(self.figures.line("tracking failed after")))
+            raise
         self.handle.update(LiveLine(self.figures.line("done after")))
         display(SummaryTable(self.tracker.raw_usage))
         _notes_line(usage)
