@@ -70,6 +70,8 @@ def quiet_stdout(captured: list[str]) -> Iterator[None]:
             with contextlib.redirect_stdout(buf):
                 yield
         finally:
+            with contextlib.suppress(Exception):  # C stdio buffers (printf of the library) go to the capture
+                ctypes.CDLL(None).fflush(None)
             os.dup2(saved, 1)
             os.close(saved)
             tmp.seek(0)

@@ -22,7 +22,8 @@
  * N/A value amdsmi uses, 0xFFFF for activity and power). energy is the counter at amdsmi_init in ticks
  * of ENERGY_RESOLUTION_UJ; it then grows by power_w x seconds, as a real GPU's would. lost=1 makes every
  * query of that device answer lost_code (default AMDSMI_STATUS_NOT_FOUND). With no config file,
- * amdsmi_init answers AMDSMI_STATUS_DRIVER_NOT_LOADED.
+ * amdsmi_init answers AMDSMI_STATUS_DRIVER_NOT_LOADED. $FAKE_AMDSMI_PRINT, when set, is printed to stdout
+ * by amdsmi_init (through stdio's buffer, as a chatty library would).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -214,6 +215,8 @@ amdsmi_status_t amdsmi_init(uint64_t flags) {
     (void)flags;
     have_st = 0;
     ndev = 0;
+    const char *say = getenv("FAKE_AMDSMI_PRINT");
+    if (say) printf("%s\n", say);
     const char *path = getenv("FAKE_AMDSMI_CONFIG");
     struct stat st;
     if (!path || stat(path, &st) != 0) return ST_DRIVER_NOT_LOADED;
