@@ -382,3 +382,23 @@ def test_open_amd_reasons(smi: tuple[Any, FakeAmdSmi], tmp_path: Path, monkeypat
     empty.close()
     monkeypatch.setenv(CONFIG_ENV, str(tmp_path / "absent"))
     assert open_amd().note == "no AMD GPU found (amdgpu driver not loaded)"
+
+
+def test_tracker_api_gpu_backend(tmp_path: Path, fake_lib: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop_tracker import Tracker
+
+    cfg = FakeAmdSmi(tmp_path / "amdsmi.conf", two_gpus())
+    cfg.processes = [{"dev": 0, "pid": os.getpid(), "vram": 500 * MiB}]
+    cfg.write()
+    for k, v in env_for(fake_lib, cfg.path).items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match="gpu_backend must be one of auto, nvidia, amd, none"):
+        Tracker(gpu_backend="rocm")
+    with Tracker(sleep_time=0.1, gpu_ram_unit="bytes", gpu_backend="amd") as tracker:
+        time.sleep(SETTLE)
+    data = tracker.to_json()
+    assert data["max_gpu_ram"]["main"] == 500 * MiB
+    assert [g["vendor"] for g in data["gpus"]] == ["amd", "amd"]
+    with Tracker(sleep_time=0.1, gpu_backend="none") as tracker:
+        time.sleep(0.3)
+    assert tracker.to_json()["gpus"] == []

@@ -84,7 +84,6 @@ class Tracker:
             oom_dump_mb=oom_dump_mb,
         )
         validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
-        validate.choice("gpu_backend", gpu_backend, validate.GPU_BACKENDS)
         validate.integer("n_join_attempts", n_join_attempts, 0)
         if process_id is not None:
             validate.integer("process_id", process_id, 1)
@@ -100,7 +99,7 @@ class Tracker:
             n_expected_cores=n_expected_cores,
             gpus=",".join(gpu_uuids) if gpu_uuids else None,
             simulate_gpus=simulate_gpus,
-            gpu_backend=gpu_backend,
+            gpu_backend=validate.choice("gpu_backend", gpu_backend, validate.GPU_BACKENDS),
             store=str(store) if store else None,
             save=save,
             mem_limit=parse_size(mem_limit) if mem_limit is not None else None,
