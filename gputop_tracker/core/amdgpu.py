@@ -159,9 +159,8 @@ class AmdSmiBackend(GpuBackend):
         smi, get = self._smi, self._get
         uuid = get(smi.amdsmi_get_gpu_device_uuid, h) or f"AMD-index-{index}"
         asic = get(smi.amdsmi_get_gpu_asic_info, h) or {}
-        name = str(asic.get("market_name") or "AMD GPU")
-        if name != "N/A" and not name.upper().startswith("AMD"):
-            name = f"AMD {name}"
+        name = str(asic.get("market_name") or "N/A")
+        name = "AMD GPU" if name == "N/A" else name if name.upper().startswith("AMD") else f"AMD {name}"
         partition = self._optional("amdsmi_get_gpu_compute_partition", h)
         if partition and str(partition).upper() not in ("SPX", "N/A"):  # CPX, DPX ...: each partition a device
             kfd = self._optional("amdsmi_get_gpu_kfd_info", h)
