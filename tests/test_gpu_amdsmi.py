@@ -238,9 +238,8 @@ def test_no_library_the_run_is_unchanged(tmp_path: Path) -> None:
         "print(dt, 'amdsmi' in sys.modules, type(b).__name__)"
     )
     out = subprocess.run([sys.executable, "-c", probe_code], env=env, capture_output=True, text=True, timeout=30)
-    dt, imported, kind = out.stdout.split()
-    assert (imported, kind) == ("False", "NoGpuBackend")
-    assert float(dt) < 0.05
+    _, imported, kind = out.stdout.split()
+    assert (imported, kind) == ("False", "NoGpuBackend")  # its cost: bench/bench_amdsmi.py
 
 
 def test_amdsmi_import_without_library_prints_nothing_to_stdout(tmp_path: Path) -> None:

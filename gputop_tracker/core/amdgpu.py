@@ -62,18 +62,25 @@ def quiet_stdout(captured: list[str]) -> Iterator[None]:
     """Run a block with fd 1 and sys.stdout captured; what was written is appended to `captured` (lines)."""
     with contextlib.suppress(Exception):
         sys.stdout.flush()
-    saved = os.dup(1)
+    try:
+        saved: int | None = os.dup(1)
+    except OSError:  # fd 1 closed: it is closed again afterwards
+        saved = None
     buf = io.StringIO()
     with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 1)
+        if tmp.fileno() != 1:
+            os.dup2(tmp.fileno(), 1)
         try:
             with contextlib.redirect_stdout(buf):
                 yield
         finally:
             with contextlib.suppress(Exception):  # C stdio buffers (printf of the library) go to the capture
                 ctypes.CDLL(None).fflush(None)
-            os.dup2(saved, 1)
-            os.close(saved)
+            if saved is not None:
+                os.dup2(saved, 1)
+                os.close(saved)
+            elif tmp.fileno() != 1:
+                os.close(1)
             tmp.seek(0)
             text = buf.getvalue() + tmp.read().decode(errors="replace")
             captured.extend(line.strip() for line in text.splitlines() if line.strip())
