@@ -41,8 +41,15 @@ print("the job's own output")
 sys.exit(7)
 """
 
-# the process list is read at most once a second (AmdSmiBackend.PROCESS_PERIOD): let two reads happen
-SETTLE = 2.3
+LOG_ENV = "FAKE_AMDSMI_LOG"  # the stand-in logs what it served: tests wait on it, not on the clock
+
+
+def wait_logged(log: Path, needle: str, times: int = 2, deadline_s: float = 60) -> None:
+    """Until the stand-in has logged `needle` `times` times since the log was (re)started."""
+    deadline = time.monotonic() + deadline_s
+    while (log.read_text().count(needle) if log.exists() else 0) < times:
+        assert time.monotonic() < deadline, f"the tracker never read {needle!r} {times} times"
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="session")
@@ -120,10 +127,12 @@ class Run:
 
 
 def run_tracked(tmp_path: Path, fake_lib: Path, fake: FakeAmdSmi, **env: str) -> tuple[str, dict[str, Any], int, int]:
-    run = Run(tmp_path, clean_env(**env_for(fake_lib, fake.path), **env))
+    log = tmp_path / "served.log"
+    run = Run(tmp_path, clean_env(**env_for(fake_lib, fake.path), **{LOG_ENV: str(log)}, **env))
     main, child = run.pids()
     hold_memory(fake, main, child)
-    time.sleep(SETTLE)
+    wait_logged(log, "procs 0 1\n")  # two process lists read with main's memory in them
+    wait_logged(log, "procs 1 2\n")
     _, err, rep = run.finish()
     return err, rep, main, child
 
@@ -189,13 +198,14 @@ def test_rocm_visible_devices_count_only_that_gpu(
 
 
 def test_a_gpu_lost_mid_run(tmp_path: Path, fake_lib: Path, fake: FakeAmdSmi) -> None:
-    run = Run(tmp_path, clean_env(**env_for(fake_lib, fake.path)))
+    log = tmp_path / "served.log"
+    run = Run(tmp_path, clean_env(**env_for(fake_lib, fake.path), **{LOG_ENV: str(log)}))
     main, child = run.pids()
     hold_memory(fake, main, child)
-    time.sleep(SETTLE)
+    wait_logged(log, "procs 1 2\n")
     fake.devices[1]["lost"] = 1
     fake.write()
-    time.sleep(1.0)
+    wait_logged(log, "lost 1\n", times=1)  # the sample that found it lost is folded in before the run ends
     _, _, rep = run.finish()
     gpus = {x["uuid"]: x for x in rep["gpus"]}
     assert gpus[GPU1]["lost"] is True
@@ -389,12 +399,13 @@ def test_tracker_api_gpu_backend(tmp_path: Path, fake_lib: Path, monkeypatch: py
     cfg = FakeAmdSmi(tmp_path / "amdsmi.conf", two_gpus())
     cfg.processes = [{"dev": 0, "pid": os.getpid(), "vram": 500 * MiB}]
     cfg.write()
-    for k, v in env_for(fake_lib, cfg.path).items():
+    log = tmp_path / "served.log"
+    for k, v in {**env_for(fake_lib, cfg.path), LOG_ENV: str(log)}.items():
         monkeypatch.setenv(k, v)
     with pytest.raises(ValueError, match="gpu_backend must be one of auto, nvidia, amd, none"):
         Tracker(gpu_backend="rocm")
     with Tracker(sleep_time=0.1, gpu_ram_unit="bytes", gpu_backend="amd") as tracker:
-        time.sleep(SETTLE)
+        wait_logged(log, "procs 0 1\n")
     data = tracker.to_json()
     assert data["max_gpu_ram"]["main"] == 500 * MiB
     assert [g["vendor"] for g in data["gpus"]] == ["amd", "amd"]

@@ -23,8 +23,11 @@
  * of ENERGY_RESOLUTION_UJ; it then grows by power_w x seconds, as a real GPU's would. lost=1 makes every
  * query of that device answer lost_code (default AMDSMI_STATUS_NOT_FOUND). With no config file,
  * amdsmi_init answers AMDSMI_STATUS_DRIVER_NOT_LOADED. $FAKE_AMDSMI_PRINT, when set, is printed to stdout
- * by amdsmi_init (through stdio's buffer, as a chatty library would).
+ * by amdsmi_init (through stdio's buffer, as a chatty library would). $FAKE_AMDSMI_LOG, when set, gets a line
+ * `procs DEV N` each time a process list with N > 0 entries is served and `lost DEV` each time a lost
+ * device is queried, so a test waits on what the tracker has read instead of sleeping.
  */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +167,18 @@ static void load_config(void) {
     fclose(fp);
 }
 
+static void log_line(const char *fmt, ...) {
+    const char *path = getenv("FAKE_AMDSMI_LOG");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
 static amdsmi_status_t injected(const char *fn, int dev) {
     for (int i = 0; i < nerr; i++)
         if (!strcmp(errs[i].fn, fn) && (errs[i].dev < 0 || errs[i].dev == dev)) return errs[i].code;
@@ -176,7 +191,10 @@ static amdsmi_status_t enter(const char *fn, void *handle, dev_t_ **out) {
     load_config();
     dev_t_ *d = (dev_t_ *)handle;
     if (!(d >= devs && d < devs + ndev)) return ST_INVAL;
-    if (d->lost == 1) return (amdsmi_status_t)d->lost_code;
+    if (d->lost == 1) {
+        log_line("lost %d\n", d->index);
+        return (amdsmi_status_t)d->lost_code;
+    }
     amdsmi_status_t e = injected(fn, d->index);
     if (e) return e;
     *out = d;
@@ -415,6 +433,7 @@ amdsmi_status_t amdsmi_get_gpu_process_list(void *h, uint32_t *max_processes, vo
         }
         n++;
     }
+    if (list && n > 0) log_line("procs %d %u\n", d->index, n);
     *max_processes = n < cap || !list ? n : cap;
     return list && n > cap ? ST_OUT_OF_RESOURCES : ST_SUCCESS;
 }
