@@ -253,7 +253,8 @@ class AmdSmiBackend(GpuBackend):
             setattr(r, attr, _num(info.get("clk")) if isinstance(info, dict) else None)
         energy = get(smi.amdsmi_get_energy_count, h)
         if isinstance(energy, dict):  # accumulator x resolution (µJ) -> mJ
-            acc, res = energy.get("energy_accumulator"), energy.get("counter_resolution")
+            acc = energy.get("energy_accumulator", energy.get("power"))  # "power" before amdsmi 6.3
+            res = energy.get("counter_resolution")
             r.energy_mj = int(acc * res / 1000) if isinstance(acc, int) and isinstance(res, float) else None
         if slow:
             dev.power_limit_w = _watts(power.get("power_limit"))

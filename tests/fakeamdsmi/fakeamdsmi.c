@@ -374,14 +374,24 @@ amdsmi_status_t amdsmi_get_gpu_activity(void *h, void *info) {
     return ST_SUCCESS;
 }
 
-amdsmi_status_t amdsmi_get_power_info(void *h, void *info) {
-    ENTER(h);
+static amdsmi_status_t power_info(dev_t_ *d, void *info) {
     memset(info, 0, L_pow_SIZE);
     PUT(info, pow_socket_power, NA16(d->power_w != NA ? d->power_w : d->avg_power_w));
     PUT(info, pow_current_socket_power, NA16(d->power_w));
     PUT(info, pow_average_socket_power, NA16(d->avg_power_w));
     PUT(info, pow_power_limit, NA16(d->limit_w));
     return ST_SUCCESS;
+}
+
+amdsmi_status_t amdsmi_get_power_info(void *h, void *info) {
+    ENTER(h);
+    return power_info(d, info);
+}
+
+/* amdsmi 6.3-6.4 call this one, with a sensor index */
+amdsmi_status_t amdsmi_get_power_info_v2(void *h, uint32_t sensor, void *info) {
+    ENTER(h);
+    return sensor == 0 ? power_info(d, info) : ST_NOT_SUPPORTED;
 }
 
 amdsmi_status_t amdsmi_get_temp_metric(void *h, int sensor, int metric, int64_t *out) {
