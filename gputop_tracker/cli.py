@@ -66,6 +66,8 @@ environment:
   GPUTOP_TRACKER_SIMULATE_GPUS N simulated GPUs, as --simulate-gpus
   GPUTOP_TRACKER_NO_CGROUP=1   never create a memory cgroup for the command
   CUDA_VISIBLE_DEVICES         the GPUs counted for utilization unless --gpus is given
+  ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES  the same on AMD GPUs (ROCr's list, then HIP's)
+  ROCM_PATH                    where amdsmi finds ROCm's lib/libamd_smi.so (AMD GPUs)
 """
 
 
