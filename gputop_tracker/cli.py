@@ -66,6 +66,8 @@ environment:
   GPUTOP_TRACKER_SIMULATE_GPUS N simulated GPUs, as --simulate-gpus
   GPUTOP_TRACKER_NO_CGROUP=1   never create a memory cgroup for the command
   CUDA_VISIBLE_DEVICES         the GPUs counted for utilization unless --gpus is given
+  ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES  the same on AMD GPUs (ROCr's list, then HIP's)
+  ROCM_PATH                    where amdsmi finds ROCm's lib/libamd_smi.so (AMD GPUs)
 """
 
 
@@ -116,6 +118,12 @@ def build_parser() -> Parser:
         help="GPUs counted for utilization: indices, full or short UUIDs, MIG UUIDs (as CUDA_VISIBLE_DEVICES)",
     )
     p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
+    p.add_argument(
+        "--gpu-backend",
+        choices=validate.GPU_BACKENDS,
+        default="auto",
+        help="GPUs through NVML (nvidia), amdsmi (amd), or none; default auto: NVIDIA, then AMD",
+    )
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
     p.add_argument(
@@ -291,6 +299,7 @@ def track(args: argparse.Namespace) -> int:
         n_expected_cores=args.n_expected_cores,
         gpus=args.gpus,
         simulate_gpus=args.simulate_gpus,
+        gpu_backend=args.gpu_backend,
         store=str(paths.store_dir(args.store)),
         save=not args.no_save,
         mem_limit=mem_limit,

@@ -132,6 +132,7 @@ def test_tree_gpu_memory_exact_through_fake_nvml(tmp_path: Path, fake_lib: Path,
     assert g["system"] == 6000 * MiB  # Σ memory used of both devices, every process
     assert g["system_capacity"] == 2 * 80 * 1024**3
     gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert {x["vendor"] for x in rep["gpus"]} == {"nvidia"}
     assert gpus[GPU0]["tree_peak_memory"] == 1000 * MiB
     assert gpus[GPU1]["tree_peak_memory"] == 3000 * MiB
     assert gpus[GPU0]["pci_bus_id"] == "00000000:18:00.0"

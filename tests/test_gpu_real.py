@@ -90,6 +90,7 @@ def test_real_cuda_workload(tmp_path: Path, gpu_uuid: str) -> None:
     print("workload:", facts)
     gpus = {g["uuid"]: g for g in rep["gpus"]}
     g = gpus[gpu_uuid]
+    assert g["vendor"] == "nvidia"
     # per-process memory = what PyTorch reserved + the CUDA context (a few hundred MiB; < 1.5 GiB)
     main = rep["max_gpu_ram"]["main"]
     assert facts["reserved"] <= main <= facts["reserved"] + 1.5 * GiB

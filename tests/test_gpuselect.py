@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from gputop_tracker.core import gpuselect
-from gputop_tracker.core.gpu import GpuReading
+from gputop_tracker.core.gpu import GpuReading, resolve_gpu_selection
 from gputop_tracker.core.gpuselect import GpuSelection
 from gputop_tracker.core.procfs import Reading
 
@@ -68,3 +68,62 @@ def test_gpus_flag_is_fixed(environ: dict[int, str]) -> None:
     assert sel.observe([reading(1, "x")], gpu(1))
     assert sel.spec == "0" and sel.reason == "--gpus"
     assert not sel.observe([reading(1, "y")], gpu(1))
+
+
+# ------------------------------------------------------------------ AMD: ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES
+
+
+def amd_gpus(n: int = 3) -> list[GpuReading]:
+    return [
+        GpuReading(index=i, uuid=f"aaaa-{i}", name="AMD", vendor="amd", alt_ids=(f"GPU-{i:016x}",)) for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "spec"),
+    [
+        ({}, None),
+        ({"ROCR_VISIBLE_DEVICES": "1,2"}, "ROCR_VISIBLE_DEVICES=1,2"),
+        (
+            {"ROCR_VISIBLE_DEVICES": "1,2", "HIP_VISIBLE_DEVICES": "1"},
+            "ROCR_VISIBLE_DEVICES=1,2; HIP_VISIBLE_DEVICES=1",
+        ),
+        ({"CUDA_VISIBLE_DEVICES": "0"}, "CUDA_VISIBLE_DEVICES=0"),  # HIP honours it when HIP's own is unset
+        ({"HIP_VISIBLE_DEVICES": "2", "CUDA_VISIBLE_DEVICES": "0"}, "HIP_VISIBLE_DEVICES=2"),
+    ],
+)
+def test_layered_spec(values: dict[str, str], spec: str | None) -> None:
+    assert gpuselect.layered_spec(values) == spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "chosen"),
+    [
+        ("ROCR_VISIBLE_DEVICES=1,2; HIP_VISIBLE_DEVICES=1", {"aaaa-2"}),  # HIP indexes what ROCr left
+        ("ROCR_VISIBLE_DEVICES=2,0; HIP_VISIBLE_DEVICES=1", {"aaaa-0"}),  # in ROCr's order
+        ("ROCR_VISIBLE_DEVICES=GPU-0000000000000001", {"aaaa-1"}),  # ROCr's GPU-<hex> UUID
+        ("HIP_VISIBLE_DEVICES=0,aaaa-2", {"aaaa-0", "aaaa-2"}),
+        ("ROCR_VISIBLE_DEVICES=1; HIP_VISIBLE_DEVICES=1", set()),  # index past what ROCr left: none
+    ],
+)
+def test_layers_resolve_as_rocr_then_hip(spec: str, chosen: set[str]) -> None:
+    got, problems = resolve_gpu_selection(amd_gpus(), spec)
+    assert got == chosen
+    assert bool(problems) == (not chosen)
+
+
+def test_amd_selection_reads_rocm_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    envs = {1: {"ROCR_VISIBLE_DEVICES": "0,2", "HIP_VISIBLE_DEVICES": "1"}}
+    monkeypatch.setattr(
+        gpuselect, "read_variable", lambda pid, name="CUDA_VISIBLE_DEVICES": envs.get(pid, {}).get(name)
+    )
+    sel = GpuSelection(None, {"ROCR_VISIBLE_DEVICES": "1"}, "ours", gpuselect.variables_for("amd"))
+    assert sel.spec == "ROCR_VISIBLE_DEVICES=1" and sel.reason == "ROCR_VISIBLE_DEVICES=1 (ours)"
+    assert sel.observe([reading(1, "python")], gpu(1))
+    assert sel.spec == "ROCR_VISIBLE_DEVICES=0,2; HIP_VISIBLE_DEVICES=1"
+    assert sel.reason == "ROCR_VISIBLE_DEVICES=0,2; HIP_VISIBLE_DEVICES=1 (set by the job: process 1, python)"
+    none = GpuSelection(None, {}, "ours", gpuselect.variables_for("amd"))
+    assert (
+        none.reason == "every GPU: no --gpus and no ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES"
+    )
+    assert gpuselect.variables_for("nvidia") == ("CUDA_VISIBLE_DEVICES",)

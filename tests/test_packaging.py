@@ -76,6 +76,8 @@ def test_sdist_ships_tests_that_collect(tmp_path: Path) -> None:
         "tests/helpers.py",
         "tests/workloads.py",
         "tests/fakenvml/fakenvml.c",
+        "tests/fakeamdsmi/fakeamdsmi.c",
+        "tests/fakeamdsmi/gen.py",
         "tests/__snapshots__/test_history/test_snapshot_list[80x24].svg",
     ):
         assert needed in names, needed

@@ -46,7 +46,13 @@ def _full_gpu(index: int, pid: int) -> GpuReading:
     for f in dataclasses.fields(GpuReading):
         if f.name in ("index", "uuid", "name"):
             continue
-        values[f.name] = {"lost": False, "pci_bus_id": "0000:01:00.0", "mig_parent": None}.get(f.name, 1)
+        values[f.name] = {
+            "lost": False,
+            "pci_bus_id": "0000:01:00.0",
+            "mig_parent": None,
+            "vendor": "amd",
+            "alt_ids": (),
+        }.get(f.name, 1)
     values.update(processes={pid: 10 << 20}, process_sm_util={pid: 40.0}, process_memory_util={pid: 5.0})
     values.update(process_instances={}, energy_mj=1000 * (index + 1))
     return GpuReading(index=index, uuid=f"GPU-{index}", name="Fake", **values)  # type: ignore[arg-type]

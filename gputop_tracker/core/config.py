@@ -22,6 +22,7 @@ class EngineConfig:
     n_expected_cores: int | None = None
     gpus: str | None = None  # --gpus list; None = CUDA_VISIBLE_DEVICES of the command, else all
     simulate_gpus: int = 0
+    gpu_backend: str = "auto"  # auto (NVIDIA, then AMD) | nvidia | amd | none
     store: str | None = None
     save: bool = True
     stream_samples: bool = False

@@ -57,6 +57,17 @@ class GpuReading:
     mig_parent: int | None = None  # index of the physical GPU this MIG device belongs to
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
+    vendor: str | None = None  # "nvidia", "amd"; None: simulated or scripted
+    #: other names the GPU goes by in a *_VISIBLE_DEVICES list (AMD: the HIP/ROCr UUID, GPU-<hex>)
+    alt_ids: tuple[str, ...] = ()
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+
+def vendor_label(vendor: str | None) -> str:
+    """The vendor as people write it ("AMD"); "" when unknown (simulated GPUs, sessions older than the field)."""
+    return VENDOR_NAMES.get(vendor, vendor.upper()) if vendor else ""
 
 
 #: the reading's own fields a streamed sample carries (`models.GpuSample` adds tree_memory, counted, simulated,
@@ -84,6 +95,7 @@ SAMPLE_FIELDS = (
     "dram_bandwidth",
     "unattributed_memory",
     "mig_parent",
+    "vendor",
 )
 
 
@@ -91,6 +103,8 @@ class GpuBackend:
     """The interface. `read` is called once per sample with the tracked pids."""
 
     simulated = False
+    #: "nvidia" or "amd": which *_VISIBLE_DEVICES variables choose the GPUs counted; None for fakes
+    vendor: str | None = None
     #: one line for the report when GPUs are absent or only partly readable
     note: str | None = None
 
@@ -104,11 +118,18 @@ class GpuBackend:
     def close(self) -> None:
         return None
 
+    def found_none(self) -> bool:
+        """True when this backend has no GPU to read (so the next vendor's may be tried)."""
+        return False
+
 
 class NoGpuBackend(GpuBackend):
     def __init__(self, note: str) -> None:
         super().__init__()
         self.note = note
+
+    def found_none(self) -> bool:
+        return True
 
 
 class FakeGpuBackend(GpuBackend):
@@ -255,6 +276,8 @@ class _Device:
 class NvmlBackend(GpuBackend):
     """Real GPUs through nvidia-ml-py. NVML is initialised once and handles are cached."""
 
+    vendor = "nvidia"
+
     #: the running-processes query takes a driver lock (~4.5 ms per GPU): at most this often ...
     PROCESS_PERIOD = 1.0
     #: ... and never more than 1/PROCESS_BUDGET of the time (period = max(PERIOD, cost × BUDGET))
@@ -299,6 +322,9 @@ class NvmlBackend(GpuBackend):
         self.process_query_s = 0.0  # last cost of the slow queries, all devices (for the benchmark)
         if not self._devices:
             self.note = "NVML found no NVIDIA GPU"
+
+    def found_none(self) -> bool:
+        return not self._devices
 
     def _open(self, h: Any, index: int) -> _Device:
         nv = self._nvml
@@ -362,6 +388,7 @@ class NvmlBackend(GpuBackend):
                 mig_parent=dev.mig_parent,
                 gpu_instance_id=dev.gpu_instance_id,
                 compute_instance_id=dev.compute_instance_id,
+                vendor="nvidia",
             )
             out.append(r)
             if dev.lost:
@@ -573,7 +600,11 @@ def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[se
 
     Returns (uuids, problems). NVML orders GPUs by PCI bus, not as CUDA does, so indices are taken as
     NVML indices of physical GPUs (MIG devices are chosen by UUID only); everything is resolved to a UUID.
+    A layered spec (`ROCR_VISIBLE_DEVICES=0,2; HIP_VISIBLE_DEVICES=1`, see gpuselect) applies each list to
+    what the one before it left, as ROCr and HIP do: an index is a position in that list.
     """
+    if "=" in spec:
+        return _resolve_layers(readings, spec)
     chosen: set[str] = set()
     problems: list[str] = []
     for raw in spec.split(","):
@@ -586,12 +617,49 @@ def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[se
                 break  # CUDA stops at the first invalid index
             match = [r.uuid for r in readings if r.index == idx and r.mig_parent is None]
         else:
-            key = item.lower()
-            match = [r.uuid for r in readings if r.uuid.lower() == key or r.uuid.lower().startswith(key)]
-            if not match and not key.startswith(("gpu-", "mig-")):
-                match = [r.uuid for r in readings if r.uuid.lower().startswith("gpu-" + key)]
+            match = _match_id(readings, item)
         if len(match) == 1:
             chosen.add(match[0])
         else:
             problems.append(f"{item!r} matches {'no' if not match else 'more than one'} GPU")
     return chosen, problems
+
+
+def _match_id(readings: Sequence[GpuReading], item: str) -> list[str]:
+    """UUIDs of the readings a full or short UUID (or an alternative id, AMD's GPU-<hex>) names."""
+    key = item.lower()
+
+    def ids(r: GpuReading) -> list[str]:
+        return [x.lower() for x in (r.uuid, *r.alt_ids)]
+
+    match = [r.uuid for r in readings if any(x == key or x.startswith(key) for x in ids(r))]
+    if not match and not key.startswith(("gpu-", "mig-")):
+        match = [r.uuid for r in readings if any(x.startswith("gpu-" + key) for x in ids(r))]
+    return match
+
+
+def _resolve_layers(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+    pool = sorted((r for r in readings if r.mig_parent is None), key=lambda r: r.index)
+    problems: list[str] = []
+    for layer in spec.split(";"):
+        name, _, value = layer.strip().partition("=")
+        picked: list[GpuReading] = []
+        for raw in value.split(","):
+            item = raw.strip()
+            if not item:
+                continue
+            if item.lstrip("-").isdigit():
+                idx = int(item)
+                if idx < 0:
+                    break
+                found = [pool[idx]] if idx < len(pool) else []
+            else:
+                uuids = set(_match_id(pool, item))
+                found = [r for r in pool if r.uuid in uuids]
+            if len(found) == 1:
+                if found[0] not in picked:
+                    picked.append(found[0])
+            else:
+                problems.append(f"{name}: {item!r} matches {'no' if not found else 'more than one'} GPU")
+        pool = picked
+    return {r.uuid for r in pool}, problems

@@ -75,6 +75,7 @@ class GpuSample(Model):
     tree_sm_util: float | None = Field(None, description="largest per-process SM % of the tree (new samples)")
     unattributed_memory: int | None = Field(None, description="bytes of PIDs not mappable into this namespace")
     mig_parent: int | None = Field(None, description="index of the physical GPU of this MIG device")
+    vendor: str | None = Field(None, description='"nvidia" or "amd"; None: simulated GPUs')
 
 
 class HostSample(Model):
@@ -200,6 +201,9 @@ class GpuSummary(Model):
     lost: bool = False
     pci_bus_id: str | None = None
     mig_parent: int | None = Field(None, description="MIG device: index of its physical GPU")
+    vendor: str | None = Field(
+        None, description='"nvidia" or "amd"; None: simulated, or a session older than the field'
+    )
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
     mean_power_w: float | None = None

@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any
 
+from gputop_tracker.core.gpu import vendor_label
 from gputop_tracker.core.jobreport import job_lines
 from gputop_tracker.core.models import BlockSummary, Event, GpuSummary, ResourceUsage
 from gputop_tracker.core.text import command_line, escape_controls
@@ -343,6 +344,8 @@ def events_lines(events: list[Event], limit: int = 1000) -> list[str]:
 
 def _gpu_details(gs: GpuSummary) -> str:
     parts = [gs.uuid]
+    if gs.vendor:
+        parts.insert(0, f"vendor {vendor_label(gs.vendor)}")
     if gs.pci_bus_id:
         parts.append(f"bus {gs.pci_bus_id}")
     if gs.gpu_instance_id is not None:

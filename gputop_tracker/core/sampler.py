@@ -34,8 +34,9 @@ from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
 from gputop_tracker.core.cgroup import JobCgroup
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.endwatch import EndWatch
-from gputop_tracker.core.gpu import GpuBackend, open_backend, resolve_gpu_selection
-from gputop_tracker.core.gpuselect import GpuSelection
+from gputop_tracker.core.gpu import GpuBackend, resolve_gpu_selection
+from gputop_tracker.core.gpuopen import open_backend
+from gputop_tracker.core.gpuselect import GpuSelection, variables_for
 from gputop_tracker.core.jobctl import StopMirror
 from gputop_tracker.core.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
@@ -173,7 +174,7 @@ class Engine:
         cfg = self.cfg
         main_pid = self.main_pid
         pidfd = _open_pidfd(main_pid)
-        gpu = open_backend(cfg.simulate_gpus)
+        gpu = open_backend(cfg.simulate_gpus, cfg.gpu_backend)
         tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude})
         host = HostReader()
         builder = self._new_builder(start, gpu)
@@ -266,7 +267,7 @@ class Engine:
         self.last_gpus = gpus
         if gpus:  # only once GPUs answer: nothing is read on a machine without one
             if s.gpu_selection is None:
-                s.gpu_selection = _gpu_selection(self.cfg, self.main_pid)
+                s.gpu_selection = _gpu_selection(self.cfg, self.main_pid, s.gpu.vendor)
             if s.gpu_selection.observe(readings, gpus):
                 _select_gpus(builder, gpus, s.gpu_selection)
         want_sample = self.pipe.open and self.cfg.stream_samples
@@ -541,10 +542,11 @@ def _raised_at(e: Exception) -> str:
     return f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
 
 
-def _gpu_selection(cfg: EngineConfig, main_pid: int) -> GpuSelection:
+def _gpu_selection(cfg: EngineConfig, main_pid: int, vendor: str | None) -> GpuSelection:
     attached = cfg.mode == ATTACH
     env = read_environ(main_pid) if attached else os.environ
-    return GpuSelection(cfg.gpus, env, "the command's environment" if attached else "gputop-track's environment")
+    where = "the command's environment" if attached else "gputop-track's environment"
+    return GpuSelection(cfg.gpus, env, where, variables_for(vendor))
 
 
 def _select_gpus(builder: SummaryBuilder, gpus: list[Any], selection: GpuSelection) -> None:

@@ -775,6 +775,7 @@ def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
                 "lost": st.lost,
                 "pci_bus_id": g.pci_bus_id,
                 "mig_parent": g.mig_parent,
+                "vendor": g.vendor,
                 "gpu_instance_id": g.gpu_instance_id,
                 "compute_instance_id": g.compute_instance_id,
                 "mean_power_w": st.power.mean,

@@ -16,6 +16,7 @@ MAX_INTERVAL = 3600.0  # seconds between samples
 MAX_WINDOW = 86400.0  # seconds of samples the OOM flight recorder keeps
 MAX_SIMULATED_GPUS = 64
 MAX_DUMP_MB = 1e9
+GPU_BACKENDS = ("auto", "nvidia", "amd", "none")  # --gpu-backend / Tracker(gpu_backend=)
 
 # How each caller spells the options tracking_options checks: flags on the command line, keyword
 # arguments of `Tracker` (the API keeps gpu-tracker's `sleep_time`).
@@ -76,6 +77,13 @@ def integer(name: str, value: object, low: int, high: int | None = None) -> int:
     if value < low or (high is not None and value > high):
         most = f" and at most {high}" if high is not None else ""
         raise ValueError(f"{name} must be at least {low}{most}, not {value}")
+    return value
+
+
+def choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """One of `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
 
 

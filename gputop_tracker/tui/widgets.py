@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
+from gputop_tracker.core.gpu import vendor_label
 from gputop_tracker.core.livestats import GpuHistory
 from gputop_tracker.core.models import GpuSample, HostSample, ResourceUsage
 from gputop_tracker.core.units import human_bytes, human_seconds
@@ -104,15 +105,17 @@ class GpuPanel(Vertical):
         """`mean`: this GPU's mean utilization over the run, from the sampler's running summary."""
         label = " SIMULATED" if g.simulated else ""
         lost = " LOST" if g.lost else ""
+        vendor = vendor_label(g.vendor)
         frac_mem = g.memory_used / g.memory_total if g.memory_used is not None and g.memory_total else None
         util = g.utilization_gpu
         temp = "-" if g.temperature_c is None else f"{g.temperature_c:.0f}°C"
         power = "-" if g.power_w is None else f"{g.power_w:.0f} W"
         mem = f"{short_bytes(g.memory_used)}/{short_bytes(g.memory_total)}"
         if compact:
-            bw = max(4, (width - 62) // 2)
+            bw = max(4, (width - 62 - len(vendor)) // 2)
             t = Text.assemble(
                 (f"GPU{g.index}", "bold"),
+                f" {vendor}" if vendor else "",
                 (label, "bold magenta"),
                 (lost, "bold red"),
                 " util ",
@@ -122,7 +125,10 @@ class GpuPanel(Vertical):
                 f" {mem}  {temp} {power}",
             )
         else:
-            set_border(self, f"GPU {g.index} · {g.name}", (label + lost).strip() or None)
+            named = g.name.upper().startswith(vendor.upper()) if vendor else True  # "AMD Instinct MI300X"
+            set_border(
+                self, f"GPU {g.index} · {g.name if named else f'{vendor} {g.name}'}", (label + lost).strip() or None
+            )
             bw = max(6, width - 26)
             limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
             t = Text.assemble(
