@@ -29,6 +29,7 @@ from gputop_tracker.core.channel import (
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
+from gputop_tracker.tui.job_panel import JobPanel
 from gputop_tracker.tui.live_blocks import OpenBlocks
 from gputop_tracker.tui.live_charts import LiveCharts
 from gputop_tracker.tui.live_control import DataSource
@@ -137,6 +138,7 @@ class LiveApp(ViewKeys):
             table.border_title = "processes"
             yield table
             with VerticalScroll(id="side"):
+                yield JobPanel(id="job", classes="panel")  # shown once a request is known (issue 18)
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield LiveCharts(id="charts")
@@ -365,6 +367,7 @@ class LiveApp(ViewKeys):
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
             summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
+        self.query_one("#job", JobPanel).show(self.final or self.progress, self.narrow, self.panel_width)
 
     @property
     def panel_width(self) -> int:
