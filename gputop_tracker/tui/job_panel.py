@@ -37,8 +37,6 @@ def rows(u: ResourceUsage) -> list[tuple[str, float, str]]:
     wall = u.compute_time.time
     limit = r.cgroup_mem_bytes if e.memory_basis == "cgroup" else r.mem_bytes
     of_mem = f"{short_bytes(u.max_ram.combined.total_rss)}/{short_bytes(limit)}"
-    if e.memory_basis == "cgroup":
-        of_mem += " cgroup"
     n_gpus = len(r.gpu_uuids or []) or r.gpus or sum(g.counted for g in u.gpus)
     of_gpus = f"of {n_gpus} GPU{'s' if n_gpus != 1 else ''}"
     out = [
@@ -59,7 +57,7 @@ def requested_text(u: ResourceUsage) -> str:
     asked = [
         f"mem {short_bytes(r.mem_bytes)}" if r.mem_bytes else "",
         f"{r.cpus} CPUs" if r.cpus else "",
-        f"{r.gpus} GPUs" if r.gpus else "",
+        f"{r.gpus} GPU{'s' if r.gpus > 1 else ''}" if r.gpus else "",
         f"time {clock(r.time_limit_s)}" if r.time_limit_s else "",
         f"cgroup {short_bytes(r.cgroup_mem_bytes)}" if r.cgroup_mem_bytes else "",
     ]
@@ -88,11 +86,14 @@ class JobPanel(Panel):
         if compact:
             self.update(_one_line(u, shown, width))
             return
-        set_border(self, job_title(u), "of the request")
-        figure = max((len(what) for _l, _f, what in shown), default=0)
+        basis = u.efficiency.memory_basis if u.efficiency is not None else None
+        of = "of the request; memory: cgroup limit" if basis == "cgroup" else "of the request"
+        set_border(self, job_title(u), of)
+        figure = min(max((len(what) for _l, _f, what in shown), default=0), max(width - LABEL - 7 - 4, 1))
         bw = max(4, width - LABEL - 7 - figure)
         lines: list[str | Text | tuple[str, str]] = []
         for label, f, what in shown:
+            what = what if len(what) <= figure else what[: figure - 1] + "…"  # never wrap: figures give way
             lines += ["\n" if lines else "", (f"{label:<{LABEL}}", "bold"), bar(f, bw), f" {_pct(f):>5} ", what]
         self.update(Text.assemble(*lines) if lines else Text(f"asked {requested_text(u)}", style="dim"))
 
