@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,3 +278,59 @@ async def test_detail_of_a_job_session_says_how_much_of_the_request(job_store: P
         await pilot.press("enter")
         await pilot.pause()
         assert not app.screen.query("#history-job")
+
+
+# --------------------------------------------------------------------------- the real thing
+
+
+def _tmux(socket: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """tmux on a server of our own: its window keeps the size we ask, whatever other sessions there are."""
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=30)
+
+
+def _wait_screen(socket: str, pattern: str, timeout: float) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = _tmux(socket, "capture-pane", "-p", "-t", "job").stdout
+        m = re.search(pattern, text, re.MULTILINE)
+        if m:
+            return m
+        time.sleep(0.2)
+    raise AssertionError(f"{pattern!r} not on screen after {timeout} s:\n{text}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_real_live_view_shows_the_request_used(tmp_path: Path) -> None:
+    """`gputop-track --request … -- CMD` in a terminal: the job panel's memory bar is the real tree's peak of
+    the 1 GiB asked (200 MB held: ~19 %) and its time bar moves on while the command runs."""
+    script = tmp_path / "hold.py"
+    script.write_text("import time\nheld = b'x' * 200_000_000\ntime.sleep(6)\n")
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--request", "mem=1G,cpus=1,time=1m"]
+    # COLUMNS/LINES (80x24 in tmux's environment here) would override the terminal's real size in Textual
+    store_env = f"GPUTOP_TRACKER_STORE={shlex.quote(str(tmp_path / 'store'))}"
+    command = shlex.join([*track, "--", sys.executable, str(script)])
+    shell = f"unset COLUMNS LINES; {store_env} {command}; sleep 30"
+    sock = f"gputop-job-{os.getpid()}"
+    assert _tmux(sock, "new-session", "-d", "-s", "job", "-x", "160", "-y", "50", shell).returncode == 0
+    try:
+        _wait_screen(sock, r"request \(--request\)", 20)
+        deadline = time.monotonic() + 20
+        pct = 0
+        while time.monotonic() < deadline:  # the peak climbs to the 200 MB held
+            pct = int(_wait_screen(sock, r"memory\s+\S+\s+(\d+)% \S+ \S+/1\.07 GB", 10).group(1))
+            if pct >= 18:
+                break
+            time.sleep(0.2)
+        assert 18 <= pct <= 25
+        clock = r"time\s+\S+\s+\d+% 0:00:(\d\d)/0:01:00"
+        first = later = _wait_screen(sock, clock, 10).group(1)
+        deadline = time.monotonic() + 10
+        while later == first and time.monotonic() < deadline:
+            time.sleep(0.3)
+            later = _wait_screen(sock, clock, 10).group(1)
+        assert int(later) > int(first)
+        _wait_screen(sock, r"exited with code 0", 20)
+    finally:
+        _tmux(sock, "kill-server")
