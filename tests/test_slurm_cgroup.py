@@ -187,6 +187,8 @@ def limited_cgroup() -> Iterator[Path]:
         pytest.skip(f"cannot create a cgroup under {base}: {e.strerror} (needs root and a writable cgroup)")
     try:
         (top / name).write_text(str(300 * MIB))
+        if version == "v2":  # a new v2 cgroup gives its children no controller until told
+            (top / "cgroup.subtree_control").write_text("+memory")
         (top / "task").mkdir()
     except OSError as e:
         top.rmdir()
