@@ -208,6 +208,16 @@ async def test_ungroup_filter_by_job_and_group_rows_refuse_session_actions(job_s
             await pilot.pause()
             assert app.screen is screen and not screen.marked
         assert len(list(job_store.glob("*.json"))) == 10  # nothing deleted
+        # deleting one task of the array: the job's row now sums up four
+        await pilot.press("enter")
+        await pilot.pause()
+        task5 = _ids(screen)[_ids(screen).index("job:77") + 1]
+        _cursor_to(screen, task5)
+        await pilot.press("d", "y")
+        await pilot.pause()
+        rows = {r.id: r for r in screen.shown}
+        assert task5 not in rows and len(rows["job:77"].members or []) == 4
+        assert rows["job:77"].peak_ram == 400 * MB
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

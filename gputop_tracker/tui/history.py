@@ -735,8 +735,11 @@ class HistoryScreen(_HistoryScreenBase):
         self.shown = [r for r in self.shown if r.id != row.id]
         if row.id in self.marked:
             self.marked.remove(row.id)
-        self.query_one("#history-table", DataTable).remove_row(row.id)
-        self._status()
+        if row.job:  # its job's row sums it up: redraw it
+            self._rebuild()
+        else:
+            self.query_one("#history-table", DataTable).remove_row(row.id)
+            self._status()
         self.notify(f"deleted {row.id}")
 
     def action_reload(self) -> None:
