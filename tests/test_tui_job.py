@@ -63,9 +63,10 @@ def test_snapshot_live_job(snap_compare: Any, size: tuple[int, int]) -> None:
 
 
 def test_snapshot_final_job_cgroup_limit(snap_compare: Any) -> None:
-    """The job's cgroup allows less than SLURM's --mem: memory is a fraction of the cgroup's limit."""
+    """The job's cgroup allows less than SLURM's --mem: memory is a fraction of the cgroup's limit. Tall
+    enough for the whole side column: where it scrolls, its scroll bar drew a row apart on a loaded machine."""
     app = live(fake_job(cgroup_mem_bytes=4 * GIB), finished=True)
-    assert snap_compare(app, terminal_size=(120, 40), run_before=settled(app))
+    assert snap_compare(app, terminal_size=(160, 56), run_before=settled(app))
 
 
 async def test_no_request_no_panel() -> None:
@@ -279,7 +280,7 @@ def test_real_live_view_shows_the_request_used(tmp_path: Path) -> None:
     """`gputop-track --request … -- CMD` in a terminal: the job panel's memory bar is the real tree's peak of
     the 1 GiB asked (200 MB held: ~19 %) and its time bar moves on while the command runs."""
     script = tmp_path / "hold.py"
-    script.write_text("import time\nheld = b'x' * 200_000_000\ntime.sleep(6)\n")
+    script.write_text("import time\nheld = b'x' * 200_000_000\ntime.sleep(10)\n")
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--request", "mem=1G,cpus=1,time=1m"]
     # COLUMNS/LINES (80x24 in tmux's environment here) would override the terminal's real size in Textual
     store_env = f"GPUTOP_TRACKER_STORE={shlex.quote(str(tmp_path / 'store'))}"
@@ -304,6 +305,6 @@ def test_real_live_view_shows_the_request_used(tmp_path: Path) -> None:
             time.sleep(0.3)
             later = _wait_screen(sock, clock, 10).group(1)
         assert int(later) > int(first)
-        _wait_screen(sock, r"exited with code 0", 20)
+        _wait_screen(sock, r"exited with code 0", 30)
     finally:
         _tmux(sock, "kill-server")
