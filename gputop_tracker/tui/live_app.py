@@ -128,6 +128,7 @@ class LiveApp(ViewKeys):
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+        self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
 
     # ------------------------------------------------------------------ layout
 
@@ -138,7 +139,7 @@ class LiveApp(ViewKeys):
             table.border_title = "processes"
             yield table
             with VerticalScroll(id="side"):
-                yield JobPanel(id="job", classes="panel")  # shown once a request is known (issue 18)
+                yield self.job_panel  # shown once a request is known (issue 18)
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield LiveCharts(id="charts")
@@ -367,7 +368,7 @@ class LiveApp(ViewKeys):
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
             summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
-        self.query_one("#job", JobPanel).show(self.final or self.progress, self.narrow, self.panel_width)
+        self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
 
     @property
     def panel_width(self) -> int:
