@@ -214,6 +214,42 @@ def test_gpus_counted_follow_the_jobs_own_cuda_visible_devices(
     assert "set by the job" in note or "first on a GPU" in note, note
 
 
+@pytest.mark.parametrize(
+    ("job_env", "what"),
+    [
+        ({"SLURM_JOB_GPUS": "1"}, "index"),  # SLURM's global index (NVML sees both GPUs: no device constraint)
+        ({"SLURM_STEP_GPUS": GPU1, "SLURM_JOB_GPUS": "0,1"}, "uuid"),  # the step's own GPUs win over the job's
+    ],
+    ids=["job-gpus-index", "step-gpus-uuid"],
+)
+def test_job_given_one_of_two_gpus_efficiency_over_that_one(
+    tmp_path: Path, fake_lib: Path, fake: FakeNvml, monkeypatch: pytest.MonkeyPatch, job_env: dict[str, str], what: str
+) -> None:
+    """Issue 18: the request records the GPUs SLURM gave the job by UUID, and gpu_memory / gpu_utilization are
+    fractions of exactly those, whatever the tree holds on others (here 1000 MiB on GPU 0, 3000 MiB on GPU 1)."""
+    for k in [k for k in os.environ if k.startswith("SLURM")] + ["CUDA_VISIBLE_DEVICES"]:
+        monkeypatch.delenv(k, raising=False)
+    env = {"SLURM_JOB_ID": "4242", "SLURM_MEM_PER_NODE": "4096", "SLURM_CPUS_PER_TASK": "1", **job_env}
+    run = Run(tmp_path, fake_lib, fake, env={**env, "PATH": os.environ["PATH"]})
+    main, child = run.pids()
+    hold_memory(fake, main, child)
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    requested = rep["slurm"]["requested"]
+    assert requested["gpu_ids"] == job_env.get("SLURM_STEP_GPUS", job_env.get("SLURM_JOB_GPUS")).split(",")
+    assert requested["gpu_uuids"] == [GPU1]
+    assert [g["counted"] for g in rep["gpus"]] == [True, True]  # utilization counts both: nothing selects
+    eff = rep["efficiency"]
+    assert eff["gpu_memory"] == pytest.approx(3000 * MiB / (80 * 1024**3))  # GPU 1's tree peak of its 80 GiB
+    assert eff["gpu_utilization"] == pytest.approx(0.30)  # GPU 1 runs at 30 %, GPU 0 at 90
+    shown = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "sessions", "show", rep["session_id"]],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert f"job's GPUs    {GPU1}" in shown.stdout, shown.stdout + shown.stderr
+
+
 def test_short_uuid_and_gpus_flag(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
     """--gpus takes the short UUID form CUDA_VISIBLE_DEVICES takes, and wins over the variable."""
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}

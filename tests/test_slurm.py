@@ -127,6 +127,13 @@ def test_tracker_request() -> None:
 
 
 BASE = {"SLURM_JOB_ID": "4242", "PATH": "/nonexistent"}
+NO_EXTRAS = {"gpu_ids": None, "gpu_uuids": None, "cgroup_mem_bytes": None}
+
+
+def _extras() -> dict[str, Any]:
+    """The request's extras a real run here records: no GPUs; the memory limit of our cgroup (the run's
+    front end is our child, in our cgroup, when it reads it), if this machine sets one."""
+    return {**NO_EXTRAS, "cgroup_mem_bytes": slurm.cgroup_limit(0)}
 
 
 def test_outside_slurm_no_context() -> None:
@@ -134,9 +141,9 @@ def test_outside_slurm_no_context() -> None:
 
 
 def test_request_alone_gives_the_object_without_ids() -> None:
-    ctx = slurm.job_context({}, {"mem_bytes": GIB}, host="h")
+    ctx = slurm.job_context({}, {"mem_bytes": GIB}, host="h", mem_limit=lambda _pid: None)
     assert ctx is not None and ctx["job_id"] is None and ctx["node"] == "h"
-    assert ctx["requested"] == {"mem_bytes": GIB, "cpus": None, "gpus": None, "time_limit_s": None}
+    assert ctx["requested"] == {"mem_bytes": GIB, "cpus": None, "gpus": None, "time_limit_s": None, **NO_EXTRAS}
 
 
 def test_context_ids_and_request() -> None:
@@ -154,8 +161,9 @@ def test_context_ids_and_request() -> None:
         "SLURM_GPUS_ON_NODE": "1",
         "SLURM_JOB_START_TIME": "1000",
         "SLURM_JOB_END_TIME": "4600",
+        "SLURM_JOB_GPUS": "3",
     }
-    ctx = slurm.job_context(env)
+    ctx = slurm.job_context(env, mem_limit=lambda _pid: 8 * GIB)
     assert ctx == {
         "job_id": "4242",
         "array_job_id": "77",
@@ -165,7 +173,15 @@ def test_context_ids_and_request() -> None:
         "node_id": 1,
         "local_id": 0,
         "num_nodes": 2,
-        "requested": {"mem_bytes": 4096 * MIB, "cpus": 2, "gpus": 1, "time_limit_s": 3600},
+        "requested": {
+            "mem_bytes": 4096 * MIB,
+            "cpus": 2,
+            "gpus": 1,
+            "time_limit_s": 3600,
+            "gpu_ids": ["3"],
+            "gpu_uuids": None,
+            "cgroup_mem_bytes": 8 * GIB,
+        },
     }
     models.SlurmJob.model_validate(ctx)
     # --request overrides SLURM's values key by key
@@ -342,11 +358,15 @@ def test_run_under_slurm_efficiency_and_advise(tmp_path: Path, store: Path) -> N
     env = _clean_env(**JOB_ENV, GPUTOP_TRACKER_STORE=str(store))
     u = _track_hold(tmp_path, 500, env)
     assert u["slurm"]["job_id"] == "4242" and u["slurm"]["node"] == "n01"
-    assert u["slurm"]["requested"] == {"mem_bytes": 4096 * MIB, "cpus": 2, "gpus": None, "time_limit_s": 7200}
+    asked = {"mem_bytes": 4096 * MIB, "cpus": 2, "gpus": None, "time_limit_s": 7200}
+    assert u["slurm"]["requested"] == {**asked, **_extras()}
     peak = u["max_ram"]["combined"]["total_rss"]
     assert 500 * MB <= peak < 600 * MB
-    assert u["efficiency"]["memory"] == pytest.approx(peak / (4096 * MIB))
-    assert 0.11 <= u["efficiency"]["memory"] <= 0.14
+    limit = min(4096 * MIB, _extras()["cgroup_mem_bytes"] or 4096 * MIB)  # a machine's tighter cgroup wins
+    assert u["efficiency"]["memory"] == pytest.approx(peak / limit)
+    assert u["efficiency"]["memory_basis"] == ("request" if limit == 4096 * MIB else "cgroup")
+    if limit == 4096 * MIB:
+        assert 0.11 <= u["efficiency"]["memory"] <= 0.14
     assert any("consider --mem=" in n for n in u["notes"])
     proc = _run("advise", "--job", "4242", "-f", "json", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -362,8 +382,10 @@ def test_request_outside_slurm(tmp_path: Path, store: Path) -> None:
     env = _clean_env(GPUTOP_TRACKER_STORE=str(store))
     u = _track_hold(tmp_path, 50, env, "--request", "mem=1G,cpus=1,time=1h")
     assert u["slurm"]["job_id"] is None
-    assert u["slurm"]["requested"] == {"mem_bytes": GIB, "cpus": 1, "gpus": None, "time_limit_s": 3600}
-    assert u["efficiency"]["memory"] == pytest.approx(u["max_ram"]["combined"]["total_rss"] / GIB)
+    asked = {"mem_bytes": GIB, "cpus": 1, "gpus": None, "time_limit_s": 3600}
+    assert u["slurm"]["requested"] == {**asked, **_extras()}
+    limit = min(GIB, _extras()["cgroup_mem_bytes"] or GIB)
+    assert u["efficiency"]["memory"] == pytest.approx(u["max_ram"]["combined"]["total_rss"] / limit)
     plain = _track_hold(tmp_path, 10, env)
     assert plain["slurm"] is None and plain["efficiency"] is None
 

@@ -14,12 +14,16 @@ from pathlib import Path
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 V2_ROOT = Path("/sys/fs/cgroup")
+PROC = Path("/proc")
+UNLIMITED = 1 << 60  # v1 reads "no limit" as 9223372036854771712 (LONG_MAX rounded to a page)
 
 
-def _memory_cgroup_of(pid: int | str) -> tuple[str, Path] | None:
-    """('v1'|'v2', directory) of the memory cgroup a process is in."""
+def _memory_cgroup_of(
+    pid: int | str, *, proc: Path = PROC, v1_root: Path = V1_ROOT, v2_root: Path = V2_ROOT
+) -> tuple[str, Path] | None:
+    """('v1'|'v2', directory) of the memory cgroup a process is in (the roots injectable for tests)."""
     try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
     except OSError:
         return None
     v2_path = None
@@ -28,17 +32,21 @@ def _memory_cgroup_of(pid: int | str) -> tuple[str, Path] | None:
         if len(parts) != 3:
             continue
         if "memory" in parts[1].split(","):
-            d = V1_ROOT / parts[2].lstrip("/")
+            d = v1_root / parts[2].lstrip("/")
             if (d / "memory.max_usage_in_bytes").exists():
                 return "v1", d
         if parts[0] == "0" and parts[1] == "":
             v2_path = parts[2]
     if v2_path is not None:
-        unified = V2_ROOT / "unified" if (V2_ROOT / "unified").is_dir() else V2_ROOT
-        d = unified / v2_path.lstrip("/")
+        d = _unified(v2_root) / v2_path.lstrip("/")
         if (d / "memory.current").exists():
             return "v2", d
     return None
+
+
+def _unified(v2_root: Path) -> Path:
+    """The v2 hierarchy: /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid machine."""
+    return v2_root / "unified" if (v2_root / "unified").is_dir() else v2_root
 
 
 class JobCgroup:
@@ -93,6 +101,46 @@ class JobCgroup:
             self.path.rmdir()
         except OSError:
             pass
+
+
+def _limit_file(d: Path, name: str) -> int | None:
+    """A limit file's bytes; None for "max", v1's near-2^63 "no limit", or no file."""
+    try:
+        text = (d / name).read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None  # "max"
+    value = int(text)
+    return value if value < UNLIMITED else None
+
+
+def effective_limit(
+    pid: int | str, *, proc: Path = PROC, v1_root: Path = V1_ROOT, v2_root: Path = V2_ROOT
+) -> tuple[int, Path] | None:
+    """The memory limit that binds a process, and the cgroup that sets it: the smallest limit of its memory
+    cgroup and every ancestor (v2 memory.max; v1 memory.limit_in_bytes, up while the parent is hierarchical).
+    None when no cgroup up the tree has a limit, or cgroups cannot be read."""
+    found = _memory_cgroup_of(pid, proc=proc, v1_root=v1_root, v2_root=v2_root)
+    if found is None:
+        return None
+    version, d = found
+    root = v1_root if version == "v1" else _unified(v2_root)
+    name = "memory.limit_in_bytes" if version == "v1" else "memory.max"
+    best: tuple[int, Path] | None = None
+    while True:
+        value = _limit_file(d, name)
+        if value is not None and (best is None or value < best[0]):
+            best = (value, d)
+        if d == root or root not in d.parents:
+            return best
+        d = d.parent
+        if version == "v1" and (d / "memory.use_hierarchy").exists():
+            try:
+                if (d / "memory.use_hierarchy").read_text().strip() == "0":
+                    return best  # a flat parent: its limit does not apply to its children
+            except OSError:
+                return best
 
 
 def create_job_cgroup(tag: str) -> JobCgroup | None:

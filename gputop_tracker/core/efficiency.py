@@ -2,11 +2,11 @@
 
 Pure functions on the report dict (bytes and seconds), so they run in the sampler (no pydantic) and in
 tests alike. Each fraction is None when its request or its figure is unknown:
-  memory           peak combined RAM / requested memory
+  memory           peak combined RAM / requested memory, or the job cgroup's limit when smaller (memory_basis)
   cpu              CPU-seconds / (wall time × requested CPUs)
   time             wall time / time limit
-  gpu_memory       peak GPU memory of the tree / memory of the counted GPUs
-  gpu_utilization  mean utilization of the counted GPUs (0–1)
+  gpu_memory       peak GPU memory of the tree / memory of the job's GPUs (requested.gpu_uuids, else counted)
+  gpu_utilization  mean utilization of the job's GPUs (0–1)
 """
 
 from __future__ import annotations
@@ -27,19 +27,56 @@ def _ratio(used: float | None, available: float | None) -> float | None:
     return used / available
 
 
-def fractions(u: dict[str, Any], requested: dict[str, Any]) -> dict[str, float | None]:
+def memory_limit(requested: dict[str, Any]) -> tuple[int | None, str | None]:
+    """What memory is a fraction of, and which: the request (--mem) or the job cgroup's limit, the smaller
+    when both are known (the kernel enforces the cgroup's, whatever was asked)."""
+    mem, cg = requested.get("mem_bytes"), requested.get("cgroup_mem_bytes")
+    if cg and (not mem or cg < mem):
+        return cg, "cgroup"
+    return (mem, "request") if mem else (None, None)
+
+
+def job_gpus(u: dict[str, Any], requested: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GPUs the job was given (`requested.gpu_uuids`), else those counted for utilization."""
+    gpus = u.get("gpus") or []
+    uuids = requested.get("gpu_uuids")
+    if uuids:
+        return [g for g in gpus if g.get("uuid") in uuids]
+    return [g for g in gpus if g.get("counted")]
+
+
+def _gpu_fractions(u: dict[str, Any], requested: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(gpu_memory, gpu_utilization) over the job's GPUs. Over exactly the GPUs the report counts, the tree's
+    peak is its peak of the sum over them; over another set, the sum of each GPU's peak (a bound: they may
+    not peak together)."""
+    chosen = job_gpus(u, requested)
+    if not chosen:
+        return None, None
+    total = sum(g.get("memory_total") or 0 for g in chosen)
+    counted = {g.get("uuid") for g in u.get("gpus") or [] if g.get("counted")}
+    if {g.get("uuid") for g in chosen} == counted:
+        used = u["max_gpu_ram"]["combined"]
+        util = u["gpu_utilization"]["gpu_percentages"]["mean_hardware_percent"]
+    else:
+        used = sum(g.get("tree_peak_memory") or 0 for g in chosen)
+        means = [g["mean_utilization"] for g in chosen if g.get("mean_utilization") is not None]
+        util = sum(means) / len(means) if means else None
+    return _ratio(used, total), (util / 100.0 if util is not None else None)
+
+
+def fractions(u: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The `efficiency` object of a report dict `u` against `requested` (the slurm object's request)."""
     wall = u["compute_time"]["time"]
     cpus = requested.get("cpus")
-    counted = [g for g in u.get("gpus") or [] if g.get("counted")]
-    gpu_total = sum(g.get("memory_total") or 0 for g in counted)
-    util = u["gpu_utilization"]["gpu_percentages"]["mean_hardware_percent"] if counted else None
+    mem, basis = memory_limit(requested)
+    gpu_memory, gpu_util = _gpu_fractions(u, requested)
     return {
-        "memory": _ratio(u["max_ram"]["combined"]["total_rss"], requested.get("mem_bytes")),
+        "memory": _ratio(u["max_ram"]["combined"]["total_rss"], mem),
         "cpu": _ratio(u["cpu_time"]["total"], wall * cpus if cpus else None),
         "time": _ratio(wall, requested.get("time_limit_s")),
-        "gpu_memory": _ratio(u["max_gpu_ram"]["combined"], gpu_total) if counted else None,
-        "gpu_utilization": util / 100.0 if util is not None else None,
+        "gpu_memory": gpu_memory,
+        "gpu_utilization": gpu_util,
+        "memory_basis": basis,
     }
 
 
@@ -48,9 +85,10 @@ def notes(u: dict[str, Any], requested: dict[str, Any], eff: dict[str, float | N
     out: list[str] = []
     factor = 1.0 + DEFAULT_HEADROOM / 100.0
     peak, wall = u["max_ram"]["combined"]["total_rss"], u["compute_time"]["time"]
-    mem, cpus, limit = requested.get("mem_bytes"), requested.get("cpus"), requested.get("time_limit_s")
+    (mem, basis), cpus, limit = memory_limit(requested), requested.get("cpus"), requested.get("time_limit_s")
     if (f := eff["memory"]) is not None and mem:
-        used = f"this job used {f:.0%} of the {human_bytes(mem)} of memory requested"
+        asked = "memory requested" if basis == "request" else "its cgroup's memory limit"
+        used = f"this job used {f:.0%} of the {human_bytes(mem)} of {asked}"
         if f < IDLE:
             out.append(f"{used}: consider --mem={slurm_mem(round_mem(peak * factor))}")
         elif f > FULL:

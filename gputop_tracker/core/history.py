@@ -56,6 +56,10 @@ class Row:
     gpu_util: float | None = None
     running: bool = False
     error: str | None = None
+    job: str = ""  # the SLURM job (an array's own id), "" outside one: the list groups by it (core.historyjobs)
+    job_part: str = ""  # which part of the job: "task 3" of an array, else "node n01"
+    members: list[Row] | None = None  # a job's group row: its sessions
+    depth: int = 0  # 1: a session shown under its job's group row
 
     @classmethod
     def of(cls, entry: store.Entry) -> Row:
@@ -72,6 +76,10 @@ class Row:
             row.exit, row.exit_rank = f"sig {u.exit_signal}", 1000 + u.exit_signal
         elif m.exit_code is not None:
             row.exit, row.exit_rank = str(m.exit_code), m.exit_code
+        if u is not None and u.slurm is not None and u.slurm.job_id is not None:
+            j = u.slurm
+            row.job = j.array_job_id or j.job_id or ""
+            row.job_part = f"task {j.array_task_id}" if j.array_task_id else f"node {j.node}" if j.node else ""
         if u is not None:
             row.duration = u.compute_time.time
             row.peak_ram = u.max_ram.combined.total_rss
@@ -83,10 +91,11 @@ class Row:
         return row
 
     def haystack(self) -> str:
-        """What the filter matches: command, host, date and time, id, state."""
+        """What the filter matches: command, host, date and time, id, state, `job:ID` and its task and node."""
         when = local_time(self.start, "%Y-%m-%d %H:%M:%S") if self.start else ""
         extra = "unreadable " + (self.error or "") if self.error else self.exit
-        return f"{self.command} {self.host} {when} {self.id} {extra}".lower()
+        job = f" job:{self.job} {self.job_part}" if self.job else ""
+        return f"{self.command} {self.host} {when} {self.id} {extra}{job}".lower()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,15 @@ def _job_title(u: ResourceUsage) -> str:
     return f"SLURM {', '.join(parts)}, {where}"
 
 
+def _mem_of(u: ResourceUsage) -> str:
+    """The memory a job's memory fraction is of, and which limit it is."""
+    assert u.slurm is not None and u.efficiency is not None
+    r = u.slurm.requested
+    if u.efficiency.memory_basis == "cgroup":
+        return f"{human_bytes(r.cgroup_mem_bytes)} (cgroup limit)"
+    return human_bytes(r.mem_bytes)
+
+
 def job_lines(u: ResourceUsage) -> list[str]:
     """The job's section ([] outside a job): title, request, one bar per known fraction."""
     if u.slurm is None:
@@ -43,14 +52,17 @@ def job_lines(u: ResourceUsage) -> list[str]:
         f"{r.cpus} CPUs" if r.cpus else None,
         f"{r.gpus} GPUs" if r.gpus else None,
         f"time {human_seconds(r.time_limit_s)}" if r.time_limit_s else None,
+        f"cgroup limit {human_bytes(r.cgroup_mem_bytes)}" if r.cgroup_mem_bytes else None,
     ]
     lines = ["", _job_title(u), f"  requested     {', '.join(a for a in asked if a) or 'unknown'}"]
+    if r.gpu_ids:
+        lines.append(f"  job's GPUs    {', '.join(r.gpu_uuids or r.gpu_ids)}")
     e = u.efficiency
     if e is None:
         return lines
     wall = u.compute_time.time
     rows = [
-        ("Memory", e.memory, f"{human_bytes(u.max_ram.combined.total_rss)} of {human_bytes(r.mem_bytes)}"),
+        ("Memory", e.memory, f"{human_bytes(u.max_ram.combined.total_rss)} of {_mem_of(u)}"),
         ("CPU", e.cpu, f"{u.cpu_time.total:.1f} CPU-s of {wall * (r.cpus or 0):.1f}"),
         ("Time", e.time, f"{human_seconds(wall)} of {human_seconds(r.time_limit_s)}"),
         ("GPU memory", e.gpu_memory, f"peak {human_bytes(u.max_gpu_ram.combined)}"),

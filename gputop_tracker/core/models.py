@@ -298,6 +298,13 @@ class SlurmRequest(Model):
     cpus: int | None = None
     gpus: int | None = None
     time_limit_s: int | None = None
+    gpu_ids: list[str] | None = Field(
+        None, description="the GPUs the job was given, as SLURM_STEP_GPUS / SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES say"
+    )
+    gpu_uuids: list[str] | None = Field(None, description="gpu_ids resolved to UUIDs through NVML")
+    cgroup_mem_bytes: int | None = Field(
+        None, description="the memory limit of the job's cgroup at start (the smallest up the hierarchy)"
+    )
 
 
 class SlurmJob(Model):
@@ -322,6 +329,9 @@ class Efficiency(Model):
     time: float | None = None
     gpu_memory: float | None = None
     gpu_utilization: float | None = None
+    memory_basis: str | None = Field(
+        None, description="what `memory` is a fraction of: 'request' (--mem) or 'cgroup' (its limit, when smaller)"
+    )
 
 
 class BlockDuration(Model):

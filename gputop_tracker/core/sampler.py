@@ -28,7 +28,7 @@ from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core import events as ev
-from gputop_tracker.core import paths, store
+from gputop_tracker.core import paths, slurm, store
 from gputop_tracker.core.blockrelay import BlockRelay
 from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
 from gputop_tracker.core.cgroup import JobCgroup
@@ -268,6 +268,8 @@ class Engine:
         if gpus:  # only once GPUs answer: nothing is read on a machine without one
             if s.gpu_selection is None:
                 s.gpu_selection = _gpu_selection(self.cfg, self.main_pid, s.gpu.vendor)
+                for p in slurm.resolve_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID (issue 18)
+                    builder.note(p)
             if s.gpu_selection.observe(readings, gpus):
                 _select_gpus(builder, gpus, s.gpu_selection)
         want_sample = self.pipe.open and self.cfg.stream_samples

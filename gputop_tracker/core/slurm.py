@@ -15,9 +15,11 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gputop_tracker.core import cgroup
+from gputop_tracker.core.gpu import GpuReading, resolve_gpu_selection
 from gputop_tracker.core.procfs import read_environ
 
 REQUEST_KEYS = ("mem_bytes", "cpus", "gpus", "time_limit_s")
@@ -139,6 +141,45 @@ def _gpus(env: Mapping[str, str]) -> int | None:
     return None
 
 
+GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")
+
+
+def gpu_ids(env: Mapping[str, str]) -> list[str] | None:
+    """The GPUs the job was given, as the first of GPU_VARIABLES set says: indices, UUIDs or MIG ids."""
+    for key in GPU_VARIABLES:
+        raw = env.get(key, "").strip()
+        if raw and raw != "NoDevFiles":
+            return [x.strip() for x in raw.split(",") if x.strip()]
+    return None
+
+
+def resolve_gpus(job: dict[str, Any] | None, readings: Sequence[GpuReading]) -> list[str]:
+    """Fill `requested.gpu_uuids` of `job` from its `gpu_ids` and the GPUs NVML sees; the problems, if any.
+
+    SLURM gives global indices (SLURM_JOB_GPUS=2,3); a job whose devices are constrained by its cgroup sees
+    only its own GPUs, renumbered from 0. So when the ids are indices and NVML sees exactly as many physical
+    GPUs as the job was given, those are its GPUs; otherwise each id is resolved as CUDA_VISIBLE_DEVICES is
+    (NVML indices, full or short UUIDs, MIG UUIDs: `gpu.resolve_gpu_selection`)."""
+    requested = (job or {}).get("requested") or {}
+    ids = requested.get("gpu_ids")
+    if not ids or not readings or requested.get("gpu_uuids"):
+        return []
+    physical = [r.uuid for r in readings if r.mig_parent is None]
+    if all(i.isdigit() for i in ids) and len(physical) == len(ids):
+        requested["gpu_uuids"] = physical
+        return []
+    chosen, problems = resolve_gpu_selection(readings, ",".join(ids))
+    if chosen:
+        requested["gpu_uuids"] = [r.uuid for r in readings if r.uuid in chosen]  # in NVML's order
+    return [f"the job's GPUs ({','.join(ids)}): {p}" for p in problems]
+
+
+def cgroup_limit(pid: int) -> int | None:
+    """The memory limit of the cgroup `pid` (0: ourselves) runs in, the smallest up the hierarchy."""
+    found = cgroup.effective_limit(pid or "self")
+    return found[0] if found else None
+
+
 def _affinity(pid: int) -> int | None:
     try:
         return len(os.sched_getaffinity(pid))
@@ -200,13 +241,15 @@ def job_context(
     pid: int = 0,
     host: str | None = None,
     which: Any = shutil.which,
+    mem_limit: Callable[[int], int | None] = cgroup_limit,
 ) -> dict[str, Any] | None:
     """The `slurm` object of the report: the job's ids and its request (a `request` overrides key by key).
-    None outside SLURM without a request. `pid` is whose CPU affinity counts when SLURM gives no CPU count."""
+    None outside SLURM without a request. `pid` is whose CPU affinity and cgroup count (0: ourselves, whose
+    child the launched command becomes)."""
     job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None
     if job_id is None and not request:
         return None
-    requested: dict[str, int | None] = dict.fromkeys(REQUEST_KEYS)
+    requested: dict[str, Any] = dict.fromkeys(REQUEST_KEYS)
     if job_id is not None:
         cpus = _int(env, "SLURM_CPUS_PER_TASK") or _affinity(pid)
         gpus = _gpus(env)
@@ -214,6 +257,9 @@ def job_context(
         if not (request and "time_limit_s" in request):
             requested["time_limit_s"] = _time_limit(env, job_id, which)
     requested.update(request or {})
+    requested["gpu_ids"] = gpu_ids(env) if job_id is not None else None
+    requested["gpu_uuids"] = None  # resolved by the sampler once NVML answers (`resolve_gpus`)
+    requested["cgroup_mem_bytes"] = mem_limit(pid)
     return {
         "job_id": job_id,
         "array_job_id": env.get("SLURM_ARRAY_JOB_ID") or None,

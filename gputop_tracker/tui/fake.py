@@ -13,6 +13,7 @@ import signal
 from collections.abc import Iterator
 
 from gputop_tracker.core.channel import STOP_SIGNAL, Message, Progress, SampleMessage, Started, Summary
+from gputop_tracker.core.efficiency import with_job
 from gputop_tracker.core.models import (
     ComputeTime,
     CPUTime,
@@ -271,6 +272,42 @@ def make_summary(
     )
 
 
+def fake_job(**requested: object) -> dict[str, object]:
+    """A SLURM job's context (the `slurm` object) for the demo: job 4242 on gpu-node-07 with a request
+    (16 GiB, 8 CPUs, both GPUs, 2 h unless `requested` says otherwise)."""
+    asked = {
+        "mem_bytes": 16 * GIB,
+        "cpus": 8,
+        "gpus": 2,
+        "time_limit_s": 7200,
+        "gpu_ids": ["0", "1"],
+        "gpu_uuids": [gpu_uuid(0), gpu_uuid(1)],
+        "cgroup_mem_bytes": None,
+    }
+    asked.update(requested)
+    return {
+        "job_id": "4242",
+        "array_job_id": None,
+        "array_task_id": None,
+        "step_id": "batch",
+        "node": "gpu-node-07",
+        "node_id": 0,
+        "local_id": 0,
+        "num_nodes": 1,
+        "requested": asked,
+    }
+
+
+def with_fake_job(usage: ResourceUsage, job: dict[str, object] | None) -> ResourceUsage:
+    """The report with the job's context and its efficiency, as the sampler adds them (`efficiency.with_job`)."""
+    if job is None:
+        return usage
+    means = [g.mean_utilization or 0.0 for g in usage.gpus]
+    usage.gpu_utilization.gpu_percentages.mean_hardware_percent = sum(means) / len(means) if means else 0.0
+    d = with_job(usage.model_dump(), {**job, "requested": dict(job["requested"])})  # type: ignore[call-overload]
+    return ResourceUsage.model_validate(d)
+
+
 OUTPUT = [
     "loading dataset from /data/imagenet (1281167 images)",
     "epoch 1/3  step   100/5004  loss 6.8123  lr 0.100  1843 img/s",
@@ -299,7 +336,9 @@ class FakeSource:
         tree: list[tuple[int, int, str, int, int]] | None = None,
         output: list[str] | None = None,
         ignores_sigterm: bool = False,
+        job: dict[str, object] | None = None,
     ) -> None:
+        self.job = job  # a cluster job's context (`fake_job()`): the reports carry its request and efficiency
         self.tree = tree
         self.ignores_sigterm = ignores_sigterm  # stop_tree(SIGTERM) leaves the job running
         self.tree_signals: list[int] = []
@@ -330,6 +369,7 @@ class FakeSource:
     def _progress(self, n: int) -> Progress:
         """The running summary over the first n samples, as the sampler sends it (no per-process list)."""
         usage = make_summary(self.samples[:n], exit_code=None, status="running", store=self.store)
+        usage = with_fake_job(usage, self.job)
         return Progress(usage.model_copy(update={"processes": [], "session_path": None}))
 
     def push(self, msg: Message, *, progress: bool = True) -> None:
@@ -357,8 +397,9 @@ class FakeSource:
         if self.ended:
             return
         self.ended = True
-        summary = make_summary(
-            self.samples, exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store
+        summary = with_fake_job(
+            make_summary(self.samples, exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store),
+            self.job,
         )
         if note:
             summary.notes.append(note)

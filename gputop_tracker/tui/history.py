@@ -39,13 +39,14 @@ from gputop_tracker.core.history import (
     load_full,
     local_time,
     percent_or_dash,
-    sort_rows,
     timeline_series,
 )
+from gputop_tracker.core.historyjobs import group_label, grouped, is_group
 from gputop_tracker.core.models import Session
 from gputop_tracker.core.text import clean_output, escape_controls
 from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.charts import Series, TimeChart, session_charts, short_time
+from gputop_tracker.tui.job_panel import job_headline
 from gputop_tracker.tui.output_pane import OutputPane
 
 CSS_FILE = "history.tcss"
@@ -108,6 +109,8 @@ class SessionDetailScreen(_HistoryScreenBase):
             return
         yield Static(_title(s), classes="history-title")
         yield Static(headline(s), classes="history-headline")
+        if (job := job_headline(s.summary)) is not None:  # a cluster job: how much of its request it used
+            yield Static(job, classes="history-headline", id="history-job")
         with TabbedContent(initial="charts"):
             with TabPane("Charts", id="charts"), VerticalScroll(), Grid(classes="history-charts"):
                 yield from session_charts(s)
@@ -420,6 +423,8 @@ class HistoryScreen(_HistoryScreenBase):
         Binding("e", "export", "Export", id="history.export"),
         Binding("d,delete", "delete", "Delete", id="history.delete"),
         Binding("f5,ctrl+r", "reload", "Reload", id="history.reload", show=False),
+        Binding("g", "toggle_jobs", "Jobs", id="history.jobs", show=False, tooltip="group sessions by SLURM job"),
+        Binding("j", "filter_job", "Job", id="history.job_filter", show=False, tooltip="only this row's job"),
     ]
 
     class Loaded(Message):
@@ -441,6 +446,8 @@ class HistoryScreen(_HistoryScreenBase):
         self.loaded = False
         self.load_seconds = 0.0
         self._narrow: bool | None = None
+        self.group_jobs = True  # the sessions of one SLURM job as one row (g)
+        self.expanded: set[str] = set()  # jobs whose group row is open (⏎), by job id
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter: command, host, date (e.g. train 2025-01-02)", id="history-filter")
@@ -499,7 +506,7 @@ class HistoryScreen(_HistoryScreenBase):
             table.add_column(Text(label, justify="right" if c.right else "left"), width=w, key=c.key)
         self._narrow = narrow
         rows = filter_rows(self.rows, self.query_one("#history-filter", Input).value)
-        self.shown = sort_rows(rows, self.sort_key, self.sort_reverse)
+        self.shown = grouped(rows, self.sort_key, self.sort_reverse, self.expanded, self.group_jobs)
         start_fmt = "%m-%d %H:%M:%S" if narrow else "%Y-%m-%d %H:%M:%S"
         for r in self.shown:
             table.add_row(*self._cells(r, start_fmt), key=r.id)
@@ -515,10 +522,15 @@ class HistoryScreen(_HistoryScreenBase):
             error = [ListCell(f"unreadable: {r.error}", "red"), blank, ListCell("error", "red", right=True)]
             return [mark, start, *error, blank, blank, blank, blank, ListCell(r.id, "dim")]
         exit_style = {"running": "bold green", "stale": "yellow", "0": ""}.get(r.exit, "red")
+        command = ListCell(r.command or "-")
+        if is_group(r):
+            command = ListCell(group_label(r, r.job in self.expanded), "bold")
+        elif r.depth:
+            command = ListCell(f"  └ {r.job_part or r.id}: {r.command}")
         return [
             mark,
             start,
-            ListCell(r.command or "-"),
+            command,
             ListCell(short_time(r.duration) if r.duration is not None else "-", right=True),
             ListCell(r.exit or "-", exit_style, right=True),
             ListCell(human_bytes(r.peak_ram) if r.peak_ram is not None else "-", right=True),
@@ -542,6 +554,9 @@ class HistoryScreen(_HistoryScreenBase):
         parts.append(f"sorted by {col.label} {'▼' if self.sort_reverse else '▲'}")
         if self.marked:
             parts.append(f"marked {len(self.marked)}/2")
+        n_jobs = sum(is_group(r) for r in self.shown)
+        if n_jobs:
+            parts.append(f"{n_jobs} job{'s' if n_jobs > 1 else ''} grouped: ⏎ opens, g ungroups, j filters")
         self.query_one("#history-status", Static).update(Text(" · ".join(parts), no_wrap=True, overflow="ellipsis"))
 
     def _cursor_id(self) -> str | None:
@@ -621,13 +636,44 @@ class HistoryScreen(_HistoryScreenBase):
         row = self._cursor_row()
         if row is None:
             return
+        if is_group(row):  # a job's group row opens (and closes) in place
+            self.expanded ^= {row.job}
+            self._rebuild()
+            return
         if row.error is not None:
             self.notify(f"{row.id} is unreadable: {row.error}", severity="error")
             return
         self.app.push_screen(SessionDetailScreen(row.entry, self.store_dir))
 
-    def action_mark(self) -> None:
+    def _session_row(self) -> Row | None:
+        """The session under the cursor; on a job's group row, None and a word on what to do."""
         row = self._cursor_row()
+        if row is not None and is_group(row):
+            self.notify(f"job {row.job} is {len(row.members or [])} sessions: ⏎ shows them", severity="warning")
+            return None
+        return row
+
+    def action_toggle_jobs(self) -> None:
+        self.group_jobs = not self.group_jobs
+        self._rebuild()
+
+    def action_filter_job(self) -> None:
+        """Only the sessions of the job under the cursor (again: every session)."""
+        row = self._cursor_row()
+        flt = self.query_one("#history-filter", Input)
+        want = f"job:{row.job}" if row is not None and row.job else ""
+        if not want and not flt.value.startswith("job:"):
+            self.notify("this session ran in no SLURM job", severity="warning")
+            return
+        if flt.value == want or not want:
+            self.expanded.discard(flt.value.removeprefix("job:"))  # the job it opened closes again
+            flt.value = ""
+        else:
+            self.expanded.add(want.removeprefix("job:"))
+            flt.value = want
+
+    def action_mark(self) -> None:
+        row = self._session_row()
         if row is None:
             return
         if row.id in self.marked:
@@ -649,7 +695,7 @@ class HistoryScreen(_HistoryScreenBase):
         ids = list(self.marked)
         if len(ids) == 1:
             cur = self._cursor_row()
-            if cur is not None and cur.id != ids[0] and cur.error is None:
+            if cur is not None and cur.id != ids[0] and cur.error is None and not is_group(cur):
                 ids.append(cur.id)
         if len(ids) != 2:
             self.notify("mark two sessions with space, then press c", severity="warning")
@@ -659,12 +705,12 @@ class HistoryScreen(_HistoryScreenBase):
         self.app.push_screen(CompareScreen(a.entry, b.entry))
 
     def action_export(self) -> None:
-        row = self._cursor_row()
+        row = self._session_row()
         if row is not None:
             _ask_export(self, row.entry)
 
     def action_delete(self) -> None:
-        row = self._cursor_row()
+        row = self._session_row()
         if row is None:
             return
         if row.running:
@@ -689,8 +735,11 @@ class HistoryScreen(_HistoryScreenBase):
         self.shown = [r for r in self.shown if r.id != row.id]
         if row.id in self.marked:
             self.marked.remove(row.id)
-        self.query_one("#history-table", DataTable).remove_row(row.id)
-        self._status()
+        if row.job:  # its job's row sums it up: redraw it
+            self._rebuild()
+        else:
+            self.query_one("#history-table", DataTable).remove_row(row.id)
+            self._status()
         self.notify(f"deleted {row.id}")
 
     def action_reload(self) -> None:

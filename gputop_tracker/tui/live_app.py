@@ -29,6 +29,7 @@ from gputop_tracker.core.channel import (
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
+from gputop_tracker.tui.job_panel import JobPanel
 from gputop_tracker.tui.live_blocks import OpenBlocks
 from gputop_tracker.tui.live_charts import LiveCharts
 from gputop_tracker.tui.live_control import DataSource
@@ -127,6 +128,7 @@ class LiveApp(ViewKeys):
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+        self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
 
     # ------------------------------------------------------------------ layout
 
@@ -137,6 +139,7 @@ class LiveApp(ViewKeys):
             table.border_title = "processes"
             yield table
             with VerticalScroll(id="side"):
+                yield self.job_panel  # shown once a request is known (issue 18)
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield LiveCharts(id="charts")
@@ -365,6 +368,7 @@ class LiveApp(ViewKeys):
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
             summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
+        self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
 
     @property
     def panel_width(self) -> int:
