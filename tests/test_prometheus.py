@@ -4,7 +4,6 @@ fake NVML. The test against a real Prometheus server is in test_prometheus_serve
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -12,13 +11,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from promutil import MB, Families, Holder, cli, free_port, parse, scrape, values, wait_until
 
 from gputop_tracker.core.channel import EventMessage, Progress, SampleMessage, Started
 from gputop_tracker.core.exporters import ExportError, ExportOptions, SessionInfo
@@ -26,93 +25,6 @@ from gputop_tracker.core.exporters.base import parse_address
 from gputop_tracker.core.exporters.latest import LatestFigures
 from gputop_tracker.core.exporters.prometheus import TreeCollector
 from gputop_tracker.core.models import Event, ResourceUsage, Sample
-
-MB = 1000 * 1000
-
-# Holds MB until told (a file appears), after writing the kernel's own figures for itself: no timing luck.
-HOLDER = r"""
-import os, sys, time
-out, done, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
-buf = bytearray(mb * 1000 * 1000)
-for i in range(0, len(buf), 4096):
-    buf[i] = 1
-figures = {}
-with open("/proc/self/smaps_rollup") as f:
-    for line in f:
-        if line.startswith(("Pss:", "Rss:")):
-            figures[line.split(":")[0].lower()] = int(line.split()[1]) * 1024
-with open("/proc/self/status") as f:
-    for line in f:
-        if line.startswith("VmRSS:"):
-            figures["vmrss"] = int(line.split()[1]) * 1024
-t = os.times()
-figures["cpu_user"], figures["cpu_system"] = t.user, t.system
-with open(out + ".tmp", "w") as f:
-    f.write(repr(figures).replace("'", '"'))
-os.replace(out + ".tmp", out)
-deadline = time.monotonic() + 120
-while not os.path.exists(done) and time.monotonic() < deadline:
-    time.sleep(0.05)
-"""
-
-Families = dict[str, Any]
-
-
-def parse(text: str) -> Families:
-    """{family name: family}, via prometheus-client's parser (a counter's family name has no `_total`)."""
-    return {f.name: f for f in text_string_to_metric_families(text)}
-
-
-def values(families: Families, name: str, sample: str | None = None) -> dict[tuple[tuple[str, str], ...], float]:
-    """{sorted labels without `session`: value} of one family's samples named `sample` (default: the family)."""
-    fam = families[name]
-    want = sample or name
-    return {
-        tuple(sorted((k, v) for k, v in s.labels.items() if k != "session")): s.value
-        for s in fam.samples
-        if s.name == want
-    }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def scrape(port: int, host: str = "127.0.0.1") -> str:
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
-        return str(r.read().decode())
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `check` until it returns something truthy; errors count as not yet."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            got = check()
-        except (OSError, AssertionError, KeyError, ValueError) as e:
-            got, last = None, e
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {last!r})")
-
-
-def cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gputop_tracker", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-        **kw,
-    )
-
-
-# --------------------------------------------------------------------------- the collector, from messages
 
 
 def make_sample(n_procs: int = 30, gpus: list[dict[str, Any]] | None = None) -> Sample:
@@ -273,42 +185,6 @@ def test_exporter_modules_never_import_textual() -> None:
 
 
 # --------------------------------------------------------------------------- the real CLI
-
-
-class Holder:
-    """The real CLI tracking HOLDER (MB held until `release`)."""
-
-    def __init__(self, tmp_path: Path, mb: int, *flags: str, env: dict[str, str] | None = None) -> None:
-        self.figures_path = tmp_path / "figures.json"
-        self.done = tmp_path / "done"
-        script = tmp_path / "holder.py"
-        script.write_text(HOLDER)
-        self.proc = cli(
-            "--headless", "--interval", "0.2", *flags,
-            "--", sys.executable, str(script), str(self.figures_path), str(self.done), str(mb),
-            env=env,
-        )  # fmt: skip
-
-    def figures(self) -> dict[str, int]:
-        def read() -> dict[str, int] | None:
-            assert self.proc.poll() is None, self.proc.communicate()
-            return json.loads(self.figures_path.read_text()) if self.figures_path.exists() else None
-
-        return dict(wait_until(read, 60, "the workload's own figures"))
-
-    def release(self) -> tuple[int, str]:
-        self.done.write_text("")
-        _, err = self.proc.communicate(timeout=60)
-        return self.proc.returncode, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.done.write_text("")
-            try:
-                self.proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.communicate()
 
 
 @pytest.fixture
