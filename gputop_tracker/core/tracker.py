@@ -52,6 +52,10 @@ class Tracker:
     Single use: one start() and one stop() (stop() again returns the same usage); start() after that raises
     TrackerError. Make a new Tracker for another run."""
 
+    _failure: Failed | None = None
+    _reader: threading.Thread | None = None
+    _exporter: Exporter | None = None  # Prometheus (`prometheus=`): bound at start()
+
     def __init__(
         self,
         sleep_time: float = 1.0,
@@ -121,24 +125,13 @@ class Tracker:
             control_stdin=True,
             slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
         )
-        # Prometheus (issue 15): checked now (ValueError), bound at start()
-        self._export = ExportOptions(
-            prometheus,
-            os.fspath(prometheus_textfile) if prometheus_textfile is not None else None,
-            prometheus_top,
-            flag="prometheus=",
-            textfile_flag="prometheus_textfile=",
-        )
-        self._export.check()
-        self._exporter: Exporter | None = None
+        self._export = ExportOptions.for_api(prometheus, prometheus_textfile, prometheus_top)  # ValueError now
         self._handle: SamplerHandle | None = None
         self._usage: ResourceUsage | None = None
-        self._failure: Failed | None = None
         self.session_id: str | None = None
         self._lock = threading.Lock()
         self._events: list[Event] = []
         self._callbacks: list[tuple[EventCallback, frozenset[str] | None]] = []
-        self._reader: threading.Thread | None = None
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None

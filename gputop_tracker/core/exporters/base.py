@@ -48,6 +48,16 @@ class ExportOptions:
     flag: str = "--prometheus"  # how the user named the endpoint option, for error lines (API: prometheus=)
     textfile_flag: str = "--prometheus-textfile"
 
+    @classmethod
+    def for_api(
+        cls, prometheus: str | None, textfile: str | os.PathLike[str] | None, top_processes: int
+    ) -> ExportOptions:
+        """The API's `Tracker(prometheus=..., prometheus_textfile=..., prometheus_top=...)`, checked."""
+        textfile_name = os.fspath(textfile) if textfile is not None else None
+        options = cls(prometheus, textfile_name, top_processes, "prometheus=", "prometheus_textfile=")
+        options.check()
+        return options
+
     @property
     def enabled(self) -> bool:
         return bool(self.prometheus or self.textfile)
