@@ -4,7 +4,10 @@ fake NVML. The test against a real Prometheus server is in test_prometheus_serve
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,7 +20,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from promutil import MB, Families, Holder, cli, free_port, parse, scrape, values, wait_until
+from promutil import HOLDER, MB, Families, Holder, cli, free_port, parse, scrape, values, wait_until
 
 from gputop_tracker.core.channel import EventMessage, Progress, SampleMessage, Started
 from gputop_tracker.core.exporters import ExportError, ExportOptions, SessionInfo
@@ -365,3 +368,43 @@ def test_api_rejects_a_bad_address_at_once() -> None:
 
     with pytest.raises(ValueError, match="prometheus="):
         Tracker(prometheus="nonsense")
+
+
+# --------------------------------------------------------------------------- the live view
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (the live view needs a terminal)")
+def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
+    port = free_port()
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    figures, done, rc_file = tmp_path / "figures.json", tmp_path / "done", tmp_path / "rc"
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--prometheus", f"127.0.0.1:{port}",
+             "--", sys.executable, str(script), str(figures), str(done), "300"]  # fmt: skip
+    shell = f"{shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
+    session = f"gputop-prom-{tmp_path.name[-12:]}"
+    env = {**os.environ, "TERM": "xterm-256color"}
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True, env=env)
+    try:
+        own = wait_until(lambda: figures.exists() and json.loads(figures.read_text()), 60, "the workload's figures")
+        fams = wait_until(
+            lambda: (f := parse(scrape(port))) and tree_total_near(f, own["pss"]) and f,
+            60,
+            "the live view's endpoint with the tree's memory",
+        )
+        assert "gputop_tree_cpu_seconds" in fams
+        done.write_text("")
+        wait_until(lambda: "exited with code 0" in tmux_screen(session), 30, "the live view saying the job ended")
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_until(lambda: rc_file.exists() and rc_file.read_text().strip(), 30, "gputop-track's exit")
+        assert rc_file.read_text().strip() == "0"
+        with pytest.raises(urllib.error.URLError):
+            scrape(port)
+    finally:
+        done.write_text("")
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def tmux_screen(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
