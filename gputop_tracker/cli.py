@@ -46,6 +46,7 @@ examples:
   {PROG} --headless -f json -o out.json -- bash run.sh
   {PROG} --mem-limit 16G --watch-output -- python train.py
   {PROG} --attach 12345                  a running process and its descendants
+  {PROG} --prometheus :9464 -- python train.py   live metrics at http://HOST:9464/metrics
   {PROG} sessions list                   saved sessions, newest first
 
 where things go:
@@ -180,7 +181,7 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--prometheus-top",
         type=int,
-        default=20,
+        default=20,  # exporters.base.DEFAULT_TOP_PROCESSES (not imported here: start-up stays light)
         metavar="N",
         help="processes with their own gputop_process_memory_bytes series, largest RSS first (20)",
     )
@@ -189,11 +190,11 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
 def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | None:
     """The Prometheus endpoint bound (or the textfile checked) before the command starts; exit 2 when not."""
     from gputop_tracker.core.exporters import ExportError, ExportOptions, SessionInfo, open_exporter
-    from gputop_tracker.core.exporters.base import command_of
+    from gputop_tracker.core.exporters.base import DEFAULT_TOP_PROCESSES, command_of
 
     options = ExportOptions(args.prometheus, args.prometheus_textfile, args.prometheus_top)
     if not options.enabled:
-        if args.prometheus_top != 20:
+        if args.prometheus_top != DEFAULT_TOP_PROCESSES:
             raise UsageError("--prometheus-top needs --prometheus or --prometheus-textfile")
         return None
     info = SessionInfo(command=cfg.argv or command_of(cfg.pid), slurm_job_id=(cfg.slurm or {}).get("job_id") or "")
@@ -283,6 +284,8 @@ def track(args: argparse.Namespace) -> int:
     if args.history:
         if command or args.attach:
             raise UsageError("--history takes no command and no --attach")
+        if args.prometheus or args.prometheus_textfile:
+            raise UsageError("--prometheus and --prometheus-textfile apply to a tracked job, not --history")
         from gputop_tracker.tui.app import run_history
 
         return run_history(paths.store_dir(args.store))
