@@ -160,7 +160,7 @@ def test_address_forms(text: str, host: str, port: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "nonsense", ":0", ":70000", "127.0.0.1:", "::1:9464", "[::1]9464", "999.1.1.1:9464", ":94x"]
+    "text", ["", "nonsense", ":0", ":70000", "127.0.0.1:", "::1:9464", "[::1]9464", ":94x", "[]:9464"]
 )
 def test_bad_addresses(text: str) -> None:
     with pytest.raises(ExportError, match=r"^--prometheus"):
@@ -175,6 +175,24 @@ def test_options_check_textfile_and_top(tmp_path: Path) -> None:
         ExportOptions(textfile=str(tmp_path)).check()
     with pytest.raises(ExportError, match="top processes"):
         ExportOptions(prometheus=":9464", top_processes=-1).check()
+
+
+def test_a_forked_child_does_not_keep_the_listening_socket() -> None:
+    """The CLI forks the sampler after binding: the child must not hold the endpoint's socket."""
+    from gputop_tracker.core.exporters import open_exporter
+
+    exporter = open_exporter(ExportOptions(prometheus=f"127.0.0.1:{free_port()}"), SessionInfo())
+    assert exporter is not None
+    server = exporter.server  # type: ignore[attr-defined]
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if server.socket.fileno() == -1 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert server.socket.fileno() != -1  # ours is still open
+    finally:
+        exporter.close()
 
 
 def test_exporter_modules_never_import_textual() -> None:
@@ -281,7 +299,8 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("addr", ["nonsense", ":0", ":70000", "::1:9464", "999.1.1.1:9464", "[::1]9464"])
+# 192.0.2.1 (TEST-NET-1) is numeric, so no DNS is asked, and no address of this machine
+@pytest.mark.parametrize("addr", ["nonsense", ":0", ":70000", "::1:9464", "[::1]9464", "192.0.2.1:9464"])
 def test_bad_address_exits_2_before_the_command_starts(tmp_path: Path, addr: str) -> None:
     job, marker = marker_job(tmp_path)
     proc = cli("--headless", "--prometheus", addr, *job)

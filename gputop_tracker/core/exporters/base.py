@@ -100,7 +100,7 @@ def parse_address(text: str, flag: str = "--prometheus") -> Address:
     s = text.strip()
     if s.startswith("["):
         host, sep, port_text = s[1:].partition("]:")
-        if not sep:
+        if not sep or not host:
             raise ExportError(f"{where}: an IPv6 address is written [ADDR]:PORT, e.g. [::1]:9464")
     elif ":" in s:
         host, _, port_text = s.rpartition(":")
