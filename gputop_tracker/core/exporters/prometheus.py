@@ -28,6 +28,7 @@ from gputop_tracker._version import __version__
 from gputop_tracker.core.exporters.base import Address, ExportError, ExportOptions, SessionInfo, parse_address
 from gputop_tracker.core.exporters.latest import LatestFigures, Snapshot
 from gputop_tracker.core.models import GpuSample
+from gputop_tracker.core.text import command_line, escape_controls
 
 if TYPE_CHECKING:
     from gputop_tracker.core.channel import Message
@@ -37,7 +38,8 @@ COMMAND_CHARS = 120  # the command line in gputop_session_info, shortened
 
 
 def short_command(argv: list[str], limit: int = COMMAND_CHARS) -> str:
-    text = " ".join(argv)
+    """The command as one printable line (`core.text`), shortened: labels stay small and unsurprising."""
+    text = command_line(argv)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -122,7 +124,7 @@ def _processes(snap: Snapshot, session: str, top: int) -> Metric:
     )
     assert snap.sample is not None
     for p in heapq.nlargest(top, snap.sample.processes, key=lambda p: p.rss):
-        m.add_metric([session, str(p.pid), p.name], p.rss)
+        m.add_metric([session, str(p.pid), escape_controls(p.name)], p.rss)
     return m
 
 
