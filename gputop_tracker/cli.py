@@ -26,6 +26,7 @@ from gputop_tracker.core.units import UnitError, Units, parse_size
 
 if TYPE_CHECKING:
     from gputop_tracker.core.channel import SamplerHandle, Started
+    from gputop_tracker.core.exporters import Exporter
 
 DEFAULT_INTERVAL = 0.5
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
@@ -45,6 +46,7 @@ examples:
   {PROG} --headless -f json -o out.json -- bash run.sh
   {PROG} --mem-limit 16G --watch-output -- python train.py
   {PROG} --attach 12345                  a running process and its descendants
+  {PROG} --prometheus :9464 -- python train.py   live metrics at http://HOST:9464/metrics
   {PROG} sessions list                   saved sessions, newest first
 
 where things go:
@@ -142,6 +144,7 @@ def build_parser() -> Parser:
         help="what the job asked for, e.g. mem=16G,cpus=4,gpus=1,time=2h (outside SLURM; overrides its values)",
     )
     _add_alert_options(p.add_argument_group("alerts and OOM dumps"))
+    _add_export_options(p.add_argument_group("Prometheus (needs the `prometheus` extra)"))
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 
@@ -175,6 +178,43 @@ def _add_alert_options(alerts: argparse._ArgumentGroup) -> None:
     alerts.add_argument(
         "--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
     )
+
+
+def _add_export_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--prometheus",
+        metavar="ADDR",
+        help="serve /metrics at ADDR while the job is tracked: :9464, 127.0.0.1:9464, [::1]:9464",
+    )
+    group.add_argument(
+        "--prometheus-textfile",
+        metavar="FILE",
+        help="rewrite FILE (*.prom) every 2 s for node_exporter's textfile collector; removed at the end",
+    )
+    group.add_argument(
+        "--prometheus-top",
+        type=int,
+        default=20,  # exporters.base.DEFAULT_TOP_PROCESSES (not imported here: start-up stays light)
+        metavar="N",
+        help="processes with their own gputop_process_memory_bytes series, largest RSS first (20)",
+    )
+
+
+def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | None:
+    """The Prometheus endpoint bound (or the textfile checked) before the command starts; exit 2 when not."""
+    from gputop_tracker.core.exporters import ExportError, ExportOptions, SessionInfo, open_exporter
+    from gputop_tracker.core.exporters.base import DEFAULT_TOP_PROCESSES, command_of
+
+    options = ExportOptions(args.prometheus, args.prometheus_textfile, args.prometheus_top)
+    if not options.enabled:
+        if args.prometheus_top != DEFAULT_TOP_PROCESSES:
+            raise UsageError("--prometheus-top needs --prometheus or --prometheus-textfile")
+        return None
+    info = SessionInfo(command=cfg.argv or command_of(cfg.pid), slurm_job_id=(cfg.slurm or {}).get("job_id") or "")
+    try:
+        return open_exporter(options, info)
+    except ExportError as e:
+        raise UsageError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,6 +306,8 @@ def track(args: argparse.Namespace) -> int:
     if args.history:
         if command or args.attach:
             raise UsageError("--history takes no command and no --attach")
+        if args.prometheus or args.prometheus_textfile:
+            raise UsageError("--prometheus and --prometheus-textfile apply to a tracked job, not --history")
         from gputop_tracker.tui.app import run_history
 
         return run_history(paths.store_dir(args.store))
@@ -315,6 +357,15 @@ def track(args: argparse.Namespace) -> int:
         # in, it would count as one of the tracked process's descendants
         exclude=[os.getpid()],
     )
+    exporter = _open_exporter(args, cfg)
+    try:
+        return _run(cfg, args, units, exporter)
+    finally:
+        if exporter is not None:
+            exporter.close()
+
+
+def _run(cfg: EngineConfig, args: argparse.Namespace, units: Units, exporter: Exporter | None) -> int:
     interactive = not args.headless and args.plot is None and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
         try:
@@ -322,14 +373,15 @@ def track(args: argparse.Namespace) -> int:
         except ImportError as e:  # the TUI is optional at run time: never lose the run over it
             print(f"{PROG}: live view unavailable ({e}); running headless", file=sys.stderr)
         else:
-            return run_live(cfg, args, units)
-    return run_headless(cfg, args, units)
+            return run_live(cfg, args, units, exporter=exporter)
+    return run_headless(cfg, args, units, exporter)
 
 
-def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
+def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, exporter: Exporter | None = None) -> int:
     from gputop_tracker.core.channel import EventMessage, Failed, Started, Summary, start_forked
 
     cfg.watch_output = args.watch_output
+    cfg.stream_samples = exporter is not None  # an exporter serves the latest sample
     shares_terminal_job = False
     if cfg.mode == "launch":
         if in_terminal_foreground():
@@ -349,6 +401,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     become_subreaper()  # should the sampler die, the command comes to us (`sampler_died`)
     handle = start_forked(cfg)
+    if exporter is not None:
+        exporter.start()  # its threads only now: a fork copies just the forking thread
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.models  # noqa: F401
 
@@ -363,6 +417,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
     alerts = AlertPrinter()
     try:
         for msg in handle.messages():
+            if exporter is not None:
+                exporter.observe(msg)
             if isinstance(msg, EventMessage):
                 alerts.show(msg.event)
             elif isinstance(msg, Summary):
@@ -374,6 +430,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> i
                 if cfg.mirror_stops_to:
                     relay.leave_terminal_job()
     finally:
+        if exporter is not None:
+            exporter.close()  # tracking is over: nothing more to serve, the textfile goes
         handle.close()
         handle.wait()
         relay.reaped.set()

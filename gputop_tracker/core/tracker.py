@@ -29,6 +29,14 @@ from gputop_tracker.core.channel import (
 )
 from gputop_tracker.core.config import EngineConfig
 from gputop_tracker.core.events import is_oom_exception
+from gputop_tracker.core.exporters.base import (
+    DEFAULT_TOP_PROCESSES,
+    Exporter,
+    ExportError,
+    ExportOptions,
+    SessionInfo,
+    command_of,
+)
 from gputop_tracker.core.models import Event, ResourceUsage, Sample
 from gputop_tracker.core.units import Units, parse_size
 
@@ -49,6 +57,10 @@ class Tracker:
 
     Single use: one start() and one stop() (stop() again returns the same usage); start() after that raises
     TrackerError. Make a new Tracker for another run."""
+
+    _failure: Failed | None = None
+    _reader: threading.Thread | None = None
+    _exporter: Exporter | None = None  # Prometheus (`prometheus=`): bound at start()
 
     def __init__(
         self,
@@ -76,6 +88,9 @@ class Tracker:
         oom_dump_mb: float = 200.0,
         wait_descendants: bool = False,
         request: str | dict[str, int] | None = None,
+        prometheus: str | None = None,
+        prometheus_textfile: str | os.PathLike[str] | None = None,
+        prometheus_top: int = DEFAULT_TOP_PROCESSES,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -118,15 +133,18 @@ class Tracker:
             control_stdin=True,
             slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
         )
+        self._export = ExportOptions.for_api(prometheus, prometheus_textfile, prometheus_top)  # ValueError now
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """The run's state, before start()."""
         self._handle: SamplerHandle | None = None
         self._usage: ResourceUsage | None = None
-        self._failure: Failed | None = None
         self.session_id: str | None = None
         self._lock = threading.Lock()
         self._events: list[Event] = []
         self._callbacks: list[tuple[EventCallback, frozenset[str] | None]] = []
         self._sample_callbacks: list[SampleCallback] = []
-        self._reader: threading.Thread | None = None
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None
@@ -144,9 +162,12 @@ class Tracker:
         if self.process_id == os.getpid():  # blocks of this program: a FIFO the sampler reads
             self._blocks_inbox = BlockInbox.create()
             self._cfg.blocks_fifo = self._blocks_inbox.path if self._blocks_inbox is not None else None
+        self._open_exporter()
         self._handle = start_spawned(self._cfg)
         messages = self._handle.messages()
         for msg in messages:
+            if self._exporter is not None:
+                self._exporter.observe(msg)
             if isinstance(msg, Started):
                 self.session_id = msg.session_id
                 self._report_blocks(True)
@@ -157,14 +178,18 @@ class Tracker:
                 return self
             if isinstance(msg, Failed):
                 self._close_blocks()
+                self._close_exporter()
                 raise TrackerError(msg.message)
         self._close_blocks()
+        self._close_exporter()
         raise TrackerError("the sampler process exited before it started tracking")
 
     def _read(self, messages: Iterator[Message]) -> None:
         """The reader thread: streamed events go to the callbacks; the summary is kept for stop()."""
         try:
             for msg in messages:
+                if self._exporter is not None:
+                    self._exporter.observe(msg)
                 if isinstance(msg, EventMessage):
                     self._dispatch(msg.event)
                 elif isinstance(msg, SampleMessage):
@@ -206,6 +231,7 @@ class Tracker:
         self._handle.signal(STOP_SIGNAL)
         if self._reader is not None:
             self._reader.join(self.join_timeout)
+        self._close_exporter()
         self._handle.close()
         self._handle.wait()
         self._close_blocks()  # the sampler is done with the FIFO
@@ -239,6 +265,27 @@ class Tracker:
             else:
                 os.environ[blocks.ENV] = prev
         blocks._activate(os.environ.get(blocks.ENV))
+
+    def _open_exporter(self) -> None:
+        """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
+        if not self._export.enabled:
+            return
+        from gputop_tracker.core.exporters import open_exporter
+
+        slurm_job = (self._cfg.slurm or {}).get("job_id") or ""
+        info = SessionInfo(command=command_of(self.process_id), slurm_job_id=slurm_job)
+        try:
+            self._exporter = open_exporter(self._export, info)
+        except ExportError as e:
+            raise TrackerError(str(e)) from None
+        if self._exporter is not None:
+            self._cfg.stream_samples = True
+            self._exporter.start()  # the sampler is spawned, not forked: threads may start first
+
+    def _close_exporter(self) -> None:
+        if self._exporter is not None:
+            self._exporter.close()
+            self._exporter = None
 
     def _close_blocks(self) -> None:
         if self._blocks_inbox is not None:

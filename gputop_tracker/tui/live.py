@@ -31,6 +31,7 @@ from gputop_tracker.core.text import clean_output
 from gputop_tracker.core.units import Units
 
 if TYPE_CHECKING:
+    from gputop_tracker.core.exporters import Exporter
     from gputop_tracker.tui.live_app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
@@ -40,9 +41,10 @@ CHUNK = 1 << 16
 class SamplerSource:
     """The live view's data source backed by the sampler process and the command's output file."""
 
-    def __init__(self, handle: SamplerHandle, output_fd: int) -> None:
+    def __init__(self, handle: SamplerHandle, output_fd: int, exporter: Exporter | None = None) -> None:
         self.handle = handle
         self.output_fd = output_fd
+        self.exporter = exporter  # sees every message first (Prometheus serves the latest sample)
         self._wake_r, self._wake_w = os.pipe()
         self._closed = threading.Event()
 
@@ -59,7 +61,10 @@ class SamplerSource:
             framer.feed(chunk)
             for line in framer.lines():
                 if line.strip():
-                    yield channel.decode(line)
+                    msg = channel.decode(line)
+                    if self.exporter is not None:
+                        self.exporter.observe(msg)
+                    yield msg
 
     def output(self) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -168,7 +173,7 @@ def _killed(handle: SamplerHandle) -> bool:
     return handle.exit_status is not None and handle.exit_status < 0
 
 
-def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
+def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, exporter: Exporter | None = None) -> int:
     """Track with the live view; return the command's exit code (128+N after signal N) once the user quits."""
     from gputop_tracker.core.store import new_session_id
 
@@ -192,13 +197,15 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units) -> int:
     become_subreaper()  # should the sampler die, the command comes to us (`orphans.Takeover`)
     handle = start_forked(cfg, requests=True)  # before any thread: the App starts several
     hangup = HangUp(handle)
+    if exporter is not None:
+        exporter.start()  # its threads only after the fork
     for fd in (write_fd, devnull):
         if fd >= 0:
             os.close(fd)
 
     from gputop_tracker.tui.live_app import LiveApp  # loads while the command already runs
 
-    source = SamplerSource(handle, read_fd)
+    source = SamplerSource(handle, read_fd, exporter)
     app = LiveApp(
         source,
         interval=cfg.interval,
