@@ -301,12 +301,11 @@ def _time_axis(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: B
         if at + len(text) <= len(axis) and all(ch == " " for ch in axis[lo:hi]):
             axis[at : at + len(text)] = list(text)
             styles[at : at + len(text)] = [MARK_STYLE] * len(text)
+    pad, pad_styles = [" " * label_w] if label_w else [], ["dim"] if label_w else []
     out.newline()
-    out.append(" " * label_w, "")
-    _styled_line(out, line, line_styles)
+    _styled_line(out, pad + line, pad_styles + line_styles)
     out.newline()
-    out.append(" " * label_w, "")
-    _styled_line(out, axis, styles)
+    _styled_line(out, pad + axis, pad_styles + styles)
 
 
 def _band_row(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: Bands) -> None:
