@@ -311,12 +311,16 @@ def _time_axis(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: B
 def _band_row(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: Bands) -> None:
     """Under the time axis: each block's run as a bar in its shade, named where the bar has room."""
     chars, styles = [" "] * plot_w, [""] * plot_w
+    free = 0  # the first column after the last name written and a blank
     for i, (t0, t1, name) in enumerate(bands.spans):
         c0, c1 = _column(t0, x_end, plot_w), _column(t1, x_end, plot_w)
-        text = escape_controls(name)[: max(c1 - c0, 1)]  # a blank before the next bar
         for c in range(c0, c1 + 1):
-            chars[c] = text[c - c0] if c - c0 < len(text) else " "
-            styles[c] = f"bold {SHADES[i % 2]}"
+            chars[c], styles[c] = " ", f"bold {SHADES[i % 2]}"
+        at = max(c0, free)
+        text = escape_controls(name)[: max(c1 - at, 0)]  # a blank before the next bar
+        if text:
+            chars[at : at + len(text)] = list(text)
+            free = at + len(text) + 1
     out.append(" " * (label_w + 1), "")
     _styled_line(out, chars, styles)
 
