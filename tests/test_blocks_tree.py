@@ -136,3 +136,21 @@ def test_marks_count_in_the_blocks_open_and_the_live_table(strict_models: None) 
     assert stats.summary()[0]["marks"] == 1
     models.LiveBlocks.model_validate(stats.live())  # extra="forbid": the streamed table has the models' keys
     models.BlockSummary.model_validate(stats.summary()[0])
+
+
+def test_v2_windows_each_have_their_own_file_and_a_refusal_stops_them(tmp_path: Path) -> None:
+    """cgroup v2 from Linux 6.12 (not on every machine that runs the tests): a window is an fd on memory.peak
+    with "reset" written to it, read at its end; the kernel keeps the group's own peak for other readers."""
+    peak = tmp_path / "memory.peak"
+    peak.write_text("999\n")
+    cg = JobCgroup("v2", tmp_path, created=True)
+    w = PeakWindows(cg)
+    outer, inner = w.open(), w.open()  # nested windows: both (each its own fd)
+    assert outer is not None and inner is not None and outer != inner
+    assert peak.read_text() == "reset\n"
+    peak.write_text("4096\n")  # what the kernel would answer through those fds
+    assert w.close(inner) == 4096 and w.close(outer) == 4096 and w.n_open == 0
+    refusing = tmp_path / "old"
+    (refusing / "memory.peak").mkdir(parents=True)  # cannot be opened for writing, as before Linux 6.12
+    w2 = PeakWindows(JobCgroup("v2", refusing, created=True))
+    assert w2.open() is None and not w2.ok and w2.open() is None
