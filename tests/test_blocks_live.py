@@ -212,3 +212,29 @@ def test_the_sampler_streams_the_blocks_table_only_when_blocks_changed(tmp_path:
     n_samples = sum(isinstance(m, channel.SampleMessage) for m in msgs)
     assert len(tables) < n_samples  # not one per sample: only when blocks changed (and at most every 0.5 s)
     assert not [m for m in messages(["sleep", "0.5"]) if isinstance(m, BlocksMessage)]
+
+
+async def test_the_final_report_gives_the_table_its_last_figures() -> None:
+    from gputop_tracker.core.channel import Summary
+    from gputop_tracker.core.models import BlockDuration, BlockSummary
+    from gputop_tracker.tui.fake import make_summary
+
+    src, app = _blocks_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(app, src, pilot)
+        await pilot.press("b")
+        final = make_summary(src.samples)
+        final.blocks = [
+            BlockSummary(name="load data", calls=1, duration=BlockDuration(total=2.87, mean=2.87), peak_ram=2e9),
+            BlockSummary(name="train epoch", calls=3, duration=BlockDuration(total=60.0, mean=20.0), marks=3),
+        ]
+        src.push(Summary(final))
+        blocks = app.query_one("#blocks", ProcessTable)
+        for _ in range(400):
+            if blocks.row_count == 2:
+                break
+            await asyncio.sleep(0.01)
+        epoch = blocks.ordered_keys[1]
+        assert blocks.get_cell(epoch, "b_calls") == "3" and blocks.get_cell(epoch, "b_open") == ""
+        assert blocks.get_cell(epoch, "b_total") == "1:00" and blocks.get_cell(epoch, "b_marks") == "3"
+        assert "0 open" in str(blocks.border_subtitle)

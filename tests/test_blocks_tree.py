@@ -154,3 +154,19 @@ def test_v2_windows_each_have_their_own_file_and_a_refusal_stops_them(tmp_path: 
     (refusing / "memory.peak").mkdir(parents=True)  # cannot be opened for writing, as before Linux 6.12
     w2 = PeakWindows(JobCgroup("v2", refusing, created=True))
     assert w2.open() is None and not w2.ok and w2.open() is None
+
+
+def test_the_live_table_is_bounded_to_the_most_recently_active_names() -> None:
+    from gputop_tracker.core.blockstats import MAX_LIVE
+
+    class Events:
+        def add(self, *a: object, **k: object) -> None:
+            pass
+
+    stats = BlockStats()
+    n = MAX_LIVE + 50
+    msgs = [{"k": k, "pid": 1, "id": i, "name": f"b{i}", "t": float(i), "dur": 0.0} for i in range(n) for k in "se"]
+    stats.feed(msgs, Events(), lambda: False)
+    live = stats.live()
+    assert live["names"] == n and len(live["blocks"]) == MAX_LIVE
+    assert [b["name"] for b in live["blocks"]] == [f"b{i}" for i in range(50, n)]

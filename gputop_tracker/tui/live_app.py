@@ -241,6 +241,7 @@ class LiveApp(ViewKeys):
             self._on_alert(msg)
         elif isinstance(msg, Summary):
             self.final = msg.usage
+            self.blocks_pane.finished(msg.usage)
             self._on_finished()
         elif isinstance(msg, Failed):
             self.failure = msg

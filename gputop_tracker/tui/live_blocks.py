@@ -8,7 +8,7 @@ events, then no more. Innermost last, per process.
 
 from __future__ import annotations
 
-from gputop_tracker.core.models import Event, LiveBlock, LiveBlocks
+from gputop_tracker.core.models import Event, LiveBlock, LiveBlocks, ResourceUsage
 from gputop_tracker.core.text import escape_controls
 from gputop_tracker.core.units import human_bytes
 from gputop_tracker.tui.process_rows import name_width
@@ -87,11 +87,16 @@ def _duration(s: float | None) -> str:
         return f"{s * 1000:.1f} ms"
     if s < 60:
         return f"{s:.2f} s"
-    return clock(s).removeprefix("0:")
+    return _minutes(s)
+
+
+def _minutes(s: float) -> str:
+    """1:05 under an hour, 1:02:03 from one."""
+    return f"{int(s) // 60}:{int(s) % 60:02d}" if s < 3600 else clock(s)
 
 
 def _age(s: float) -> str:
-    return f"{s:.0f}s" if s < 59.5 else clock(s).removeprefix("0:")
+    return f"{s:.0f}s" if s < 59.5 else _minutes(s)
 
 
 def _open(b: LiveBlock, now: float | None) -> Cell:
@@ -130,6 +135,30 @@ class BlocksPane:
         self.choice: bool | None = None  # b: shown / hidden; None: as the size decides
         self.keys: dict[str, int] = {}
         self.width = -1
+
+    def finished(self, usage: ResourceUsage) -> None:
+        """The run ended: the final report's blocks (the last table may predate the last runs' ends)."""
+        if not usage.blocks:
+            return
+        marks = sum(1 for e in usage.events if e.type == "mark") if usage.events else 0
+        rows = [
+            LiveBlock(
+                name=b.name,
+                calls=b.calls,
+                duration_total=b.duration.total,
+                duration_mean=b.duration.mean,
+                peak_ram=int(b.peak_ram),
+                peak_private=None if b.peak_private is None else int(b.peak_private),
+                peak_gpu_ram=None if b.peak_gpu_ram is None else int(b.peak_gpu_ram),
+                tree_peak_ram=None if b.tree_peak_ram is None else int(b.tree_peak_ram),
+                cpu_seconds=b.cpu_seconds,
+                marks=b.marks,
+            )
+            for b in usage.blocks
+        ]
+        names = max(len(rows), self.latest.names if self.latest is not None else 0)
+        marks = max(marks, self.latest.marks if self.latest is not None else 0)
+        self.latest = LiveBlocks(blocks=rows, names=names, marks=marks, open_runs=0)
 
     def shown(self, size: tuple[int, int]) -> bool:
         if self.choice is not None:
