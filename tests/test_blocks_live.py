@@ -182,6 +182,9 @@ async def test_a_run_without_blocks_shows_no_table_and_the_key_is_remappable() -
         await pilot.pause()
         assert blocks.display and blocks.row_count == 0
         assert "none yet" in str(blocks.border_subtitle)
+    from gputop_tracker.tui.widgets import HELP
+
+    assert "[b]b[/b]        the code blocks table" in HELP  # the key is in `?`
 
 
 def test_the_sampler_streams_the_blocks_table_only_when_blocks_changed(tmp_path: Path) -> None:

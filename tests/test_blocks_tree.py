@@ -74,7 +74,8 @@ def test_tree_peak_of_a_block_from_the_cgroup_is_exact_and_the_run_peak_survives
     report, truth = _children_block(tmp_path, {})
     children = _blocks(report)["children"]
     assert children["sources"]["tree_peak_ram"].startswith("exact (the run's own cgroup")
-    assert children["tree_peak_ram"] >= truth["child"]["value"] >= 200 * MB
+    # the child's 200 MB were charged to the group (its VmHWM also counts file pages charged elsewhere)
+    assert children["tree_peak_ram"] >= 200 * MB and children["tree_peak_ram"] >= 0.95 * truth["child"]["value"]
     # the reset at the block's start left out the 400 MB the main process had freed before
     assert children["tree_peak_ram"] < truth["main_before"]["value"]
     # ... while the run's own cgroup peak kept it
@@ -93,7 +94,8 @@ def test_tree_peak_of_a_block_without_a_cgroup_is_sampled(tmp_path: Path) -> Non
     report, truth = _children_block(tmp_path, {"GPUTOP_TRACKER_NO_CGROUP": "1"})
     children = _blocks(report)["children"]
     assert children["sources"]["tree_peak_ram"] == TREE_SAMPLED
-    assert children["tree_peak_ram"] >= truth["child"]["value"] >= 200 * MB
+    # a sample saw the child hold its 200 MB (the boundary sample at the start of its block "hold")
+    assert children["tree_peak_ram"] >= 200 * MB and children["tree_peak_ram"] >= 0.97 * truth["child"]["value"]
     assert report["max_ram"]["cgroup_peak"] is None
 
 
