@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gputop_tracker.core.peaks import agree
+
 MAX_OPEN = 10_000  # runs open at once (a program that never closes its blocks must not grow us forever)
 MAX_NAMES = 1_000  # distinct block names kept; later names are counted, not kept
 MAX_PIDS = 100  # pids listed per block
@@ -99,13 +101,19 @@ class _Agg:
         self.tree_exact = True  # every run's tree peak came from the job cgroup
         self.marks = 0
 
-    def add_tree(self, run: _Run, exact_peak: int | None) -> None:
-        """The tree's peak during one run: the cgroup's window, else the largest tree total sampled."""
-        if exact_peak is None:
+    def add_tree(self, run: _Run, window: int | None, own_peak: int | None) -> None:
+        """The tree's peak during one run. What is surely held: the largest tree total sampled, and the exact
+        peak of the process that ran it (`own_peak`). The cgroup's window (`window`) is the figure when it is not
+        below that — or agrees with it: the group does not count library pages charged to others before the run
+        (the rules of `peaks.combined_peak` for the whole run); else the lower bound stands, labelled so."""
+        low = max(run.tree_peak if run.n else 0, own_peak or 0)
+        if window is not None and (window >= low or agree(window, low)):
+            peak = max(window, low)
+        else:
             self.tree_exact = False
-            if not run.n:
-                return
-        peak = exact_peak if exact_peak is not None else run.tree_peak
+            if not low:
+                return  # neither a sample nor the process's own figure: unknown
+            peak = low
         self.tree_peak = max(self.tree_peak or 0, peak)
 
     def add(self, run: _Run, pid: int, duration: float, cpu: float, peak: int | None) -> None:
@@ -163,7 +171,10 @@ class _Agg:
         }
 
 
-TREE_SAMPLED = "sampled (the largest tree total, Σ PSS, of the samples taken while it ran, its boundaries included)"
+TREE_SAMPLED = (
+    "sampled lower bound (the largest tree total, Σ PSS, of the samples taken while it ran, its boundaries "
+    "included, or the exact peak of the process that ran it)"
+)
 
 
 class BlockStats:
@@ -263,7 +274,7 @@ class BlockStats:
         duration = float(m.get("dur", 0.0) or 0.0)
         peak = m.get("peak")
         agg.add(run, pid, duration, float(m.get("cpu", 0.0) or 0.0), peak if isinstance(peak, int) else None)
-        agg.add_tree(run, tree_exact)
+        agg.add_tree(run, tree_exact, peak if isinstance(peak, int) else None)
         if run.evented:
             events.add("block_end", m["t"], f"block {name!r} ended after {duration:.3f} s", pid=pid, name=name)
 
