@@ -172,3 +172,39 @@ def test_the_live_table_is_bounded_to_the_most_recently_active_names() -> None:
     live = stats.live()
     assert live["names"] == n and len(live["blocks"]) == MAX_LIVE
     assert [b["name"] for b in live["blocks"]] == [f"b{i}" for i in range(50, n)]
+
+
+@pytest.mark.parametrize(
+    ("window", "expected", "exact"),
+    [
+        (300 * MB, 300 * MB, True),  # the group held more than the process: the group's figure
+        (98 * MB, 100 * MB, True),  # a little below the process's own peak (library pages charged elsewhere)
+        (60 * MB, 100 * MB, False),  # far below: the process's own peak stands, a lower bound
+        (None, 100 * MB, False),  # no window (nested under cgroup v1): the lower bound
+    ],
+)
+def test_a_blocks_tree_peak_is_the_cgroup_window_where_it_holds_up(
+    window: int | None, expected: int, exact: bool
+) -> None:
+    class Windows:
+        source = "test cgroup"
+
+        def open(self) -> int | None:
+            return None if window is None else 7
+
+        def close(self, token: int, read: bool = True) -> int | None:
+            return window
+
+    class Events:
+        def add(self, *a: object, **k: object) -> None:
+            pass
+
+    stats = BlockStats()
+    stats.windows = Windows()
+    start = {"k": "s", "pid": 1, "id": 1, "name": "b", "t": 1.0}
+    end = {"k": "e", "pid": 1, "id": 1, "name": "b", "t": 2.0, "dur": 1.0, "cpu": 0.1, "peak": 100 * MB}
+    stats.feed([start, end], Events(), lambda: False)
+    (b,) = stats.summary()
+    assert b["tree_peak_ram"] == expected
+    assert b["sources"]["tree_peak_ram"].startswith("exact (test cgroup") == exact
+    assert b["sources"]["tree_peak_ram"] == TREE_SAMPLED or exact
