@@ -13,7 +13,7 @@ from gputop_tracker.core.channel import BlocksMessage, EventMessage
 from gputop_tracker.core.models import Event
 from gputop_tracker.tui.fake import MAIN_PID, FakeSource, make_live_blocks
 from gputop_tracker.tui.live_app import LiveApp
-from gputop_tracker.tui.live_blocks import OpenBlocks
+from gputop_tracker.tui.live_blocks import BLOCK_COLUMNS, OpenBlocks
 from gputop_tracker.tui.proctable import ProcessTable
 
 
@@ -161,10 +161,10 @@ async def test_a_large_terminal_shows_the_blocks_under_the_processes_and_b_hides
     src, app = _blocks_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await _settle(app, src, pilot)
-        procs, blocks = app.query_one("#procs", ProcessTable), app.query_one("#blocks", ProcessTable)
-        assert procs.display and blocks.display
-        assert blocks.row_count == 4 and "b_tree" in blocks.columns and "b_mean" in blocks.columns
-        assert blocks.region.y > procs.region.y and blocks.region.height == 4 + 3
+        procs, blocks = app.query_one("#procs", ProcessTable), app.query_one("#blocks-wide", ProcessTable)
+        assert procs.display and blocks.display and not app.query_one("#blocks").display
+        assert blocks.row_count == 4 and [c[0] for c in BLOCK_COLUMNS] == blocks.columns  # every column
+        assert blocks.region.y > procs.region.y and blocks.region.height == 4 + 3 and blocks.region.width == 160
         await pilot.press("b")
         await pilot.pause()
         assert procs.display and not blocks.display
@@ -175,7 +175,7 @@ async def test_a_run_without_blocks_shows_no_table_and_the_key_is_remappable() -
     app = LiveApp(src, interval=1.0, command=["x"], store_dir=Path(src.store))
     async with app.run_test(size=(160, 50)) as pilot:
         await _settle(app, src, pilot)
-        blocks = app.query_one("#blocks", ProcessTable)
+        blocks = app.query_one("#blocks-wide", ProcessTable)
         assert not blocks.display and "b: blocks" not in str(app.query_one("#header", Static).content)
         app.set_keymap({"blocks": "x"})
         await pilot.press("x")

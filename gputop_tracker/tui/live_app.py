@@ -143,6 +143,7 @@ class LiveApp(ViewKeys):
             with VerticalScroll(id="side"):
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
+        yield ProcessTable(id="blocks-wide")
         yield LiveCharts(id="charts")
         log = OutputPane(LOG_LINES, id="output")
         log.border_title = "output"
@@ -377,7 +378,8 @@ class LiveApp(ViewKeys):
             summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
 
     def _draw_blocks(self) -> None:
-        """The blocks table: under the process table from LARGE up, else in its place while b is on."""
+        """The blocks table: the whole width under the processes and panels from LARGE up, else in the process
+        table's place while b is on."""
         pane, size = self.blocks_pane, self.view_size
         shown = pane.shown(size)
         split = shown and pane.large(size)
@@ -385,10 +387,11 @@ class LiveApp(ViewKeys):
         self.set_class(split, "blocks-split")
         if not shown:
             return
-        table = self.query_one("#blocks", ProcessTable)
+        table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
         now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
-        pane.draw(table, size[0] - (0 if self.narrow else side_width(size[0])), now)
-        table.styles.height = table.row_count + 3 if split else "1fr"
+        pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
+        if split:
+            table.styles.height = table.row_count + 3
 
     def action_blocks(self) -> None:
         shown = self.blocks_pane.toggle(self.view_size)

@@ -126,15 +126,16 @@ def block_cells(b: LiveBlock, cols: list[str], now: float | None) -> tuple[Cell,
 class BlocksPane:
     """The live view's blocks table: the latest `LiveBlocks`, whether it shows (key b), and its rows.
 
-    Where: from LARGE up, under the process table (shown by itself once the run has blocks); below it, in
-    place of the process table while b is on. Rows are keyed by name (an int per name), diffed by the table.
+    Where: from LARGE up, the whole width under the process table and the panels (shown by itself once the
+    run has blocks); below it, in place of the process table while b is on. Rows are keyed by name (an int
+    per name), diffed by the table.
     """
 
     def __init__(self) -> None:
         self.latest: LiveBlocks | None = None
         self.choice: bool | None = None  # b: shown / hidden; None: as the size decides
         self.keys: dict[str, int] = {}
-        self.width = -1
+        self.widths: dict[str | None, int] = {}  # table id -> the width its columns were fitted to
 
     def finished(self, usage: ResourceUsage) -> None:
         """The run ended: the final report's blocks (the last table may predate the last runs' ends)."""
@@ -174,8 +175,8 @@ class BlocksPane:
         return self.choice
 
     def draw(self, table: ProcessTable, table_width: int, now: float | None) -> None:
-        if table_width != self.width:
-            self.width = table_width
+        if self.widths.get(table.id) != table_width:
+            self.widths[table.id] = table_width
             table.set_columns(block_columns(table_width))
         cols = table.columns
         blocks = self.latest.blocks if self.latest is not None else []
