@@ -194,7 +194,7 @@ def test_the_sampler_streams_the_blocks_table_only_when_blocks_changed(tmp_path:
         "import time\nfrom gputop_tracker import block, mark\n"
         "with block('first'):\n    mark('m')\n    time.sleep(0.3)\n"
         "for _ in range(20):\n    with block('step'):\n        time.sleep(0.01)\n"
-        "time.sleep(1.0)\n"
+        "time.sleep(2.0)\n"  # the table is sent again within LIVE_PERIOD of the last change
     )
 
     def messages(argv: list[str]) -> list[channel.Message]:

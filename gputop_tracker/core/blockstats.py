@@ -208,7 +208,6 @@ class BlockStats:
             hwm = m.get("hwm")
             if isinstance(hwm, int) and hwm > self.hwm.get(pid, 0):
                 self.hwm[pid] = hwm
-            self.version += 1
             if kind == "s" and len(self.open) < MAX_OPEN:
                 evented = self._event_due(name)
                 run = self.open[(pid, int(m.get("id", 0)))] = _Run(name, float(m["t"]), evented)
@@ -229,6 +228,9 @@ class BlockStats:
                     events.add("mark", m["t"], name, pid=pid, name=name)
                 else:
                     self.events_dropped += 1
+        # after the messages, not before: a table sent from a boundary sample taken meanwhile (before a run's
+        # end was folded in) is sent again once this state is complete
+        self.version += 1
         return started
 
     def _event_due(self, name: str) -> bool:
