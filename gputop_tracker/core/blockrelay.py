@@ -77,6 +77,8 @@ class BlockRelay:
         if self.inbox is not None and self.builder is not None:
             with contextlib.suppress(Exception):
                 self.builder.blocks.feed(self.inbox.read(), self.builder.events, lambda: False)
+        if self.builder is not None:
+            self.builder.blocks.close()
         self.close()
 
     def close(self) -> None:

@@ -16,11 +16,15 @@ from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.procfs import Reading
 from gputop_tracker.core.summary import SummaryBuilder
 
+LIVE_PERIOD = 0.5  # seconds at least between two live block tables
+
 
 class BlocksSummaryBuilder(SummaryBuilder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.blocks = BlockStats()
+        self.live_version = 0  # BlockStats.version when the live table was last sent
+        self.next_live = 0.0
 
     def add(
         self,
@@ -34,6 +38,14 @@ class BlocksSummaryBuilder(SummaryBuilder):
         if self.blocks.open:  # code blocks running now: their process's figures
             self.blocks.sample(readings, gpus)
         return out
+
+    def live_blocks(self, now: float) -> dict[str, Any] | None:
+        """The live view's blocks table (`models.LiveBlocks`) when blocks changed since it was last sent and
+        LIVE_PERIOD has passed (monotonic `now`); None otherwise — never anything for a run without blocks."""
+        if self.blocks.version == self.live_version or now < self.next_live:
+            return None
+        self.live_version, self.next_live = self.blocks.version, now + LIVE_PERIOD
+        return self.blocks.live()
 
     def summary(self, *, details: bool = True, job: dict[str, Any] | None = None) -> dict[str, Any]:
         apply_block_hwm(self)

@@ -56,6 +56,7 @@ class JobCgroup:
         self.version = version
         self.path = path
         self.created = created
+        self.kept_peak = 0  # the peak as it was before a block's reset (v1 resets are global): never lost
 
     @property
     def source(self) -> str:
@@ -70,7 +71,9 @@ class JobCgroup:
         return None if text in ("", "max") else int(text.split()[0])
 
     def peak(self) -> int | None:
-        return self._read_int("memory.max_usage_in_bytes" if self.version == "v1" else "memory.peak")
+        """The group's peak since it was made: the kernel's figure, or the one a block's reset cleared."""
+        value = self._read_int("memory.max_usage_in_bytes" if self.version == "v1" else "memory.peak")
+        return None if value is None else max(value, self.kept_peak)
 
     def limit(self) -> int | None:
         value = self._read_int("memory.limit_in_bytes" if self.version == "v1" else "memory.max")
@@ -188,3 +191,84 @@ def existing_job_cgroup(pid: int) -> JobCgroup | None:
         return None
     cg = JobCgroup(version, path, created=False)
     return cg if cg.peak() is not None else None
+
+
+class PeakWindows:
+    """The job cgroup's exact peak over a window of time (a code block's run), where the kernel lets us reset it.
+
+    cgroup v2 from Linux 6.12: a write to memory.peak resets it for that open file only (each window has its
+    own file descriptor; the group's peak as others read it stays), so windows may nest and overlap. cgroup v1:
+    a write to memory.max_usage_in_bytes resets the group's one peak: a window opens only when none is open
+    (a block started inside another, or beside it in another process, gets no exact figure), and the peak the
+    reset cleared is kept in `JobCgroup.kept_peak`, so the run's own peak is never lost. Only for a cgroup we
+    made (a scheduler's job cgroup is read, never reset). Fails soft: None, "no exact figure".
+    """
+
+    MAX_OPEN = 64  # v2: open windows (file descriptors) at once
+
+    def __init__(self, cg: JobCgroup) -> None:
+        self.cg = cg
+        self.ok = cg.created  # False once the kernel refused a reset
+        self.v1_open = False
+        self.n_open = 0
+
+    @property
+    def source(self) -> str:
+        if self.cg.version == "v1":
+            return "the run's own cgroup v1 memory.max_usage_in_bytes, reset as the block started, one block at a time"
+        return "the run's own cgroup v2 memory.peak, reset for the block alone (Linux ≥ 6.12)"
+
+    def open(self) -> int | None:
+        """Start a window: a token for `close`, or None (no exact figure for this one)."""
+        if not self.ok:
+            return None
+        if self.cg.version == "v1":
+            return self._open_v1()
+        if self.n_open >= self.MAX_OPEN:
+            return None
+        try:
+            fd = os.open(self.cg.path / "memory.peak", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            self.ok = False  # before 6.12 the file is read-only
+            return None
+        try:
+            os.write(fd, b"reset\n")
+        except OSError:
+            os.close(fd)
+            self.ok = False
+            return None
+        self.n_open += 1
+        return fd
+
+    def _open_v1(self) -> int | None:
+        if self.v1_open:
+            return None
+        before = self.cg._read_int("memory.max_usage_in_bytes")
+        if before is None:
+            return None
+        self.cg.kept_peak = max(self.cg.kept_peak, before)
+        try:
+            (self.cg.path / "memory.max_usage_in_bytes").write_text("0")
+        except OSError:
+            self.ok = False
+            return None
+        self.v1_open = True
+        return -1
+
+    def close(self, token: int, read: bool = True) -> int | None:
+        """End a window: the group's peak (bytes) since it opened, or None."""
+        if token == -1:
+            self.v1_open = False
+            value = self.cg._read_int("memory.max_usage_in_bytes") if read else None
+            if value is not None:
+                self.cg.kept_peak = max(self.cg.kept_peak, value)
+            return value
+        self.n_open -= 1
+        try:
+            data = os.pread(token, 64, 0) if read else b""
+        except OSError:
+            data = b""
+        finally:
+            os.close(token)
+        text = data.decode(errors="replace").strip()
+        return int(text) if text.isdigit() else None

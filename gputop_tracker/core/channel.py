@@ -15,7 +15,7 @@ from gputop_tracker.core.config import EngineConfig, config_json
 from gputop_tracker.core.framing import LineFramer
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.models import Event, ResourceUsage, Sample
+    from gputop_tracker.core.models import Event, LiveBlocks, ResourceUsage, Sample
 
 
 @dataclass
@@ -56,12 +56,19 @@ class EventMessage:
     event: Event
 
 
-Message = Started | SampleMessage | Progress | Summary | Failed | EventMessage
+@dataclass
+class BlocksMessage:
+    """The code blocks so far (the live view's blocks table), sent when they changed."""
+
+    blocks: LiveBlocks
+
+
+Message = Started | SampleMessage | Progress | Summary | Failed | EventMessage | BlocksMessage
 
 
 def decode(line: bytes) -> Message:
     """One line from the sampler, validated (pydantic) where it carries figures."""
-    from gputop_tracker.core.models import Event, ResourceUsage, Sample
+    from gputop_tracker.core.models import Event, LiveBlocks, ResourceUsage, Sample
 
     data: dict[str, Any] = json.loads(line)
     kind = data.pop("kind")
@@ -73,6 +80,8 @@ def decode(line: bytes) -> Message:
         return Summary(ResourceUsage.model_validate(data["summary"]))
     if kind == "event":
         return EventMessage(Event.model_validate(data["event"]))
+    if kind == "blocks":
+        return BlocksMessage(LiveBlocks.model_validate(data["blocks"]))
     if kind == "started":
         return Started(int(data["pid"]), str(data["session_id"]), str(data["store"]))
     if kind == "error":

@@ -37,6 +37,7 @@ BLOCK: list[tuple[str, str, str, Callable[[BlockSummary], float | None]]] = [
     ("duration_max", "time (max)", "time", lambda b: b.duration.max),
     ("peak_ram", "peak RAM", "ram", lambda b: b.peak_ram),
     ("peak_private", "peak private", "ram", lambda b: b.peak_private),
+    ("tree_peak_ram", "tree peak RAM", "ram", lambda b: b.tree_peak_ram),
     ("peak_gpu_ram", "peak GPU RAM", "gpu", lambda b: b.peak_gpu_ram),
     ("cpu_seconds", "CPU time", "time", lambda b: b.cpu_seconds),
     ("mean_cpu_percent", "mean CPU", "percent", lambda b: b.mean_cpu_percent),

@@ -356,7 +356,39 @@ class BlockSummary(Model):
     mean_cpu_percent: float = 0.0
     mean_gpu_utilization: float | None = Field(None, description="sum over the GPUs, mean of the samples")
     pids: list[int] = Field(default_factory=list)
+    tree_peak_ram: float | None = Field(
+        None, description="the whole tree's peak while the block ran: the job cgroup's (exact) or sampled"
+    )
+    marks: int = Field(0, description="marks made while a run of it was open (anywhere in the tree)")
     sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact or sampled")
+
+
+class LiveBlock(Model):
+    """One block name in the live view's blocks table (bytes, seconds). Ended runs give the figures of the
+    report's `blocks`; runs still open add what the samples saw of them (peaks), and their count."""
+
+    name: str
+    calls: int = Field(0, description="runs ended so far")
+    open: int = Field(0, description="runs open now (more than one: nested, or in several processes)")
+    open_since: float | None = Field(None, description="start of its oldest open run (epoch seconds)")
+    duration_total: float = 0.0
+    duration_mean: float | None = None
+    peak_ram: int | None = None
+    peak_private: int | None = None
+    peak_gpu_ram: int | None = None
+    tree_peak_ram: int | None = None
+    cpu_seconds: float = Field(0.0, description="of the ended runs")
+    marks: int = 0
+
+
+class LiveBlocks(Model):
+    """The live view's blocks table: streamed (message `blocks`) only when blocks changed, at most every
+    half second; bounded to the most recently active names."""
+
+    blocks: list[LiveBlock] = Field(default_factory=list)
+    names: int = Field(0, description="block names in all (the list may hold fewer)")
+    marks: int = 0
+    open_runs: int = 0
 
 
 class ResourceUsage(Model):
@@ -434,6 +466,8 @@ class ResourceUsage(Model):
                 b.peak_private *= r
             if b.peak_gpu_ram is not None:
                 b.peak_gpu_ram *= g
+            if b.tree_peak_ram is not None:
+                b.tree_peak_ram *= r
             d = b.duration
             d.total, d.min, d.mean, d.max, d.std = (x * t for x in (d.total, d.min, d.mean, d.max, d.std))
         return out

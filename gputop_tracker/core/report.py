@@ -290,7 +290,9 @@ def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[st
     """The code blocks (`with block()`, `@tracked`) as a table: exact figures plain, sampled ones starred."""
     if not blocks:
         return []
-    rows = [["block", "calls", "total", "mean", "max", "peak RAM", "private", "GPU RAM", "CPU s", "CPU", "GPU"]]
+    rows = [
+        ["block", "calls", "total", "mean", "max", "peak RAM", "private", "tree RAM", "GPU RAM", "CPU s", "CPU", "GPU"]
+    ]
     for b in blocks[:limit]:
         d = b.duration
         rows.append(
@@ -302,14 +304,18 @@ def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[st
                 _short_time(f, d.max),
                 f.ram(b.peak_ram) + _sampled(b, "peak_ram"),
                 f.ram(b.peak_private) + _sampled(b, "peak_private"),
+                f.ram(b.tree_peak_ram) + _sampled(b, "tree_peak_ram"),
                 f.gpu(b.peak_gpu_ram) + _sampled(b, "peak_gpu_ram"),
                 f"{b.cpu_seconds:.2f}",
                 _pct(b.mean_cpu_percent),
                 _pct(b.mean_gpu_utilization) + _sampled(b, "mean_gpu_utilization"),
             ]
         )
-    lines = ["", f"Blocks ({len(blocks)}; peak RAM: of the process that ran the block, exact; * sampled)"]
-    lines += ["  " + line for line in _table(rows, "<>>>>>>>>>>")]
+    lines = [
+        "",
+        f"Blocks ({len(blocks)}; peak RAM: of the process that ran the block, exact; tree RAM: the tree's; * sampled)",
+    ]
+    lines += ["  " + line for line in _table(rows, "<>>>>>>>>>>>")]
     if len(blocks) > limit:
         lines.append(f"  … and {len(blocks) - limit} more (see the JSON report)")
     return lines
@@ -322,7 +328,8 @@ def blocks_text(blocks: list[BlockSummary]) -> list[str]:
     for b in blocks:
         name = escape_controls(b.name[:40])
         peak, others = b.sources.get("peak_ram", "?"), b.sources.get("peak_private", "?")
-        lines.append(f"  {name}: peak RAM {peak}; others {others}")
+        tree = b.sources.get("tree_peak_ram", "?")
+        lines.append(f"  {name}: peak RAM {peak}; tree RAM {tree}; others {others}")
     return lines
 
 

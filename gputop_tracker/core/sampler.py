@@ -31,7 +31,7 @@ from gputop_tracker.core import events as ev
 from gputop_tracker.core import paths, slurm, store
 from gputop_tracker.core.blockrelay import BlockRelay
 from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
-from gputop_tracker.core.cgroup import JobCgroup
+from gputop_tracker.core.cgroup import JobCgroup, PeakWindows
 from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.endwatch import EndWatch
 from gputop_tracker.core.gpu import GpuBackend, resolve_gpu_selection
@@ -215,6 +215,8 @@ class Engine:
             event_sink=lambda e: self.pipe.send("event", {"event": e}),
         )
         self.builder = builder
+        if self.cgroup is not None and self.cgroup.created:  # each block's tree peak from the cgroup's own
+            builder.blocks.windows = PeakWindows(self.cgroup)
         if cgroup_limit:
             builder.note(f"memory limit of the job's cgroup: {cgroup_limit} bytes")
         return builder
@@ -280,6 +282,8 @@ class Engine:
                 # sent before the sample, so a view draws both in one update
                 self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
                 self.pipe.send("progress", {"summary": builder.summary(details=False, job=self.cfg.slurm)})
+            if isinstance(builder, BlocksSummaryBuilder) and (blocks := builder.live_blocks(now_mono)) is not None:
+                self.pipe.send("blocks", {"blocks": blocks})  # only once blocks changed: nothing without them
             self.pipe.send("sample", {"sample": sample})
         if self.output_file is not None:
             self.output_file.poll()

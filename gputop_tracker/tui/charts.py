@@ -13,8 +13,9 @@ from typing import Protocol
 from rich.text import Text
 from textual.widget import Widget
 
-from gputop_tracker.core.history import timeline_series
+from gputop_tracker.core.history import block_spans, timeline_series
 from gputop_tracker.core.models import Session
+from gputop_tracker.core.text import escape_controls
 
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))  # braille dot bits by [column][row from top]
 _BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
@@ -53,6 +54,18 @@ def stepped_end(x: float) -> float:
 
 
 @dataclass
+class Bands:
+    """Code blocks shaded on a chart (their outermost runs, elapsed seconds) and marks on its time axis."""
+
+    spans: Sequence[tuple[float, float, str]]
+    marks: Sequence[tuple[float, str]]
+
+
+SHADES = ("on #1d2b3a", "on #2e2440")  # the block runs in turn: two neighbours stay apart
+MARK_STYLE = "bold yellow"
+
+
+@dataclass
 class Series:
     label: str
     values: Sequence[float | None]
@@ -77,10 +90,13 @@ class TimeChart(Widget):
         unit: str = "bytes",
         y_top: float = 0.0,
         peak: tuple[float, float] | None = None,
+        bands: Bands | None = None,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
+        self.bands = bands if bands is not None and (bands.spans or bands.marks) else None
+        """Code blocks shaded on the plot and named in a row under it; marks as ticks on the time axis."""
         self.title = title
         self.xs = list(xs)
         self.series = list(series)
@@ -148,7 +164,8 @@ class TimeChart(Widget):
                 sink.newline()
                 sink.append("  no samples recorded", "")
             return
-        plot_h = height - 3
+        band_row = self.bands is not None and bool(self.bands.spans) and height >= 5
+        plot_h = height - 3 - band_row
         fractions = (1.0, 0.75, 0.5, 0.25, 0.0) if plot_h >= 9 else (1.0, 0.5, 0.0)
         labels: dict[int, str] = {}
         for f in fractions:
@@ -194,25 +211,16 @@ class TimeChart(Widget):
             pr = plot_h - 1 - min(max(round(self.peak[0] / top * (px_h - 1)), 0), px_h - 1) // 4
             colors[pr][pc] = f"bold reverse {self.series[0].color}"
             cells[pr][pc] |= 0xFF if not cells[pr][pc] else 0
+        shade = _shades(self.bands, plot_w, x_end) if self.bands is not None else None
         for r in range(plot_h):
             sink.newline()
             label = labels.get(r)
             sink.append(f"{label or '':>{label_w}}" + ("┤" if label else "│"), "dim")
-            _append_runs(sink, cells[r], colors[r])
-        sink.newline()
-        sink.append(" " * label_w + "└" + "─" * plot_w, "dim")
-        axis = [" "] * (plot_w + 1)
-        ticks = [(0, short_time(0))]
-        if plot_w >= 24:
-            ticks.append((plot_w // 2, short_time(x_end / 2)))
-        end = short_time(x_end)
-        ticks.append((plot_w + 1 - len(end), end))
-        for at, text in ticks:
-            for i, ch in enumerate(text):
-                if 0 <= at + i < len(axis):
-                    axis[at + i] = ch
-        sink.newline()
-        sink.append(" " * label_w + "".join(axis), "dim")
+            _append_runs(sink, cells[r], colors[r], shade)
+        _time_axis(sink, label_w, plot_w, x_end, self.bands)
+        if band_row and self.bands is not None:
+            sink.newline()
+            _band_row(sink, label_w, plot_w, x_end, self.bands)
 
 
 class ChartSink(Protocol):
@@ -237,13 +245,84 @@ class TextSink:
         self.text.append("\n")
 
 
-def _append_runs(out: ChartSink, cells: list[int], colors: list[str | None]) -> None:
-    """One row of braille cells, one span per run of one colour (a live chart redraws each second)."""
+def _append_runs(out: ChartSink, cells: list[int], colors: list[str | None], shade: list[str] | None = None) -> None:
+    """One row of braille cells, one span per run of one colour (a live chart redraws each second); `shade`: a
+    background per column (the code blocks)."""
+    styles: Sequence[str | None] = colors
+    if shade is not None:
+        styles = [f"{c or ''} {b}".strip() for c, b in zip(colors, shade, strict=True)]
     start = 0
     for c in range(1, len(cells) + 1):
-        if c == len(cells) or colors[c] != colors[start]:
-            out.append("".join([chr(0x2800 + b) for b in cells[start:c]]), colors[start] or "")
+        if c == len(cells) or styles[c] != styles[start]:
+            out.append("".join([chr(0x2800 + b) for b in cells[start:c]]), styles[start] or "")
             start = c
+
+
+def _column(x: float, x_end: float, plot_w: int) -> int:
+    """The plot column of elapsed time x (as the series' points are placed)."""
+    return min(plot_w - 1, max(0, int(x / x_end * (plot_w * 2 - 1) + 0.5) // 2))
+
+
+def _shades(bands: Bands, plot_w: int, x_end: float) -> list[str]:
+    shade = [""] * plot_w
+    for i, (t0, t1, _name) in enumerate(bands.spans):
+        for c in range(_column(t0, x_end, plot_w), _column(t1, x_end, plot_w) + 1):
+            shade[c] = SHADES[i % 2]
+    return shade
+
+
+def _styled_line(out: ChartSink, chars: list[str], styles: list[str]) -> None:
+    start = 0
+    for c in range(1, len(chars) + 1):
+        if c == len(chars) or styles[c] != styles[start]:
+            out.append("".join(chars[start:c]), styles[start])
+            start = c
+
+
+def _time_axis(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: Bands | None) -> None:
+    """The axis line (marks as ┴ ticks) and its labels: the start, middle and end, and the marks' names where
+    they fit between."""
+    line, line_styles = ["└"] + ["─"] * plot_w, ["dim"] * (plot_w + 1)
+    axis, styles = [" "] * (plot_w + 1), ["dim"] * (plot_w + 1)
+    ticks = [(0, short_time(0))]
+    if plot_w >= 24:
+        ticks.append((plot_w // 2, short_time(x_end / 2)))
+    end = short_time(x_end)
+    ticks.append((plot_w + 1 - len(end), end))
+    for at, text in ticks:
+        for i, ch in enumerate(text):
+            if 0 <= at + i < len(axis):
+                axis[at + i] = ch
+    for t, name in bands.marks if bands is not None else []:
+        at = 1 + _column(t, x_end, plot_w)
+        line[at], line_styles[at] = "┴", MARK_STYLE
+        text = escape_controls(name)[:16]
+        lo, hi = max(at - 1, 0), min(at + len(text) + 1, len(axis))  # a blank on each side
+        if at + len(text) <= len(axis) and all(ch == " " for ch in axis[lo:hi]):
+            axis[at : at + len(text)] = list(text)
+            styles[at : at + len(text)] = [MARK_STYLE] * len(text)
+    pad, pad_styles = [" " * label_w] if label_w else [], ["dim"] if label_w else []
+    out.newline()
+    _styled_line(out, pad + line, pad_styles + line_styles)
+    out.newline()
+    _styled_line(out, pad + axis, pad_styles + styles)
+
+
+def _band_row(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: Bands) -> None:
+    """Under the time axis: each block's run as a bar in its shade, named where the bar has room."""
+    chars, styles = [" "] * plot_w, [""] * plot_w
+    free = 0  # the first column after the last name written and a blank
+    for i, (t0, t1, name) in enumerate(bands.spans):
+        c0, c1 = _column(t0, x_end, plot_w), _column(t1, x_end, plot_w)
+        for c in range(c0, c1 + 1):
+            chars[c], styles[c] = " ", f"bold {SHADES[i % 2]}"
+        at = max(c0, free)
+        text = escape_controls(name)[: max(c1 - at, 0)]  # a blank before the next bar
+        if text:
+            chars[at : at + len(text)] = list(text)
+            free = at + len(text) + 1
+    out.append(" " * (label_w + 1), "")
+    _styled_line(out, chars, styles)
 
 
 GPU_COLORS = ("magenta", "bright_cyan", "yellow", "bright_green", "bright_red", "blue", "bright_magenta", "cyan")
@@ -251,6 +330,8 @@ GPU_COLORS = ("magenta", "bright_cyan", "yellow", "bright_green", "bright_red", 
 
 def session_charts(session: Session) -> list[TimeChart]:
     xs, cols = timeline_series(session)
+    spans, marks = block_spans(session)
+    bands = Bands(spans, marks)
     gpus = sorted(int(m[1]) for c in cols if (m := re.fullmatch(r"gpu(\d+)_memory", c)))
     charts = [
         TimeChart(
@@ -261,6 +342,7 @@ def session_charts(session: Session) -> list[TimeChart]:
                 Series("main", cols.get("main_rss", []), "cyan"),
                 Series("descendants", cols.get("descendants_total", []), "yellow"),
             ],
+            bands=bands,
             id="chart-ram",
         ),
         TimeChart(
@@ -269,6 +351,7 @@ def session_charts(session: Session) -> list[TimeChart]:
             [Series("tree", cols.get("cpu_percent", []), "bright_blue")],
             unit="percent",
             y_top=100,
+            bands=bands,
             id="chart-cpu",
         ),
     ]
@@ -281,6 +364,7 @@ def session_charts(session: Session) -> list[TimeChart]:
                     Series(f"GPU {g}", cols.get(f"gpu{g}_memory", []), GPU_COLORS[i % len(GPU_COLORS)])
                     for i, g in enumerate(gpus)
                 ],
+                bands=bands,
                 id="chart-gpu-memory",
             )
         )
@@ -294,6 +378,7 @@ def session_charts(session: Session) -> list[TimeChart]:
                 ],
                 unit="percent",
                 y_top=100,
+                bands=bands,
                 id="chart-gpu-util",
             )
         )

@@ -12,16 +12,28 @@ import queue
 import signal
 from collections.abc import Iterator
 
-from gputop_tracker.core.channel import STOP_SIGNAL, Message, Progress, SampleMessage, Started, Summary
+from gputop_tracker.core.channel import (
+    STOP_SIGNAL,
+    BlocksMessage,
+    EventMessage,
+    Message,
+    Progress,
+    SampleMessage,
+    Started,
+    Summary,
+)
 from gputop_tracker.core.efficiency import with_job
 from gputop_tracker.core.models import (
     ComputeTime,
     CPUTime,
     CPUUtilization,
+    Event,
     GpuSample,
     GpuSummary,
     GPUUtilization,
     HostSample,
+    LiveBlock,
+    LiveBlocks,
     MaxGPURAM,
     MaxRAM,
     Percentages,
@@ -308,6 +320,40 @@ def with_fake_job(usage: ResourceUsage, job: dict[str, object] | None) -> Resour
     return ResourceUsage.model_validate(d)
 
 
+def make_live_blocks(i: int) -> LiveBlocks | None:
+    """The demo job's code blocks as of sample i: data loaded, then epochs of steps, a checkpoint now and then."""
+    if i < 1:
+        return None
+    t0 = START_TIME
+    steps = max(0, (i - 3) * 12)
+    rows = [
+        LiveBlock(name="load data", calls=1, duration_total=2.87, duration_mean=2.87, peak_ram=2_140 * MB,
+                  peak_private=1_610 * MB, tree_peak_ram=3_920 * MB, cpu_seconds=2.41)
+        if i >= 3
+        else LiveBlock(name="load data", open=1, open_since=t0 + 0.2, peak_ram=1_200 * MB, tree_peak_ram=2_300 * MB),
+    ]  # fmt: skip
+    if i >= 3:
+        rows.append(
+            LiveBlock(name="train epoch", open=1, open_since=t0 + 3.0, peak_ram=2_310 * MB, peak_private=1_900 * MB,
+                      tree_peak_ram=4_480 * MB, peak_gpu_ram=10 * GIB, marks=(i - 3) // 5 + 1)
+        )  # fmt: skip
+    if steps:
+        rows.append(
+            LiveBlock(name="train step", calls=steps, open=1, open_since=START_TIME + i - 0.05,
+                      duration_total=steps * 0.0831, duration_mean=0.0831, peak_ram=2_290 * MB,
+                      peak_private=1_870 * MB, tree_peak_ram=4_410 * MB, peak_gpu_ram=9 * GIB,
+                      cpu_seconds=steps * 0.092)
+        )  # fmt: skip
+    if i >= 10:
+        n = 1 + (i - 10) // 6
+        rows.append(
+            LiveBlock(name="save checkpoint", calls=n, duration_total=n * 0.412, duration_mean=0.412,
+                      peak_ram=2_350 * MB, peak_private=1_950 * MB, tree_peak_ram=4_520 * MB, cpu_seconds=n * 0.35)
+        )  # fmt: skip
+    marks = (i - 3) // 5 + 1 if i >= 3 else 0
+    return LiveBlocks(blocks=rows, names=len(rows), marks=marks, open_runs=sum(b.open for b in rows))
+
+
 OUTPUT = [
     "loading dataset from /data/imagenet (1281167 images)",
     "epoch 1/3  step   100/5004  loss 6.8123  lr 0.100  1843 img/s",
@@ -337,6 +383,7 @@ class FakeSource:
         output: list[str] | None = None,
         ignores_sigterm: bool = False,
         job: dict[str, object] | None = None,
+        blocks: bool = False,
     ) -> None:
         self.job = job  # a cluster job's context (`fake_job()`): the reports carry its request and efficiency
         self.tree = tree
@@ -357,9 +404,23 @@ class FakeSource:
         self._put(Started(self.main_pid, SESSION_ID, self.store))
         for k in range(len(self.samples)):
             self._put(self._progress(k + 1))
+            if blocks:  # code blocks: as the sampler sends them, before the sample
+                self._put_blocks(k)
             self._put(SampleMessage(self.samples[k]))
         if finished:
             self._end(exit_code=exit_code)
+
+    def _put_blocks(self, k: int) -> None:
+        def event(kind: str, name: str) -> EventMessage:
+            return EventMessage(Event(time=START_TIME + k, type=kind, message="", pid=self.main_pid, name=name))
+
+        if k == 1:
+            self._put(event("block_start", "load data"))
+        if k == 3:
+            self._put(event("block_end", "load data"))
+            self._put(event("block_start", "train epoch"))
+        if (lb := make_live_blocks(k)) is not None:
+            self._put(BlocksMessage(lb))
 
     @property
     def n_scripted(self) -> int:

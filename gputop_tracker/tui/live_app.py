@@ -12,13 +12,14 @@ from pathlib import Path
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Input
 
 from gputop_tracker.core import channel
 from gputop_tracker.core.channel import (
     STOP_SIGNAL,
+    BlocksMessage,
     EventMessage,
     Failed,
     Progress,
@@ -30,7 +31,7 @@ from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.text import escape_controls
 from gputop_tracker.tui.job_panel import JobPanel
-from gputop_tracker.tui.live_blocks import OpenBlocks
+from gputop_tracker.tui.live_blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live_charts import LiveCharts
 from gputop_tracker.tui.live_control import DataSource
 from gputop_tracker.tui.live_keys import ViewKeys
@@ -129,19 +130,23 @@ class LiveApp(ViewKeys):
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
+        self.blocks_pane = BlocksPane()  # the blocks table (key b)
 
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         yield Panel(id="header")
         with Horizontal(id="main"):
-            table = ProcessTable(id="procs")
-            table.border_title = "processes"
-            yield table
+            with Vertical(id="left"):
+                table = ProcessTable(id="procs")
+                table.border_title = "processes"
+                yield table
+                yield ProcessTable(id="blocks")
             with VerticalScroll(id="side"):
                 yield self.job_panel  # shown once a request is known (issue 18)
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
+        yield ProcessTable(id="blocks-wide")
         yield LiveCharts(id="charts")
         log = OutputPane(LOG_LINES, id="output")
         log.border_title = "output"
@@ -226,6 +231,8 @@ class LiveApp(ViewKeys):
                     self._redraw()
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
+        elif isinstance(msg, BlocksMessage):
+            self.blocks_pane.latest = msg.blocks  # drawn with the next sample, as the progress
         elif isinstance(msg, Started):
             self.main_pid = msg.pid
             self.session_id = msg.session_id
@@ -238,6 +245,7 @@ class LiveApp(ViewKeys):
             self._on_alert(msg)
         elif isinstance(msg, Summary):
             self.final = msg.usage
+            self.blocks_pane.finished(msg.usage)
             self._on_finished()
         elif isinstance(msg, Failed):
             self.failure = msg
@@ -326,6 +334,8 @@ class LiveApp(ViewKeys):
             extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
         if running_blocks := self.open_blocks.text():
             extras.append((f"  {running_blocks}", "bold blue"))
+        if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
+            extras.append(("  b: blocks", "dim"))
         if self.latest is not None and any(g.simulated for g in self.latest.gpus):
             extras.append(("  SIMULATED GPUs", "bold magenta"))
         line2 = Text.assemble(
@@ -356,6 +366,7 @@ class LiveApp(ViewKeys):
             self._update_table(self.latest, final_processes(self.final))
         elif s is not None:
             self._update_table(s)
+        self._draw_blocks()
         if s is not None:
             self._update_gpus(s)
             self.query_one("#host", HostPanel).show(s.host, self.panel_width)
@@ -369,6 +380,28 @@ class LiveApp(ViewKeys):
         elif self.progress is not None:
             summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
+
+    def _draw_blocks(self) -> None:
+        """The blocks table: the whole width under the processes and panels from LARGE up, else in the process
+        table's place while b is on."""
+        pane, size = self.blocks_pane, self.view_size
+        shown = pane.shown(size)
+        split = shown and pane.large(size)
+        self.set_class(shown and not split, "blocks-only")
+        self.set_class(split, "blocks-split")
+        if not shown:
+            return
+        table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
+        now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
+        pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
+        if split:
+            table.styles.height = table.row_count + 3
+
+    def action_blocks(self) -> None:
+        shown = self.blocks_pane.toggle(self.view_size)
+        self._draw_blocks()
+        self._draw_header()
+        self.query_one("#blocks" if shown and not self.blocks_pane.large(self.view_size) else "#procs").focus()
 
     @property
     def panel_width(self) -> int:

@@ -36,6 +36,7 @@ BINDINGS: list[BindingType] = [
     Binding("tab", "focus_next_pane", "Pane", id="next_pane", show=False, tooltip="Table or output"),
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
+    Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
 ]
 
 

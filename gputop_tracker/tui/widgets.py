@@ -376,6 +376,8 @@ and the session is saved by the sampler whatever happens here.
 [b]tab[/b]      move between the process table and the output pane
 [b]↑ ↓ pgup pgdn home end[/b]  move in the focused pane
 [b]h[/b]        saved sessions (history)
+[b]b[/b]        the code blocks table (`with block()`, `@tracked`, `mark()`): calls, open now, time,
+         peaks, CPU-seconds, marks; under the process table on a large terminal (again: hidden)
 [b]?[/b] [b]f1[/b]     this help; [b]esc[/b] closes dialogs, the filter and the search
 
 [b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
