@@ -499,9 +499,9 @@ class ProcessTree:
         self._first_reads_spent = 0.0
 
     def _read_smaps(self, h: ProcHandle, now: float, anon: int, shared: int) -> None:
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # the budget is CPU: time spent waiting for a busy CPU costs nothing
         got = read_smaps_rollup(h.pid)
-        cost = time.perf_counter() - t0
+        cost = time.thread_time() - t0
         self._smaps_tokens -= cost
         if h.smaps_stale or h.uss < 0:
             self._first_reads_spent += cost
