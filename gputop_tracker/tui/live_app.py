@@ -36,6 +36,7 @@ from gputop_tracker.tui.live_keys import ViewKeys
 from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows
 from gputop_tracker.tui.process_rows import (
+    BOUND_LEGEND,
     COLUMNS,
     final_processes,
     fit_columns,
@@ -220,7 +221,7 @@ class LiveApp(ViewKeys):
             else:
                 self.latest = msg.sample
                 with self.batch_update():  # one screen update per sample, not one per widget
-                    self._redraw()
+                    self._redraw(sample=True)
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, Started):
@@ -403,6 +404,10 @@ class LiveApp(ViewKeys):
         rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
+        if self.final is None:  # the legend of ≥, while a row shows one
+            title = f"processes · {BOUND_LEGEND}" if any(p.mem_bound for p, _ in ordered) else "processes"
+            if table.border_title != title:  # setting it repaints the whole table, even unchanged
+                table.border_title = title
         self._show_selected_command()
 
     def _show_selected_command(self) -> None:
