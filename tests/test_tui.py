@@ -659,6 +659,68 @@ async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
         assert 4301 not in row_keys(app)
 
 
+async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> None:
+    """The sampler's running summary comes at most once a second; a sample that came after it, above its peaks,
+    raises the peaks shown (summary panel and chart titles) with it."""
+    from gputop_tracker.tui.charts import TimeChart
+    from gputop_tracker.tui.fake import _tree_totals
+
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        s = make_sample(3)
+        s.processes[1] = s.processes[1].model_copy(
+            update={"rss": 9_000_000_000, "private": 8_000_000_000, "pss": 8_500_000_000, "threads": 700}
+        )
+        s.tree = _tree_totals(s.processes).model_copy(update={"cpu_percent": 3000.0})
+        s.gpus[0] = s.gpus[0].model_copy(update={"utilization_gpu": 100.0})
+        src.push(SampleMessage(s), progress=False)  # no running summary with it: the last one is below
+        await settle(app, pilot, src.n_scripted)
+        u = app.progress
+        assert u is not None and u.max_ram.combined.total_rss < 9e9 and u.peak_threads < 700
+        text = str(app.query_one("#summary", Static).content)
+        peak = float(re.search(r"peak RAM +([\d.]+) GB", text)[1]) * 1e9  # type: ignore[index]
+        private = float(re.search(r"private +([\d.]+) GB", text)[1]) * 1e9  # type: ignore[index]
+        assert peak >= max(s.tree.combined_total, *(p.rss for p in s.processes)) - 0.01e9
+        assert private >= s.tree.combined_private - 0.01e9
+        assert f"threads     {s.tree.threads} peak" in text and "max 3000%" in text
+        assert "max 100%" in text  # GPU 0's utilization now
+        ram = app.query_one("#live-chart-ram", TimeChart)
+        assert ram.peak is not None and ram.peak[0] >= s.tree.combined_total  # not waiting for the next period
+        assert f"▲ peak {ram._exact(s.tree.combined_total)} at 3s" in ram.render().plain.split("\n")[0]
+
+
+async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pane() -> None:
+    """While a process's private/shared figures are carried forward (or not read yet) they show as ≥ bounds."""
+    from gputop_tracker.tui.process_info import BOUND_NOTE, ProcessDetailScreen
+
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        assert "≥" not in cell(app, 4250, "private") and table.border_title == "processes"
+        s = make_sample(3)
+        s.processes[1] = s.processes[1].model_copy(update={"mem_bound": True, "private": 261_789_000})
+        src.push(SampleMessage(s))
+        await settle(app, pilot, src.n_scripted)
+        assert cell(app, 4250, "private") == "≥261 MB"  # rounded down: still a lower bound
+        assert cell(app, 4250, "shared").startswith("≥")
+        assert "≥" not in cell(app, MAIN_PID, "private") + cell(app, 4251, "private")
+        assert "≥ lower bound" in str(table.border_title)
+        await pilot.press("down")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessDetailScreen)
+        text = app.screen.text.plain
+        assert "private    ≥261 MB now" in text and "shared     ≥" in text and BOUND_NOTE in text
+        await pilot.press("escape")
+        src.push_sample(4)  # read since: the kernel's figures again
+        await settle(app, pilot, src.n_scripted)
+        assert "≥" not in cell(app, 4250, "private") and table.border_title == "processes"
+
+
 async def test_enter_opens_the_process_in_full() -> None:
     from gputop_tracker.tui.process_info import ProcessDetailScreen
 

@@ -80,6 +80,40 @@ class OutputText(Message):
         self.text = text
 
 
+def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
+    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
+    sample may come between two: a peak on screen must never read below a current figure beside it. The
+    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
+    if s is None:
+        return u
+    t = s.tree
+    ram = u.max_ram.combined
+    top = max([t.combined_total, *(p.rss for p in s.processes)])
+    updates: dict[str, object] = {}
+    if top > ram.total_rss or t.combined_private > ram.private_rss:
+        ram = ram.model_copy(
+            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
+        )
+        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
+    if t.gpu_memory > u.max_gpu_ram.combined:
+        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
+    cpu = u.cpu_utilization.combined
+    if t.cpu_percent > cpu.max_sum_percent:
+        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
+        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
+    if t.threads > u.peak_threads:
+        updates["peak_threads"] = t.threads
+    if t.n_processes > u.n_processes:
+        updates["n_processes"] = t.n_processes
+    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
+    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
+        updates["gpus"] = [
+            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
+            for g in u.gpus
+        ]
+    return u.model_copy(update=updates) if updates else u
+
+
 def side_width(width: int) -> int:
     return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
 
@@ -365,7 +399,7 @@ class LiveApp(ViewKeys):
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
-            summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
+            summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
 
     @property
     def panel_width(self) -> int:

@@ -16,7 +16,7 @@ from textual.widgets import Static
 from gputop_tracker.core.livestats import ProcessMemo
 from gputop_tracker.core.models import Event, GpuSample, ProcessSample, Sample
 from gputop_tracker.core.text import escape_controls
-from gputop_tracker.tui.process_rows import BOUND_MARK, process_state
+from gputop_tracker.tui.process_rows import bound_bytes, process_state
 from gputop_tracker.tui.widgets import clock, short_bytes
 
 BOUND_NOTE = "≥: lower bounds; its memory changed since smaps_rollup was last read (or never read yet)"
@@ -75,7 +75,7 @@ def gpu_lines(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample])
 def detail_text(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample], state: str | None) -> Text:
     """Everything the view knows of one process."""
     command = escape_controls(shlex.join(p.cmdline)) if p.cmdline else f"[{p.name}] (command line not readable)"
-    mark = BOUND_MARK if p.mem_bound else ""
+    figure = bound_bytes if p.mem_bound else short_bytes
     peak_private = memo.peak_private if memo else p.private
     rows = [
         ("PID", str(p.pid)),
@@ -90,8 +90,8 @@ def detail_text(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample
             else f"{p.cpu_percent:.1f}% now, {p.cpu_seconds:.2f} CPU-seconds",
         ),
         ("RSS", f"{short_bytes(p.rss)} now, peak {short_bytes(max(p.peak_rss, memo.peak_rss if memo else 0))}"),
-        ("private", f"{mark}{short_bytes(p.private)} now, peak {short_bytes(peak_private)}"),
-        ("shared", f"{mark}{short_bytes(p.shared)} now" if p.pss >= 0 else "-"),
+        ("private", f"{figure(p.private)} now, peak {short_bytes(peak_private)}"),
+        ("shared", f"{figure(p.shared)} now" if p.pss >= 0 else "-"),
         ("threads", str(p.threads)),
     ]
     out = Text()
