@@ -12,7 +12,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.geometry import Region
 from textual.screen import ModalScreen
 from textual.strip import Strip
-from textual.visual import Visual, VisualType, visualize
+from textual.visual import RenderOptions, Visual, VisualType, visualize
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
@@ -128,7 +128,12 @@ class Panel(Static):
 
     def _render_text(self, line: Text | str, width: int) -> list[Strip]:
         visual = visualize(self, line, markup=self._render_markup)
-        return Visual.to_strips(self, visual, width, None, self.visual_style) or [Strip.blank(0)]
+        if self.styles.content_align != ("left", "top"):
+            return Visual.to_strips(self, visual, width, None, self.visual_style) or [Strip.blank(0)]
+        # Visual.to_strips less its steps for a selection (drawn by Static meanwhile, see render_line) and for
+        # links (panels have none): a third of its cost, for each line of each panel every sample
+        options = RenderOptions(self._get_style, self.styles)  # type: ignore[arg-type]  # as Visual.to_strips does
+        return visual.render_strips(width, None, self.visual_style, options) or [Strip.blank(0)]
 
     def render_line(self, y: int) -> Strip:
         if self._shown is None or self.text_selection is not None:
