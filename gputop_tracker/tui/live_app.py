@@ -13,6 +13,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import Footer, Input
 
@@ -46,6 +47,7 @@ from gputop_tracker.tui.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.proctable import ProcessTable
+from gputop_tracker.tui.quiet_driver import quiet_driver
 from gputop_tracker.tui.widgets import (
     GpuPanel,
     HostPanel,
@@ -162,6 +164,9 @@ class LiveApp(ViewKeys):
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver(super().get_driver_class())  # no input poll ten times a second
 
     # ------------------------------------------------------------------ layout
 
