@@ -302,6 +302,14 @@ class LiveApp(ViewKeys):
         self.source_error = event.error
         if self.final is None and self.failure is None:
             self._on_finished()
+            job = "the command runs on untracked" if self.mode == "launch" else "the attached process is untouched"
+            wait = ": quit (q) and this terminal waits for it, Ctrl-C then signals it" if self.mode == "launch" else ""
+            self.notify(
+                f"{job}{wait}; the session keeps the figures measured so far",
+                title="the sampler process stopped",
+                severity="error",
+                timeout=3600,
+            )
 
     def on_output_text(self, event: OutputText) -> None:
         if self.paused:
