@@ -325,6 +325,16 @@ def test_progress_message_is_decoded_and_validated() -> None:
     assert isinstance(msg, Progress) and msg.usage == usage
     with pytest.raises(ValidationError):
         channel.decode(json.dumps({"kind": "progress", "summary": {"max_ram": "lots"}}).encode())
+    # as the sampler writes them (msgpipe: compact JSON), validated straight from the text
+    compact = {"separators": (",", ":")}
+    line = json.dumps({"kind": "progress", "summary": usage.model_dump(mode="json")}, **compact).encode()
+    msg = channel.decode(line)
+    assert isinstance(msg, Progress) and msg.usage == usage
+    sample = make_sample(3)
+    msg = channel.decode(json.dumps({"kind": "sample", "sample": sample.model_dump(mode="json")}, **compact).encode())
+    assert isinstance(msg, SampleMessage) and msg.sample == sample
+    with pytest.raises(ValidationError):
+        channel.decode(json.dumps({"kind": "sample", "sample": {"time": "now"}}, **compact).encode())
 
 
 def test_sampler_streams_progress_at_most_once_a_second(tmp_path: Path) -> None:
