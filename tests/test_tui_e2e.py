@@ -252,6 +252,14 @@ def test_sampler_killed_under_the_live_view_the_job_is_not_orphaned(tmp_path: Pa
     command = 0
     try:
         wait_for(session, r"● running", 30)
+        # a lone Escape (which the terminal driver must time out, not wait on) closes the quit dialog
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        deadline = time.monotonic() + 10
+        while "Stop tree" in screen(session) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "Stop tree" not in screen(session)
         meta = _checkpoint(store, 30)["meta"]
         command, sampler = meta["pid"], meta["engine_pid"]
         front = _ppid(sampler)

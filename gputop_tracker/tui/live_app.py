@@ -164,6 +164,7 @@ class LiveApp(ViewKeys):
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+        self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
 
     def get_driver_class(self) -> type[Driver]:
         return quiet_driver(super().get_driver_class())  # no input poll ten times a second
@@ -451,8 +452,9 @@ class LiveApp(ViewKeys):
         rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
-        if self.final is None:  # the legend of ≥, while a row shows one
-            title = f"processes · {BOUND_LEGEND}" if any(p.mem_bound for p, _ in ordered) else "processes"
+        if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
+            self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
+            title = f"processes · {BOUND_LEGEND}" if self._bound_seen else "processes"
             if table.border_title != title:  # setting it repaints the whole table, even unchanged
                 table.border_title = title
         self._show_selected_command()

@@ -192,7 +192,7 @@ def process_cells(
 
 
 BOUND_MARK = "≥"
-BOUND_LEGEND = "≥ lower bound (smaps not read yet)"
+BOUND_LEGEND = "≥ lower bound (smaps_rollup read pending)"
 
 
 def bound_bytes(n: int) -> str:
