@@ -35,6 +35,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime of this process only
 
 
+def thread_seconds(pid: int) -> dict[int, float]:
+    """utime + stime of each thread of the process."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 def status_kb(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):
@@ -96,9 +109,11 @@ def main() -> None:
     drain(fd, time.monotonic() + args.warmup)
     samplers = children(pid)
     tree = [d for c in samplers for d in descendants(c)]
+    threads0 = thread_seconds(pid)
     c0, s0, t0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
     written = drain(fd, t0 + args.seconds)
     c1, s1, t1 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
+    threads1 = thread_seconds(pid)
     rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     wall = t1 - t0
     os.write(fd, b"q")
@@ -124,6 +139,11 @@ def main() -> None:
     print(
         f"TUI process  CPU {100 * (c1 - c0) / wall:.2f}% of one core   RSS {rss / 1024:.1f} MB (peak {hwm / 1024:.1f} MB)"
     )
+    per_thread = "  ".join(
+        f"{'main' if tid == pid else tid} {100 * (t - threads0.get(tid, 0.0)) / wall:.2f}%"
+        for tid, t in sorted(threads1.items())
+    )
+    print(f"  by thread  {per_thread}  (main: the UI; the others: terminal input/output, the two readers)")
     print(f"sampler      CPU {100 * (s1 - s0) / wall:.2f}% of one core (separate process)")
     if os.environ.get("BENCH_DEBUG"):
         print(repr(bytes(LAST)))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from gputop_tracker.core.procfs import PAGE_SIZE, ProcessTree
 
 PY = sys.executable
@@ -72,3 +74,62 @@ def test_vanished_during_read_then_listing_does_not_crash() -> None:
     finally:
         root.kill()
         root.wait()
+
+
+ALLOCATOR = """
+import sys
+held = []
+print("ready", flush=True)
+for line in sys.stdin:
+    b = bytearray(int(line))
+    b[::4096] = b"1" * len(b[::4096])
+    held.append(b)
+    print("ok", flush=True)
+"""
+
+
+def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before a process's first smaps_rollup read, and after its memory moved since the last one, its private,
+    shared and PSS figures are lower bounds, marked so (`bound`, a sample's `mem_bound`); a read makes them the
+    kernel's figures again."""
+    from gputop_tracker.core import procfs
+    from gputop_tracker.core.events import FlightRecorder
+    from gputop_tracker.core.summary import SummaryBuilder
+
+    proc = subprocess.Popen([PY, "-c", ALLOCATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    tree = ProcessTree(proc.pid, exclude={os.getpid()})
+    b = SummaryBuilder(
+        main_pid=proc.pid, command=["x"], mode="attach", interval=1.0, start_time=0.0, recorder=FlightRecorder(10, 1.0)
+    )
+
+    def read(now: float) -> procfs.Reading:
+        (r,) = tree.read(now)
+        sample = b.add(now, [r], [], (1 << 30, 1 << 29, 0.0), want_sample=True)
+        assert sample is not None and sample["processes"][0]["mem_bound"] is r.bound
+        return r
+
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tree.discover()
+        t0 = time.monotonic()  # the clock the sampler passes (its smaps budget refills with it)
+        with monkeypatch.context() as m:
+            m.setattr(procfs, "SMAPS_FIRST_CAP", -1.0)  # no first read allowed: out of budget
+            r = read(t0)
+        uss, _pss = procfs.read_smaps_rollup(proc.pid) or (0, 0)
+        assert r.bound and r.private <= uss  # not read yet: only growth since first seen counts
+        r = read(t0 + 1.0)  # the first read
+        assert not r.bound and abs(r.private - procfs.read_smaps_rollup(proc.pid)[0]) < 1 << 20  # type: ignore[index]
+        before = r.private
+        proc.stdin.write(f"{30_000_000}\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ok"
+        r = read(t0 + 1.1)  # statm moved, the next read is not due yet: carried forward
+        uss, _pss = procfs.read_smaps_rollup(proc.pid) or (0, 0)
+        assert r.bound and before + 25_000_000 <= r.private <= uss
+        r = read(t0 + 3.0)  # read again: the kernel's figure
+        assert not r.bound and abs(r.private - procfs.read_smaps_rollup(proc.pid)[0]) < 1 << 20  # type: ignore[index]
+    finally:
+        tree.close()
+        proc.kill()
+        proc.wait()

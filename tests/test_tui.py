@@ -325,6 +325,16 @@ def test_progress_message_is_decoded_and_validated() -> None:
     assert isinstance(msg, Progress) and msg.usage == usage
     with pytest.raises(ValidationError):
         channel.decode(json.dumps({"kind": "progress", "summary": {"max_ram": "lots"}}).encode())
+    # as the sampler writes them (msgpipe: compact JSON), validated straight from the text
+    compact = {"separators": (",", ":")}
+    line = json.dumps({"kind": "progress", "summary": usage.model_dump(mode="json")}, **compact).encode()
+    msg = channel.decode(line)
+    assert isinstance(msg, Progress) and msg.usage == usage
+    sample = make_sample(3)
+    msg = channel.decode(json.dumps({"kind": "sample", "sample": sample.model_dump(mode="json")}, **compact).encode())
+    assert isinstance(msg, SampleMessage) and msg.sample == sample
+    with pytest.raises(ValidationError):
+        channel.decode(json.dumps({"kind": "sample", "sample": {"time": "now"}}, **compact).encode())
 
 
 def test_sampler_streams_progress_at_most_once_a_second(tmp_path: Path) -> None:
@@ -530,7 +540,7 @@ def test_time_ring_is_bounded_over_the_whole_run_and_keeps_peaks() -> None:
 
 
 async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None:
-    from gputop_tracker.tui.charts import TimeChart
+    from gputop_tracker.tui.charts import TimeChart, short_time, stepped_end
 
     src = FakeSource(6)
     app = make_app(src)
@@ -540,7 +550,8 @@ async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None
         assert ram.display and len(ram.xs) in (5, 6) and ram.peak is not None  # redrawn every 2 s of the run
         assert [s.label for s in ram.series] == ["Σ PSS", "private"]
         text = ram.render().plain
-        assert "RAM (tree)" in text and "GB┤" in text and "0s" in text and "5s" in text  # units, time axis
+        end = short_time(stepped_end(ram.xs[-1]))  # 4s or 5s: the axis ends on the last sample drawn
+        assert "RAM (tree)" in text and "GB┤" in text and "0s" in text and end in text  # units, time axis
         assert "▲ peak" in text
         for chart_id in ("#live-chart-cpu", "#live-chart-gpu-memory", "#live-chart-gpu-util"):
             assert app.query_one(chart_id, TimeChart).display
@@ -656,6 +667,69 @@ async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
             src.push(SampleMessage(make_sample(5 + i, tree=_workers_tree()[:2])))
         await settle(app, pilot, src.n_scripted)
         assert 4301 not in row_keys(app)
+
+
+async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> None:
+    """The sampler's running summary comes at most once a second; a sample that came after it, above its peaks,
+    raises the peaks shown (summary panel and chart titles) with it."""
+    from gputop_tracker.tui.charts import TimeChart
+    from gputop_tracker.tui.fake import _tree_totals
+
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        s = make_sample(3)
+        s.processes[1] = s.processes[1].model_copy(
+            update={"rss": 9_000_000_000, "private": 8_000_000_000, "pss": 8_500_000_000, "threads": 700}
+        )
+        s.tree = _tree_totals(s.processes).model_copy(update={"cpu_percent": 3000.0})
+        s.gpus[0] = s.gpus[0].model_copy(update={"utilization_gpu": 100.0})
+        src.push(SampleMessage(s), progress=False)  # no running summary with it: the last one is below
+        await settle(app, pilot, src.n_scripted)
+        u = app.progress
+        assert u is not None and u.max_ram.combined.total_rss < 9e9 and u.peak_threads < 700
+        text = str(app.query_one("#summary", Static).content)
+        peak = float(re.search(r"peak RAM +([\d.]+) GB", text)[1]) * 1e9  # type: ignore[index]
+        private = float(re.search(r"private +([\d.]+) GB", text)[1]) * 1e9  # type: ignore[index]
+        assert peak >= max(s.tree.combined_total, *(p.rss for p in s.processes)) - 0.01e9
+        assert private >= s.tree.combined_private - 0.01e9
+        assert f"threads     {s.tree.threads} peak" in text and "max 3000%" in text
+        assert "max 100%" in text  # GPU 0's utilization now
+        ram = app.query_one("#live-chart-ram", TimeChart)
+        assert ram.peak is not None and ram.peak[0] >= s.tree.combined_total  # not waiting for the next period
+        assert f"▲ peak {ram._exact(s.tree.combined_total)} at 3s" in ram.render().plain.split("\n")[0]
+
+
+async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pane() -> None:
+    """While a process's private/shared figures are carried forward (or not read yet) they show as ≥ bounds."""
+    from gputop_tracker.tui.process_info import BOUND_NOTE, ProcessDetailScreen
+
+    src = FakeSource(3)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        assert "≥" not in cell(app, 4250, "private") and table.border_title == "processes"
+        s = make_sample(3)
+        s.processes[1] = s.processes[1].model_copy(update={"mem_bound": True, "private": 261_789_000})
+        src.push(SampleMessage(s))
+        await settle(app, pilot, src.n_scripted)
+        assert cell(app, 4250, "private") == "≥261 MB"  # rounded down: still a lower bound
+        assert cell(app, 4250, "shared").startswith("≥")
+        assert "≥" not in cell(app, MAIN_PID, "private") + cell(app, 4251, "private")
+        assert "≥ lower bound" in str(table.border_title)
+        await pilot.press("down")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessDetailScreen)
+        text = app.screen.text.plain
+        assert "private    ≥261 MB now" in text and "shared     ≥" in text and BOUND_NOTE in text
+        await pilot.press("escape")
+        src.push_sample(4)  # read since: the kernel's figures again
+        await settle(app, pilot, src.n_scripted)
+        assert "≥" not in cell(app, 4250, "private")
+        assert "≥ lower bound" in str(table.border_title)  # the legend stays: no title flickering on and off
 
 
 async def test_enter_opens_the_process_in_full() -> None:

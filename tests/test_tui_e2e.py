@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -207,3 +209,81 @@ def test_workers_told_apart_and_progress_bar_on_one_line(tmp_path: Path) -> None
         assert wait_file(rc_file, 30) == str(128 + 15)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+WAITS_FOR_GO = (
+    "import os, sys, time\ngo = sys.argv[1]\nwhile not os.path.exists(go):\n    time.sleep(0.02)\nsys.exit(7)\n"
+)
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rindex(b")") + 2 :].split()[1])
+
+
+def _session_file(store: Path) -> dict:
+    files = list(store.glob("*.json"))
+    return json.loads(files[0].read_text()) if files else {}
+
+
+def _checkpoint(store: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            session = _session_file(store)
+            if session and session["summary"]["n_samples"] >= 1:
+                return session
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # being replaced
+        time.sleep(0.1)
+    raise AssertionError(f"no checkpoint in {store} after {timeout} s")
+
+
+@pytest.mark.parametrize("ending", ["command exits", "ctrl-c"])
+def test_sampler_killed_under_the_live_view_the_job_is_not_orphaned(tmp_path: Path, ending: str) -> None:
+    """SIGKILL to the sampler process while the live view runs: the view says so, the command runs on as the
+    front end's child (never orphaned), and after q the terminal waits for it; its exit code is ours, the
+    session is marked interrupted. A Ctrl-C while waiting goes to the command, never leaving it untracked."""
+    go = tmp_path / "go"
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, "-c", WAITS_FOR_GO]
+    session, rc_file = start_in_tmux(tmp_path, [*track, str(go)], size=(120, 40))
+    store = tmp_path / "store"
+    command = 0
+    try:
+        wait_for(session, r"● running", 30)
+        # a lone Escape (which the terminal driver must time out, not wait on) closes the quit dialog
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        deadline = time.monotonic() + 10
+        while "Stop tree" in screen(session) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "Stop tree" not in screen(session)
+        meta = _checkpoint(store, 30)["meta"]
+        command, sampler = meta["pid"], meta["engine_pid"]
+        front = _ppid(sampler)
+        os.kill(sampler, signal.SIGKILL)
+        wait_for(session, r"● sampler stopped unexpectedly", 15)
+        wait_for(session, r"the sampler process stopped", 10)
+        assert alive(command) and _ppid(command) == front  # reparented to the front end: not orphaned
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        waiting = wait_for(session, r"sampler process was killed by SIGKILL: waiting for the command \(PID (\d+)\)", 15)
+        assert int(waiting.group(1)) == command and alive(command) and _ppid(command) == front
+        wait_for(session, r"Ctrl-C, SIGTERM or a hang-up now go to the command", 5)
+        if ending == "command exits":
+            go.touch()
+            assert wait_file(rc_file, 30) == "7"  # the command's own exit code
+        else:
+            subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+            assert wait_file(rc_file, 30) == str(128 + signal.SIGINT)  # it got the SIGINT, and we waited for it
+        assert not alive(command)
+        saved = _session_file(store)
+        assert saved["meta"]["status"] == "interrupted"
+        assert saved["meta"]["exit_code"] == int(rc_file.read_text())
+        assert any("sampler process was killed by SIGKILL" in n for n in saved["summary"]["notes"])
+        assert "Traceback" not in screen(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        if command and alive(command):
+            os.kill(command, signal.SIGKILL)

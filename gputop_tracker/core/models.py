@@ -45,6 +45,11 @@ class ProcessSample(Model):
         default=None,
         description="SM utilization of this process (NVML process samples), summed over GPUs; None when not reported",
     )
+    mem_bound: bool = Field(
+        default=False,
+        description="private, shared and pss are lower bounds: carried forward from an older smaps_rollup read "
+        "(statm moved since), or none read yet",
+    )
 
 
 class GpuSample(Model):

@@ -186,6 +186,7 @@ class Reading:
     """What one sample read of one process (plain slots: this runs for every process every sample)."""
 
     __slots__ = (
+        "bound",
         "child_faults",
         "cpu_percent",
         "handle",
@@ -215,6 +216,7 @@ class Reading:
         self.user_total = 0.0  # utime + cutime, seconds (reaped children's time is in cutime)
         self.system_total = 0.0  # stime + cstime
         self.cpu_percent = 0.0
+        self.bound = False  # private, pss and shared are lower bounds: carried forward, or smaps never read
 
 
 def _is_subreaper() -> bool:
@@ -265,11 +267,13 @@ def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shm
         if h.anon0 < 0:
             h.anon0 = anon
         r.private = r.pss = max(0, anon - h.anon0)
+        r.bound = True
     elif anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged since the read: its figures
         r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
         r.private = h.uss if h.uss < h.pss else h.pss
     else:
         _carry_forward(r, h, anon, file_shmem)
+        r.bound = True
 
 
 def _carry_forward(r: Reading, h: ProcHandle, anon: int, file_shmem: int) -> None:
@@ -481,6 +485,7 @@ class ProcessTree:
                 r.private = max(0, r.private - h.smaps_shared)
                 r.pss = r.private
                 r.pss_shared = 0
+                r.bound = True
 
     def _smaps_due(self, h: ProcHandle, now: float, anon: int, file_shmem: int) -> bool:
         """Is it time to read this process's smaps_rollup? First reads come first, at a cost bounded per sample."""

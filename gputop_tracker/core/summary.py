@@ -971,4 +971,5 @@ def _process_sample(r: Reading, p: ProcessStats, gmem: dict[str, int] | None, sm
         "threads": r.threads,
         "gpu_memory": gmem or {},
         "gpu_sm_percent": sm,
+        "mem_bound": r.bound,
     }

@@ -168,6 +168,25 @@ class HangUp:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the sampler's pid is no longer ours to signal
 
 
+def _forward_signals(pid: int) -> None:
+    """After a takeover we wait for the command ourselves: a Ctrl-C, SIGTERM or hang-up meanwhile goes to the
+    command's process group (its own session: keys pressed here never reached it) — never ending our wait and
+    leaving it running untracked."""
+    console.say(f"Ctrl-C, SIGTERM or a hang-up now go to the command's process group ({pid})")
+
+    def forward(sig: int, _frame: object) -> None:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+        except OSError:  # gone meanwhile: our wait ends with it
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+
+
 def _killed(handle: SamplerHandle) -> bool:
     """The sampler died of a signal (a SIGKILL, the OOM killer) rather than ending its run."""
     return handle.exit_status is not None and handle.exit_status < 0
@@ -237,7 +256,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
         console.say(app.failure.message)
     if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
         took_over = orphans.Takeover(cfg, handle.exit_status, app.main_pid, app.session_id, str(store))
-        return took_over.run(console.say)
+        return took_over.run(console.say, _forward_signals)
     if hangup.seen and app.final is None:
         return 128 + signal.SIGHUP
     if code is None:  # the app crashed; Textual printed the traceback

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import Footer, Input
 
@@ -38,6 +39,7 @@ from gputop_tracker.tui.live_keys import ViewKeys
 from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows
 from gputop_tracker.tui.process_rows import (
+    BOUND_LEGEND,
     COLUMNS,
     final_processes,
     fit_columns,
@@ -47,6 +49,7 @@ from gputop_tracker.tui.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.proctable import ProcessTable
+from gputop_tracker.tui.quiet_driver import quiet_driver
 from gputop_tracker.tui.widgets import (
     GpuPanel,
     HostPanel,
@@ -79,6 +82,40 @@ class OutputText(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
+
+
+def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
+    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
+    sample may come between two: a peak on screen must never read below a current figure beside it. The
+    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
+    if s is None:
+        return u
+    t = s.tree
+    ram = u.max_ram.combined
+    top = max([t.combined_total, *(p.rss for p in s.processes)])
+    updates: dict[str, object] = {}
+    if top > ram.total_rss or t.combined_private > ram.private_rss:
+        ram = ram.model_copy(
+            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
+        )
+        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
+    if t.gpu_memory > u.max_gpu_ram.combined:
+        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
+    cpu = u.cpu_utilization.combined
+    if t.cpu_percent > cpu.max_sum_percent:
+        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
+        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
+    if t.threads > u.peak_threads:
+        updates["peak_threads"] = t.threads
+    if t.n_processes > u.n_processes:
+        updates["n_processes"] = t.n_processes
+    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
+    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
+        updates["gpus"] = [
+            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
+            for g in u.gpus
+        ]
+    return u.model_copy(update=updates) if updates else u
 
 
 def side_width(width: int) -> int:
@@ -131,6 +168,10 @@ class LiveApp(ViewKeys):
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
+        self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver(super().get_driver_class())  # no input poll ten times a second
 
     # ------------------------------------------------------------------ layout
 
@@ -228,7 +269,7 @@ class LiveApp(ViewKeys):
             else:
                 self.latest = msg.sample
                 with self.batch_update():  # one screen update per sample, not one per widget
-                    self._redraw()
+                    self._redraw(sample=True)
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, BlocksMessage):
@@ -273,6 +314,14 @@ class LiveApp(ViewKeys):
         self.source_error = event.error
         if self.final is None and self.failure is None:
             self._on_finished()
+            job = "the command runs on untracked" if self.mode == "launch" else "the attached process is untouched"
+            wait = ": quit (q) and this terminal waits for it, Ctrl-C then signals it" if self.mode == "launch" else ""
+            self.notify(
+                f"{job}{wait}; the session keeps the figures measured so far",
+                title="the sampler process stopped",
+                severity="error",
+                timeout=3600,
+            )
 
     def on_output_text(self, event: OutputText) -> None:
         if self.paused:
@@ -378,7 +427,7 @@ class LiveApp(ViewKeys):
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
-            summary.show_final(self.progress, self.narrow, live=True, width=self.panel_width)
+            summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
 
     def _draw_blocks(self) -> None:
@@ -440,6 +489,11 @@ class LiveApp(ViewKeys):
         rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
+        if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
+            self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
+            title = f"processes · {BOUND_LEGEND}" if self._bound_seen else "processes"
+            if table.border_title != title:  # setting it repaints the whole table, even unchanged
+                table.border_title = title
         self._show_selected_command()
 
     def _show_selected_command(self) -> None:

@@ -100,7 +100,8 @@ CHART_PERIOD = 2.0  # seconds of the run between two chart redraws (btop's defau
 
 class LiveCharts(Horizontal):
     """Four TimeCharts in a row; GPU charts only once a GPU was seen. Redrawn every CHART_PERIOD of the run
-    (a chart moves by a pixel or two a second: drawing each sample doubled the view's CPU cost)."""
+    (a chart moves by a pixel or two a second: drawing each sample doubled the view's CPU cost), and a chart
+    at once when its peak rose."""
 
     _drawn_at: float | None = None
 
@@ -122,23 +123,28 @@ class LiveCharts(Horizontal):
         ring = history.chart
         xs = ring.times
         now = xs[-1] if xs else 0.0
-        if not force and self._drawn_at is not None and now - self._drawn_at < CHART_PERIOD - 1e-6:
-            return
-        self._drawn_at = now
+        due = force or self._drawn_at is None or now - self._drawn_at >= CHART_PERIOD - 1e-6
+        if due:
+            self._drawn_at = now
         gpus = history.gpu_indices
         if self.has_class("narrow") != narrow or self.has_class("no-gpu") != (not gpus):
             self.set_class(narrow, "narrow")
             self.set_class(not gpus, "no-gpu")
-        ram = self.query_one("#live-chart-ram", TimeChart)
-        ram.set_data(
+        _draw(
+            self.query_one("#live-chart-ram", TimeChart),
+            due,
             xs,
             [Series("Σ PSS", ring.series("ram"), "bright_green"), Series("private", ring.series("private"), "cyan")],
             ring.peaks.get("ram"),
         )
         if narrow:
             return  # the others are hidden: not worth drawing
-        self.query_one("#live-chart-cpu", TimeChart).set_data(
-            xs, [Series("tree", ring.series("cpu"), "bright_blue")], ring.peaks.get("cpu")
+        _draw(
+            self.query_one("#live-chart-cpu", TimeChart),
+            due,
+            xs,
+            [Series("tree", ring.series("cpu"), "bright_blue")],
+            ring.peaks.get("cpu"),
         )
         if not gpus:
             return
@@ -146,8 +152,17 @@ class LiveCharts(Horizontal):
         for kind, chart_id in (("memory", "#live-chart-gpu-memory"), ("util", "#live-chart-gpu-util")):
             names = [f"gpu{g}_{kind}" for g in gpus]
             peaks = [ring.peaks[n] for n in names if n in ring.peaks]
-            self.query_one(chart_id, TimeChart).set_data(
+            _draw(
+                self.query_one(chart_id, TimeChart),
+                due,
                 xs,
                 [Series(f"GPU{g}", ring.series(n), colors[g]) for g, n in zip(gpus, names, strict=True)],
                 max(peaks) if peaks else None,
             )
+
+
+def _draw(chart: TimeChart, due: bool, xs: list[float], series: list[Series], peak: tuple[float, float] | None) -> None:
+    """Redraw a chart when its period is due, or at once when the figure of its peak changed: the peak in its
+    title never reads below a figure the rest of the screen shows now."""
+    if due or (peak is not None and (chart.peak is None or chart._exact(peak[0]) != chart._exact(chart.peak[0]))):
+        chart.set_data(xs, series, peak)

@@ -16,9 +16,10 @@ from textual.widgets import Static
 from gputop_tracker.core.livestats import ProcessMemo
 from gputop_tracker.core.models import Event, GpuSample, ProcessSample, Sample
 from gputop_tracker.core.text import escape_controls
-from gputop_tracker.tui.process_rows import process_state
+from gputop_tracker.tui.process_rows import bound_bytes, process_state
 from gputop_tracker.tui.widgets import clock, short_bytes
 
+BOUND_NOTE = "≥: lower bounds; its memory changed since smaps_rollup was last read (or never read yet)"
 EXITED_ROWS = 5  # samples an exited process stays on screen, dimmed, with how it ended
 
 
@@ -74,6 +75,8 @@ def gpu_lines(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample])
 def detail_text(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample], state: str | None) -> Text:
     """Everything the view knows of one process."""
     command = escape_controls(shlex.join(p.cmdline)) if p.cmdline else f"[{p.name}] (command line not readable)"
+    figure = bound_bytes if p.mem_bound else short_bytes
+    peak_private = memo.peak_private if memo else p.private
     rows = [
         ("PID", str(p.pid)),
         ("PPID", str(p.ppid)),
@@ -87,13 +90,16 @@ def detail_text(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample
             else f"{p.cpu_percent:.1f}% now, {p.cpu_seconds:.2f} CPU-seconds",
         ),
         ("RSS", f"{short_bytes(p.rss)} now, peak {short_bytes(max(p.peak_rss, memo.peak_rss if memo else 0))}"),
-        ("private", f"{short_bytes(p.private)} now, peak {short_bytes(memo.peak_private if memo else p.private)}"),
+        ("private", f"{figure(p.private)} now, peak {short_bytes(peak_private)}"),
+        ("shared", f"{figure(p.shared)} now" if p.pss >= 0 else "-"),
         ("threads", str(p.threads)),
     ]
     out = Text()
     for label, value in rows:
         out.append(f"{label:<11}", style="bold")
         out.append(value + "\n")
+    if p.mem_bound:
+        out.append(f"{'':<11}{BOUND_NOTE}\n", style="italic")
     out.append("GPU memory", style="bold")
     lines = gpu_lines(p, memo, gpus)
     out.append("\n" + "\n".join(lines) if lines else " none")

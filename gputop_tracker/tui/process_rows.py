@@ -3,6 +3,8 @@ and the cells of each row. Plain functions of the samples; the live app hands th
 
 from __future__ import annotations
 
+import math
+
 from gputop_tracker.core.models import ProcessSample, ResourceUsage
 from gputop_tracker.tui.proctable import Cell, Column
 from gputop_tracker.tui.widgets import short_bytes
@@ -181,12 +183,26 @@ def process_cells(
         "cpu": (f"{p.cpu_percent:.1f}", ""),
         "threads": (str(p.threads), ""),
         "rss": (short_bytes(p.rss), ""),
-        "private": (short_bytes(p.private), ""),
-        "shared": (short_bytes(p.shared) if p.pss >= 0 else "-", ""),
+        "private": (bound_bytes(p.private) if p.mem_bound else short_bytes(p.private), ""),
+        "shared": ((bound_bytes(p.shared) if p.mem_bound else short_bytes(p.shared)) if p.pss >= 0 else "-", ""),
         "gpu": (short_bytes(gpu) if gpu else "-", ""),
         "sm": (sm_text(p), ""),
     }
     return tuple(values[k] for k in columns)
+
+
+BOUND_MARK = "≥"
+BOUND_LEGEND = "≥ lower bound (smaps_rollup read pending)"
+
+
+def bound_bytes(n: int) -> str:
+    """A lower bound in at most 7 cells: ≥ and two or three figures, rounded down (never above the bound)."""
+    for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= factor:
+            v = n / factor
+            text = f"{math.floor(v)}" if v >= 10 else f"{math.floor(v * 10) / 10:.1f}"
+            return f"{BOUND_MARK}{text} {unit}"
+    return f"{BOUND_MARK}{n} B"
 
 
 def sort_mark(column: str, sort_key: str, reverse: bool = False) -> str:

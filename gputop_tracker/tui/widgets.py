@@ -6,10 +6,13 @@ import signal
 
 from rich.markup import escape
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
+from textual.geometry import Region
 from textual.screen import ModalScreen
+from textual.strip import Strip
+from textual.visual import RenderOptions, Visual, VisualType, visualize
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
@@ -65,28 +68,95 @@ def set_border(widget: Widget, title: str | None, subtitle: str | None) -> None:
 
 
 class Panel(Static):
-    """A Static that skips updates with the same content, and lays the screen out again only when its
-    number of lines changed (every sample redraws each panel; most of them keep their height)."""
+    """A Static that skips updates with the same content and repaints only the lines whose text changed.
+
+    Every sample redraws each panel, and mostly one or two of its lines change (a clock, a figure): a Static
+    renders all its lines again, borders included, on any change. Here each line of the text is rendered once
+    (Textual's own Visual path, so it looks the same) and kept until that line changes; the screen is laid out
+    again only when the number of lines changed.
+    """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._shown: Text | str | None = None
+        self._lines: list[Text | str] = []  # the lines of _shown
+        self._rendered: list[list[Strip]] = []  # each line's strips at _width (a long line may wrap)
+        self._strips: list[Strip] = []  # all of them, in order
+        self._width = -1
+
+    @property
+    def content(self) -> VisualType:
+        return self._shown if self._shown is not None else super().content
+
+    @content.setter
+    def content(self, content: VisualType) -> None:
+        self.update(content)
+
+    def render(self) -> RenderResult:
+        return self._shown if self._shown is not None else super().render()
 
     def update(self, content: object = "", *, layout: bool | None = None) -> None:  # type: ignore[override]
-        if isinstance(content, Text | str):
-            if content == self._shown:
-                return
-            old = self._shown
-            self._shown = content
-            if layout is None:
-                layout = old is None or _n_lines(old) != _n_lines(content)
-        else:
+        if not isinstance(content, Text | str):
             self._shown = None
-        super().update(content, layout=True if layout is None else layout)  # type: ignore[arg-type]
+            self._rendered = []
+            super().update(content, layout=True if layout is None else layout)  # type: ignore[arg-type]
+            return
+        if content == self._shown:
+            return
+        self._shown = content
+        old, self._lines = self._lines, list(_split_lines(content))
+        width = self._width
+        if layout or width != self.size.width or len(old) != len(self._lines) or not self._rendered:
+            self._rendered = []  # rendered again at the next paint
+            self.refresh(layout=True)
+            return
+        regions = []
+        y = 0
+        for i, line in enumerate(self._lines):
+            strips = self._rendered[i]
+            if line != old[i]:
+                new = self._render_text(line, width)
+                if len(new) != len(strips):  # it wraps differently: the height may change
+                    self._rendered = []
+                    self.refresh(layout=True)
+                    return
+                self._rendered[i] = strips = new
+                regions.append(Region(0, y, width, len(strips)))
+            y += len(strips)
+        self._strips = [strip for strips in self._rendered for strip in strips]
+        if regions:
+            self.refresh(*regions)
+
+    def _render_text(self, line: Text | str, width: int) -> list[Strip]:
+        visual = visualize(self, line, markup=self._render_markup)
+        if self.styles.content_align != ("left", "top"):
+            return Visual.to_strips(self, visual, width, None, self.visual_style) or [Strip.blank(0)]
+        # Visual.to_strips less its steps for a selection (drawn by Static meanwhile, see render_line) and for
+        # links (panels have none): a third of its cost, for each line of each panel every sample
+        options = RenderOptions(self._get_style, self.styles)  # type: ignore[arg-type]  # as Visual.to_strips does
+        return visual.render_strips(width, None, self.visual_style, options) or [Strip.blank(0)]
+
+    def render_line(self, y: int) -> Strip:
+        if self._shown is None or self.text_selection is not None:
+            return super().render_line(y)
+        width = self.size.width
+        if width != self._width or not self._rendered:
+            self._width = width
+            self._rendered = [self._render_text(line, width) for line in self._lines]
+            self._strips = [strip for strips in self._rendered for strip in strips]
+        if y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(width, self.visual_style.rich_style)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._rendered = []
 
 
-def _n_lines(t: Text | str) -> int:
-    return (t.plain if isinstance(t, Text) else t).count("\n")
+def _split_lines(t: Text | str) -> list[Text | str]:
+    if isinstance(t, Text):
+        return list(t.split("\n", allow_blank=True))
+    return list(t.split("\n"))
 
 
 class GpuPanel(Vertical):
@@ -383,7 +453,8 @@ and the session is saved by the sampler whatever happens here.
 [b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
 under the table); state = run, zombie (exited, its parent has not reaped it), exit N / sig N
 (just ended); RSS = resident set; private = USS (only this process holds it);
-shared = RSS - private; GPU mem = memory this process holds on all GPUs;
+shared = RSS - private; ≥ = a lower bound (its memory changed since its smaps_rollup was
+last read, or none was read yet); GPU mem = memory this process holds on all GPUs;
 SM % = its share of a GPU's streaming multiprocessors, per GPU (×N: the mean over N GPUs).
 [b]Charts[/b]: the whole run, kept while paused; ▲ marks the peak.
 [b]Run so far[/b]: the figures the final report prints — peak RAM of the tree
