@@ -56,11 +56,11 @@ from gputop_tracker.tui.widgets import (
     Panel,
     SummaryPanel,
     clock,
+    side_width,
 )
 
 NARROW = 100  # columns: below this the panels stack and the table drops a column
 LOG_LINES = 2000
-SIDE_WIDTH = 54  # columns of the side panels in the wide layout (live.tcss #side)
 ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
 
 
@@ -116,10 +116,6 @@ def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
             for g in u.gpus
         ]
     return u.model_copy(update=updates) if updates else u
-
-
-def side_width(width: int) -> int:
-    return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
 
 
 class LiveApp(ViewKeys):
@@ -429,28 +425,6 @@ class LiveApp(ViewKeys):
         elif self.progress is not None:
             summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
-
-    def _draw_blocks(self) -> None:
-        """The blocks table: the whole width under the processes and panels from LARGE up, else in the process
-        table's place while b is on."""
-        pane, size = self.blocks_pane, self.view_size
-        shown = pane.shown(size)
-        split = shown and pane.large(size)
-        self.set_class(shown and not split, "blocks-only")
-        self.set_class(split, "blocks-split")
-        if not shown:
-            return
-        table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
-        now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
-        pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
-        if split:
-            table.styles.height = table.row_count + 3
-
-    def action_blocks(self) -> None:
-        shown = self.blocks_pane.toggle(self.view_size)
-        self._draw_blocks()
-        self._draw_header()
-        self.query_one("#blocks" if shown and not self.blocks_pane.large(self.view_size) else "#procs").focus()
 
     @property
     def panel_width(self) -> int:

@@ -11,12 +11,13 @@ from textual.widgets import Input
 
 from gputop_tracker.core.livestats import SampleHistory
 from gputop_tracker.core.models import ProcessSample, Sample
+from gputop_tracker.tui.live_blocks import BlocksPane
 from gputop_tracker.tui.live_control import RunControl
 from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows, ProcessDetailScreen, detail_text
 from gputop_tracker.tui.process_rows import SORT_LABEL, SORTS, short_command
 from gputop_tracker.tui.proctable import ProcessTable
-from gputop_tracker.tui.widgets import HelpScreen
+from gputop_tracker.tui.widgets import HelpScreen, side_width
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
 BINDINGS: list[BindingType] = [
@@ -63,8 +64,14 @@ class ViewKeys(RunControl):
     _held_output: list[str]
     _paused_latest: Sample | None
     _prompt_mode: str  # "filter" or "find" while the prompt is open
+    blocks_pane: BlocksPane
+    view_size: tuple[int, int]
 
     # drawn by LiveApp
+    @property
+    def narrow(self) -> bool:
+        raise NotImplementedError
+
     def _redraw(self) -> None:
         raise NotImplementedError
 
@@ -229,3 +236,27 @@ class ViewKeys(RunControl):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    # ------------------------------------------------------------------ code blocks (b)
+
+    def _draw_blocks(self) -> None:
+        """The blocks table: the whole width under the processes and panels from LARGE up, else in the process
+        table's place while b is on."""
+        pane, size = self.blocks_pane, self.view_size
+        shown = pane.shown(size)
+        split = shown and pane.large(size)
+        self.set_class(shown and not split, "blocks-only")
+        self.set_class(split, "blocks-split")
+        if not shown:
+            return
+        table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
+        now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
+        pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
+        if split:
+            table.styles.height = table.row_count + 3
+
+    def action_blocks(self) -> None:
+        shown = self.blocks_pane.toggle(self.view_size)
+        self._draw_blocks()
+        self._draw_header()
+        self.query_one("#blocks" if shown and not self.blocks_pane.large(self.view_size) else "#procs").focus()

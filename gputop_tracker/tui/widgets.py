@@ -21,6 +21,13 @@ from gputop_tracker.core.livestats import GpuHistory
 from gputop_tracker.core.models import GpuSample, HostSample, ResourceUsage
 from gputop_tracker.core.units import human_bytes, human_seconds
 
+SIDE_WIDTH = 54  # columns of the side panels in the wide layout (live.tcss #side)
+
+
+def side_width(width: int) -> int:
+    """Columns of the side panels at this terminal width (wide layout)."""
+    return SIDE_WIDTH if width >= 150 else SIDE_WIDTH - 10
+
 
 def short_bytes(n: float | None) -> str:
     """Three significant figures in at most 7 cells: table cells stay narrow."""
