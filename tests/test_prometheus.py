@@ -86,6 +86,17 @@ def test_collector_serves_the_latest_sample_and_summary() -> None:
     assert all(s.labels.get("session") == "S1" for f in fams.values() for s in f.samples)
 
 
+def test_command_lines_that_are_not_utf8_are_served_escaped() -> None:
+    """sys.argv holds a byte that is not UTF-8 as a lone surrogate: the exposition (UTF-8) must not fail on it
+    (it answered 500 with a traceback per scrape, and the textfile thread died)."""
+    info = SessionInfo(command=["bash", "-c", "sleep 3", "a\udcff\udcfe"], slurm_job_id="42\udce9")
+    latest = LatestFigures(info)
+    latest.observe(SampleMessage(make_sample(n_procs=2)))
+    labels = collect(latest)["gputop_session_info"].samples[0].labels
+    assert labels["command"] == "bash -c 'sleep 3' $'a\\xff\\xfe'"
+    assert labels["slurm_job_id"] == "42\\xe9"
+
+
 def test_top_processes_bounded_largest_first() -> None:
     latest = LatestFigures(SessionInfo())
     latest.observe(SampleMessage(make_sample(n_procs=30)))

@@ -69,8 +69,8 @@ def _session_info(info: SessionInfo) -> Metric:
     labels = {
         "session": info.session,
         "command": short_command(info.command),
-        "host": info.host,
-        "slurm_job_id": info.slurm_job_id,
+        "host": escape_controls(info.host),
+        "slurm_job_id": escape_controls(info.slurm_job_id),  # the environment's bytes: maybe not UTF-8
         "version": __version__,
     }
     m.add_metric([], labels)
