@@ -311,7 +311,9 @@ def one_error_line(err: str) -> str:
 
 
 # 192.0.2.1 (TEST-NET-1) is numeric, so no DNS is asked, and no address of this machine
-@pytest.mark.parametrize("addr", ["nonsense", ":0", ":70000", "::1:9464", "[::1]9464", "192.0.2.1:9464"])
+@pytest.mark.parametrize(
+    "addr", ["nonsense", ":0", ":70000", "::1:9464", "[::1]9464", "192.0.2.1:9464", "", "http://127.0.0.1:9464"]
+)
 def test_bad_address_exits_2_before_the_command_starts(tmp_path: Path, addr: str) -> None:
     job, marker = marker_job(tmp_path)
     proc = cli("--headless", "--prometheus", addr, *job)
@@ -340,6 +342,18 @@ def test_textfile_in_a_missing_directory_exits_2(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "no such directory" in one_error_line(err)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["", "/proc/x.prom"])
+def test_textfile_that_cannot_be_written_exits_2(tmp_path: Path, where: str) -> None:
+    """An empty name was ignored (no exporter at all); /proc passes access() yet refuses files (and root
+    passes access() everywhere): the run went on with one runtime line and exit 0."""
+    job, marker = marker_job(tmp_path)
+    proc = cli("--headless", "--prometheus-textfile", where, *job)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "--prometheus-textfile" in one_error_line(err)
     assert not marker.exists()
 
 
