@@ -306,8 +306,10 @@ def track(args: argparse.Namespace) -> int:
     if args.history:
         if command or args.attach:
             raise UsageError("--history takes no command and no --attach")
-        if args.prometheus or args.prometheus_textfile:
+        if args.prometheus is not None or args.prometheus_textfile is not None:
             raise UsageError("--prometheus and --prometheus-textfile apply to a tracked job, not --history")
+        if args.plot is not None:
+            raise UsageError("--plot draws a tracked run; for a saved session: gputop-track sessions plot ID")
         from gputop_tracker.tui.app import run_history
 
         return run_history(paths.store_dir(args.store))

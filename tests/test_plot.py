@@ -325,3 +325,27 @@ def test_block_spans_pair_each_run_by_process_and_name() -> None:
         ev(7, "block_start", 1, "step"),  # still open at the end
     ]
     assert block_spans(events, 100.0, 10.0) == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
+
+
+def test_dollar_signs_in_outside_text_are_drawn_literally() -> None:
+    """`bash -c 'kill $$'` in the title (or `$` in a block or mark name) started matplotlib's mathtext, whose
+    parser failed the whole figure: no picture after a measured run."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Event, Session, SessionMeta
+
+    meta = SessionMeta(id="x", status="finished", start_time=1000.0, command=["bash", "-c", "kill -9 $$"])
+    events = [
+        Event(time=1001, elapsed=1, type="block_start", pid=1, name="cost $x$ and $"),
+        Event(time=1002, elapsed=2, type="block_end", pid=1, name="cost $x$ and $"),
+        Event(time=1002, elapsed=2, type="mark", pid=1, name="$HOME $$"),
+    ]
+    session = Session(meta=meta, events=events)
+    assert plot.picture(session, "png")[:4] == b"\x89PNG"
+    assert plot.picture(session, "svg").lstrip().startswith(b"<?xml")
+
+
+def test_plot_with_history_is_a_usage_error(tmp_path: Path) -> None:
+    """--plot with --history was ignored: the history TUI opened (even with no terminal, until killed)."""
+    proc = gputop("--history", "--plot", str(tmp_path / "x.png"), store_dir=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gputop-track: error: --plot") and proc.stderr.count("\n") == 1, proc.stderr

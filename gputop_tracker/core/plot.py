@@ -149,12 +149,21 @@ def _duration(session: Session) -> float:
     return (m.end_time or m.start_time) - m.start_time
 
 
+def _shown(text: str, limit: int | None = None) -> str:
+    """Outside text (a command, a process, block or GPU name) as matplotlib draws it literally: controls
+    escaped, cut to `limit`, and `$` escaped (two of them, as in `bash -c 'kill $$'`, start mathtext, whose
+    parser then fails the whole figure)."""
+    text = escape_controls(text)[:limit]
+    return text.replace("$", r"\$")
+
+
 def _title(session: Session) -> str:
     m = session.meta
     cmd = command_line(m.command) or "-"
     if len(cmd) > 90:
         cmd = cmd[:89] + "…"
-    line2 = f"session {escape_controls(m.id)} on {escape_controls(m.host or '?')}"
+    cmd = _shown(cmd)
+    line2 = f"session {_shown(m.id)} on {_shown(m.host or '?')}"
     u = session.summary
     if u is not None:
         line2 += (
@@ -216,7 +225,7 @@ def _top_processes(ax: Any, session: Session, axis: _Axis) -> None:
     top = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:TOP_PROCESSES]
     for rank, p in enumerate(top):
         x0, x1 = (max(0.0, p.first_seen - start) / axis.divisor, max(0.0, p.last_seen - start) / axis.divisor)
-        label = f"peak of {escape_controls(p.name)[:20]} ({p.pid})"
+        label = f"peak of {_shown(p.name, 20)} ({p.pid})"
         (seg,) = ax.plot([x0, x1], [p.peak_rss] * 2, ls="--", lw=1, color=f"C{4 + rank}", label=label)
         seg.set_gid(f"process-{p.pid}")
 
@@ -252,7 +261,7 @@ def _cpu_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
 def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) -> None:
     xs = axis.xs(cols.t)
     u = session.summary
-    names = {g.index: g.name + (" (simulated)" if g.simulated and "simulated" not in g.name.lower() else "")
+    names = {g.index: _shown(g.name) + (" (simulated)" if g.simulated and "simulated" not in g.name.lower() else "")
              for g in (u.gpus if u else [])}  # fmt: skip
     for n, i in enumerate(cols.gpus):
         label = f"GPU {i} {names.get(i, '')}".strip()
@@ -299,7 +308,7 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=hue, alpha=0.13, lw=0)
         span.set_gid(f"block-{k}")
         if label:
-            ax.text(t0 / axis.divisor, 0.02, f" {escape_controls(name)[:24]}", transform=ax.get_xaxis_transform(),
+            ax.text(t0 / axis.divisor, 0.02, f" {_shown(name, 24)}", transform=ax.get_xaxis_transform(),
                     fontsize=7, va="bottom", color=hue)  # fmt: skip
     counts: dict[str, int] = {}
     for e in events:
@@ -311,7 +320,7 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         line = ax.axvline(x, color=COLORS[e.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
         line.set_gid(f"{'mark' if e.type == 'mark' else 'event-' + e.type}-{k}")
         if label and e.type in ("oom", "mark", "critical", "warning"):
-            text = "OOM" if wide else escape_controls(e.name or e.type)[:20] if e.type == "mark" else e.type
+            text = "OOM" if wide else _shown(e.name or e.type, 20) if e.type == "mark" else e.type
             ax.text(x, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
                     color=COLORS[e.type], rotation=90 if e.type == "mark" else 0)  # fmt: skip
 
