@@ -17,6 +17,7 @@ Needs IPython only (the figure also needs matplotlib: `pip install gputop-tracke
 from __future__ import annotations
 
 import html
+import shlex
 import sys
 import threading
 import time
@@ -213,6 +214,17 @@ class Tracking:
             _error(f"no figure: {e}")
 
 
+class CellFailed(Exception):
+    """The tracked cell raised (or was interrupted): raised again by the magic once tracking has ended, so
+    the cell counts as failed (Run All stops there, nbclient sees the error) without a second traceback."""
+
+    def __init__(self, cause: BaseException | None) -> None:
+        super().__init__(type(cause).__name__ if cause is not None else "the cell did not run")
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
+        return [f"gputop: the tracked cell failed ({self}); tracking stopped, its figures are above"]
+
+
 def _notes_line(usage: ResourceUsage) -> None:
     if not usage.session_path and usage.session_id:
         _error("session NOT saved")
@@ -231,7 +243,10 @@ class GputopMagics(Magics):
     @line_cell_magic
     def gputop(self, line: str, cell: str | None = None) -> None:
         try:
-            opts = _parser().parse_args(line.split())
+            opts = _parser().parse_args(shlex.split(line))  # --store '/data/my runs'
+        except ValueError as e:  # shlex: an unclosed quote
+            _error(f"{e} (usage: {USAGE})")
+            return
         except UsageError as e:
             _error(f"{e} (usage: {USAGE})")
             return
@@ -255,12 +270,15 @@ class GputopMagics(Magics):
             tracking.start()
         except TrackerError as e:  # tracking cannot start here: the work itself still runs
             _error(f"{e}; the cell runs untracked")
-            shell.run_cell(cell, store_history=False)
+            if not (untracked := shell.run_cell(cell, store_history=False)).success:
+                raise CellFailed(untracked.error_in_exec or untracked.error_before_exec) from None
             return
         try:
-            shell.run_cell(cell, store_history=False)
+            result = shell.run_cell(cell, store_history=False)
         finally:
             self._end(tracking)
+        if not result.success:
+            raise CellFailed(result.error_in_exec or result.error_before_exec)
 
     def _line(self, opts: Any) -> None:
         if opts.action == "start":
