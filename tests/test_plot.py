@@ -349,3 +349,16 @@ def test_plot_with_history_is_a_usage_error(tmp_path: Path) -> None:
     proc = gputop("--history", "--plot", str(tmp_path / "x.png"), store_dir=tmp_path, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("gputop-track: error: --plot") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize("size", [(0, 0), (-5, 5), (100_000, 100_000), (800.5, 600), [800, 600], (True, 600)])
+def test_api_size_is_checked_like_the_size_flag(size: object) -> None:
+    """Tracker.plot(size=...) went straight to matplotlib: (0, 0) failed at saving, (100000, 100000) tried
+    to allocate tens of GB."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Session, SessionMeta
+
+    session = Session(meta=SessionMeta(id="x", status="running", start_time=1000.0))
+    with pytest.raises(plot.PlotError, match="each 200 to 20000"):
+        plot.figure(session, size)  # type: ignore[arg-type]
+    assert plot.figure(session, (400, 300)).get_size_inches().tolist() == [4.0, 3.0]

@@ -88,6 +88,15 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def check_size(size: object) -> tuple[int, int]:
+    """The API's `size=(width, height)`, as --size checks it: huge or empty figures fail late and badly."""
+    ok = isinstance(size, tuple) and len(size) == 2
+    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and MIN_SIZE <= v <= MAX_SIZE for v in size)
+    if not ok:
+        raise PlotError(f"size must be (width, height) in pixels, each {MIN_SIZE} to {MAX_SIZE}, not {size!r}")
+    return size  # type: ignore[return-value]
+
+
 # --------------------------------------------------------------------------- the figure
 
 
@@ -120,7 +129,7 @@ def figure(session: Session, size: tuple[int, int] | None = None) -> Any:
     cols = TimelineColumns.of_session(session)
     gpus = cols.gpus
     n_panels = 4 if gpus else 2
-    w, h = size or (DEFAULT_WIDTH, HEADER_HEIGHT + PANEL_HEIGHT * n_panels)
+    w, h = check_size(size) if size is not None else (DEFAULT_WIDTH, HEADER_HEIGHT + PANEL_HEIGHT * n_panels)
     fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
