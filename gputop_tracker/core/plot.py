@@ -90,11 +90,10 @@ def parse_size(text: str) -> tuple[int, int]:
 
 def check_size(size: object) -> tuple[int, int]:
     """The API's `size=(width, height)`, as --size checks it: huge or empty figures fail late and badly."""
-    ok = isinstance(size, tuple) and len(size) == 2
-    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and MIN_SIZE <= v <= MAX_SIZE for v in size)
-    if not ok:
+    sides = size if isinstance(size, tuple) and len(size) == 2 else ()
+    if not sides or not all(type(v) is int and MIN_SIZE <= v <= MAX_SIZE for v in sides):
         raise PlotError(f"size must be (width, height) in pixels, each {MIN_SIZE} to {MAX_SIZE}, not {size!r}")
-    return size  # type: ignore[return-value]
+    return int(sides[0]), int(sides[1])
 
 
 # --------------------------------------------------------------------------- the figure
