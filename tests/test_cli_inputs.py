@@ -238,3 +238,16 @@ def test_signal_relay_stops_once_the_sampler_is_reaped() -> None:
     relay.forward(signal.SIGTERM, 0)
     assert handle.sent == [signal.SIGTERM]
     assert relay.interrupted == [signal.SIGTERM, signal.SIGINT, signal.SIGTERM]
+
+
+def test_main_usage_names_every_sessions_action() -> None:
+    """`gputop-track --help` listed `sessions {list,show,export,events,job,delete}`: compare and plot missing."""
+    import re
+
+    from gputop_tracker.cli import USAGE
+    from gputop_tracker.sessions_cli import build_sessions_parser
+
+    sub = next(a for a in build_sessions_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    listed = re.search(r"sessions \{([^}]*)\}", USAGE)
+    assert listed is not None, USAGE
+    assert set(listed.group(1).split(",")) == set(sub.choices)  # type: ignore[arg-type]
