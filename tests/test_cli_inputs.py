@@ -251,3 +251,19 @@ def test_main_usage_names_every_sessions_action() -> None:
     listed = re.search(r"sessions \{([^}]*)\}", USAGE)
     assert listed is not None, USAGE
     assert set(listed.group(1).split(",")) == set(sub.choices)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("flag", ["-o", "--plot"])
+def test_an_output_name_ending_in_a_slash_is_refused(tmp_path: Path, flag: str) -> None:
+    """`--plot run.png/` wrote run.png (Path() drops the slash) where a shell's `> run.png/` refuses."""
+    name = str(tmp_path / "run.png") + "/"
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "--store", str(tmp_path / "store"), flag, name, "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    _one_error_line(proc)
+    assert "cannot end in /" in proc.stderr
+    assert not (tmp_path / "run.png").exists()
