@@ -289,6 +289,18 @@ def _check_output(name: str) -> None:
         raise UsageError(str(e)) from None
 
 
+def _check_distinct_files(args: argparse.Namespace) -> None:
+    """-o, --plot and --prometheus-textfile naming one file: each would overwrite (or remove) another's."""
+    named = [(flag, value) for flag, value in (("-o", args.output), ("--plot", args.plot),
+             ("--prometheus-textfile", args.prometheus_textfile)) if value]  # fmt: skip
+    seen: dict[str, str] = {}
+    for flag, value in named:
+        real = os.path.realpath(value)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} name the same file: {value}")
+        seen[real] = flag
+
+
 def _check_plot(args: argparse.Namespace) -> None:
     """--plot FILE: a name, size and matplotlib that will do, checked before the command starts."""
     from gputop_tracker import plot_cli
@@ -332,6 +344,7 @@ def track(args: argparse.Namespace) -> int:
         _check_output(args.output)
     if args.plot is not None:
         _check_plot(args)
+    _check_distinct_files(args)
     if command and not command[0]:
         # as a shell says of `""`: exec would search PATH for an empty name and fail with EACCES on a directory
         return console.error("'': command not found", 127)

@@ -267,3 +267,20 @@ def test_an_output_name_ending_in_a_slash_is_refused(tmp_path: Path, flag: str) 
     _one_error_line(proc)
     assert "cannot end in /" in proc.stderr
     assert not (tmp_path / "run.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("-o", "--plot"), ("-o", "--prometheus-textfile"), ("--plot", "--prometheus-textfile")]
+)
+def test_two_outputs_naming_one_file_are_refused(tmp_path: Path, first: str, second: str) -> None:
+    """`-o run.png --plot run.png`: the picture overwrote the report just written (a textfile would be
+    removed at the end, or overwrite the picture)."""
+    name = str(tmp_path / "run.png")
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "--store", str(tmp_path / "store"), first, name,
+         second, name, "--", "true"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    _one_error_line(proc)
+    assert "name the same file" in proc.stderr
+    assert not (tmp_path / "run.png").exists()
