@@ -159,6 +159,18 @@ def test_gpu_series_in_base_units() -> None:
     assert values(fams, "gputop_gpu_energy_joules", "gputop_gpu_energy_joules_total") == {key: 123.0}
 
 
+def test_simulated_gpus_are_labelled_so() -> None:
+    """--simulate-gpus fed made-up GPU series to Prometheus with the labels of real ones."""
+    gpu = {"index": 0, "uuid": "GPU-sim", "name": "Simulated GPU", "memory_used": 5, "utilization_gpu": 50.0,
+           "energy_j": 1.0, "simulated": True}  # fmt: skip
+    latest = LatestFigures(SessionInfo())
+    latest.observe(SampleMessage(make_sample(gpus=[gpu])))
+    fams = collect(latest)
+    key = (("gpu", "0"), ("simulated", "true"), ("uuid", "GPU-sim"))
+    assert values(fams, "gputop_gpu_utilization_ratio") == {key: pytest.approx(0.5)}
+    assert values(fams, "gputop_gpu_energy_joules", "gputop_gpu_energy_joules_total") == {key: 1.0}
+
+
 @pytest.mark.parametrize(
     ("text", "host", "port"),
     [(":9464", "0.0.0.0", 9464), ("127.0.0.1:9464", "127.0.0.1", 9464), ("[::1]:9464", "::1", 9464), ("9464", "0.0.0.0", 9464)],
