@@ -159,8 +159,9 @@ def _parser() -> Parser:
 class Tracking:
     """One tracked span (a cell, or `%gputop start` to `stop`): the tracker, its live display, the updater."""
 
-    def __init__(self, opts: Any) -> None:
+    def __init__(self, opts: Any, live: bool = True) -> None:
         self.plot = not opts.no_plot
+        self.live = live  # refreshed in place: a notebook; a terminal would print a line a second
         self.tracker = Tracker(
             sleep_time=opts.interval,
             gpu_uuids=[g for g in opts.gpus.split(",") if g] if opts.gpus else None,
@@ -176,6 +177,8 @@ class Tracking:
     def start(self) -> None:
         self.tracker.start()
         self.handle = display(LiveLine(self.figures.line()), display_id=True)
+        if not self.live:
+            return
         self.thread = threading.Thread(target=self._refresh, name="gputop-live", daemon=True)
         self.thread.start()
 
@@ -225,6 +228,12 @@ class CellFailed(Exception):
         return [f"gputop: the tracked cell failed ({self}); tracking stopped, its figures are above"]
 
 
+def _updates_in_place(shell: Any) -> bool:
+    """A Jupyter kernel's front end replaces a display in place; terminal IPython prints each update anew
+    (a line a second, over the prompt between `%gputop start` and `stop`)."""
+    return getattr(shell, "kernel", None) is not None
+
+
 def _notes_line(usage: ResourceUsage) -> None:
     if not usage.session_path and usage.session_id:
         _error("session NOT saved")
@@ -260,7 +269,7 @@ class GputopMagics(Magics):
             _error("already tracking since `%gputop start`: run `%gputop stop` first")
             return
         try:
-            tracking = Tracking(opts)
+            tracking = Tracking(opts, live=_updates_in_place(self.shell))
         except (ValueError, UnitError) as e:  # bad options: the cell is not run, as for any usage error
             _error(str(e))
             return
@@ -297,7 +306,7 @@ class GputopMagics(Magics):
 
     def _begin(self, opts: Any) -> Tracking | None:
         try:
-            tracking = Tracking(opts)
+            tracking = Tracking(opts, live=_updates_in_place(self.shell))
             tracking.start()
         except (ValueError, UnitError, TrackerError) as e:
             _error(str(e))

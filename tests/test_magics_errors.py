@@ -32,6 +32,10 @@ out["ok"] = [r.success, n()]
 r = ip.run_cell("%%gputop --no-plot --interval 0.1 --store '" + store + "/my runs'\nz = 2\n")
 out["quoted"] = [r.success, len(glob.glob(os.path.join(store, "my runs", "*.json")))]
 out["threads"] = sorted(t.name for t in threading.enumerate() if t.name.startswith("gputop"))
+ip.run_cell("%gputop start --no-plot --interval 0.1")
+import time
+time.sleep(2.6)  # a terminal has no display to update in place: no line a second over the prompt
+ip.run_cell("%gputop stop")
 print("RESULT " + json.dumps(out))
 """
 
@@ -52,3 +56,4 @@ def test_a_failing_cell_fails_the_magic_after_saving_its_session(tmp_path: Path)
     assert out["ok"] == [True, 3]
     assert out["quoted"] == [True, 1]  # --store '…/my runs' was split on its space
     assert out["threads"] == []
+    assert proc.stdout.count("gputop: tracking") == 5  # one line per tracked span, none per refresh
