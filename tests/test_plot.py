@@ -362,3 +362,14 @@ def test_api_size_is_checked_like_the_size_flag(size: object) -> None:
     with pytest.raises(plot.PlotError, match="each 200 to 20000"):
         plot.figure(session, size)  # type: ignore[arg-type]
     assert plot.figure(session, (400, 300)).get_size_inches().tolist() == [4.0, 3.0]
+
+
+def test_byte_axes_of_an_idle_run_have_distinct_ticks() -> None:
+    """A run that held (next to) nothing drew its RAM axis from 0 to 1.12 bytes: ticks `1 B, 1 B, 1 B, 0 B`."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Session, SessionMeta
+
+    fig = plot.figure(Session(meta=SessionMeta(id="x", status="finished", start_time=1000.0)))
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels

@@ -35,6 +35,7 @@ DPI = 100
 MIN_SIZE, MAX_SIZE = 200, 20000
 TOP_PROCESSES = 3
 HEADROOM = 1.12
+MIN_BYTES_AXIS = float(2**20)  # an axis of bytes spans at least 1 MiB: below, ticks read `0 B, 1 B, 1 B`
 LEVEL_GIDS = ("level-warning", "level-critical")
 LEVELS_SHOWN_UP_TO = 2.0  # alert levels drawn while below this many times the largest RAM seen
 COLORS = {
@@ -219,7 +220,7 @@ def _ram_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
         _top_processes(ax, session, axis)
         _alert_levels(ax, session, seen)
     top = max([seen, *(ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_gid() in LEVEL_GIDS)])
-    ax.set_ylim(0, max(top, 1.0) * HEADROOM)  # room for the legend above the curves
+    ax.set_ylim(0, max(top, MIN_BYTES_AXIS) * HEADROOM)  # room for the legend above the curves
     _legend(ax)
 
 
@@ -278,7 +279,7 @@ def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColum
     mem_ax.set_title("GPU memory held by the tree, per GPU", fontsize=9, loc="left")
     _bytes_axis(mem_ax)
     mem = [float(v) for i in cols.gpus for v in cols.gpu_memory_of(i) if v is not None]
-    mem_ax.set_ylim(0, max([1.0, *mem]) * HEADROOM)
+    mem_ax.set_ylim(0, max([MIN_BYTES_AXIS, *mem]) * HEADROOM)
     util_ax.set_title("GPU utilization, per GPU (% of time a kernel ran)", fontsize=9, loc="left")
     util_ax.set_ylim(0, 100 * HEADROOM)
     util_ax.set_yticks([0, 25, 50, 75, 100])
