@@ -359,7 +359,7 @@ def test_api_size_is_checked_like_the_size_flag(size: object) -> None:
     from gputop_tracker.core.models import Session, SessionMeta
 
     session = Session(meta=SessionMeta(id="x", status="running", start_time=1000.0))
-    with pytest.raises(plot.PlotError, match="each 200 to 20000"):
+    with pytest.raises(plot.PlotError, match="each 300 to 20000"):
         plot.figure(session, size)  # type: ignore[arg-type]
     assert plot.figure(session, (400, 300)).get_size_inches().tolist() == [4.0, 3.0]
 
@@ -373,3 +373,18 @@ def test_byte_axes_of_an_idle_run_have_distinct_ticks() -> None:
     fig.canvas.draw()
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
     assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+
+
+def test_the_smallest_size_draws_without_warnings(real_session: tuple[Path, str]) -> None:
+    """--size 200x200 drew with `UserWarning: constrained_layout not applied …` (two lines on stderr) and
+    collapsed panels; the least size is now one that lays out (four panels: the session has GPUs)."""
+    import warnings
+
+    from gputop_tracker.core import plot
+
+    session = _session(*real_session)
+    with pytest.raises(plot.PlotError):
+        plot.parse_size("299x300")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plot.picture(session, "png", plot.parse_size("300x300"))[:4] == b"\x89PNG"

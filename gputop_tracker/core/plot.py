@@ -14,6 +14,7 @@ import base64
 import html
 import io
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ DEFAULT_WIDTH = 1200
 PANEL_HEIGHT = 260
 HEADER_HEIGHT = 90
 DPI = 100
-MIN_SIZE, MAX_SIZE = 200, 20000
+MIN_SIZE, MAX_SIZE = 300, 20000  # below 300 px the panels and legends collapse (matplotlib warns)
 TOP_PROCESSES = 3
 HEADROOM = 1.12
 MIN_BYTES_AXIS = float(2**20)  # an axis of bytes spans at least 1 MiB: below, ticks read `0 B, 1 B, 1 B`
@@ -79,7 +80,7 @@ def format_of(path: str | Path) -> str:
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 200 to 20000."""
+    """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 300 to 20000."""
     m = re.fullmatch(r"\s*(\d{1,6})\s*[xX×]\s*(\d{1,6})\s*", text or "")
     if not m:
         raise PlotError(f"--size must be WIDTHxHEIGHT in pixels, e.g. 1200x800, not {text!r}")
@@ -343,7 +344,9 @@ def render(fig: Any, fmt: str) -> bytes:
     import matplotlib
 
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "gputop-tracker", "svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.hashsalt": "gputop-tracker", "svg.fonttype": "path"}), warnings.catch_warnings():
+        # a small figure with long legends: drawn without the layout, not with a multi-line warning on stderr
+        warnings.filterwarnings("ignore", message="constrained_layout not applied", category=UserWarning)
         meta = {"Date": None} if fmt == "svg" else {"Software": "gputop-tracker"}
         fig.savefig(buf, format=fmt, metadata=meta, facecolor="white")
     return buf.getvalue()
