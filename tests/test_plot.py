@@ -388,3 +388,22 @@ def test_the_smallest_size_draws_without_warnings(real_session: tuple[Path, str]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert plot.picture(session, "png", plot.parse_size("300x300"))[:4] == b"\x89PNG"
+
+
+def test_non_finite_figures_in_a_saved_timeline_are_gaps(tmp_path: Path) -> None:
+    """A NaN or an infinity in a saved timeline made matplotlib refuse the axis limits: a traceback from
+    `sessions plot`. They read as not read (None); drawing errors are one line."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.columns import TimelineColumns
+    from gputop_tracker.core.models import Session, SessionMeta, Timeline
+
+    cols = ["elapsed", "combined_total", "cpu_percent"]
+    rows = [[0.0, float("nan"), 1.0], [float("nan"), 5.0, 1.0], [1.0, float("inf"), 2.0], [2.0, 3e6, float("-inf")]]
+    session = Session(
+        meta=SessionMeta(id="20261123-000001-x", status="finished", start_time=1000.0),
+        timeline=Timeline(columns=cols, rows=rows),
+    )
+    tl = TimelineColumns.of_session(session)
+    assert tl.t == [0.0, 1.0, 2.0]
+    assert tl.tree_ram == [None, None, 3e6] and tl.cpu_percent == [1.0, 2.0, None]
+    assert plot.picture(session, "png")[:4] == b"\x89PNG"
