@@ -38,7 +38,7 @@ USAGE = f"""\
        {PROG} [OPTIONS] --attach PID
        {PROG} --history
        {PROG} advise [ID ...] [--job JOBID] [--command TEXT] [--last N] (see `advise --help`)
-       {PROG} sessions {{list,show,export,events,job,compare,plot,delete}} ... (see `sessions --help`)"""
+       {PROG} sessions {{list,show,export,events,job,compare,plot,delete}} ... (see --help)"""
 
 EPILOG = f"""\
 examples:
