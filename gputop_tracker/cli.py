@@ -38,7 +38,7 @@ USAGE = f"""\
        {PROG} [OPTIONS] --attach PID
        {PROG} --history
        {PROG} advise [ID ...] [--job JOBID] [--command TEXT] [--last N] (see `advise --help`)
-       {PROG} sessions {{list,show,export,events,job,delete}} ... (see `sessions --help`)"""
+       {PROG} sessions {{list,show,export,events,job,compare,plot,delete}} ... (see --help)"""
 
 EPILOG = f"""\
 examples:
@@ -289,6 +289,18 @@ def _check_output(name: str) -> None:
         raise UsageError(str(e)) from None
 
 
+def _check_distinct_files(args: argparse.Namespace) -> None:
+    """-o, --plot and --prometheus-textfile naming one file: each would overwrite (or remove) another's."""
+    named = [(flag, value) for flag, value in (("-o", args.output), ("--plot", args.plot),
+             ("--prometheus-textfile", args.prometheus_textfile)) if value]  # fmt: skip
+    seen: dict[str, str] = {}
+    for flag, value in named:
+        real = os.path.realpath(value)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} name the same file: {value}")
+        seen[real] = flag
+
+
 def _check_plot(args: argparse.Namespace) -> None:
     """--plot FILE: a name, size and matplotlib that will do, checked before the command starts."""
     from gputop_tracker import plot_cli
@@ -306,8 +318,10 @@ def track(args: argparse.Namespace) -> int:
     if args.history:
         if command or args.attach:
             raise UsageError("--history takes no command and no --attach")
-        if args.prometheus or args.prometheus_textfile:
+        if args.prometheus is not None or args.prometheus_textfile is not None:
             raise UsageError("--prometheus and --prometheus-textfile apply to a tracked job, not --history")
+        if args.plot is not None:
+            raise UsageError("--plot draws a tracked run; for a saved session: gputop-track sessions plot ID")
         from gputop_tracker.tui.app import run_history
 
         return run_history(paths.store_dir(args.store))
@@ -330,6 +344,7 @@ def track(args: argparse.Namespace) -> int:
         _check_output(args.output)
     if args.plot is not None:
         _check_plot(args)
+    _check_distinct_files(args)
     if command and not command[0]:
         # as a shell says of `""`: exec would search PATH for an empty name and fail with EACCES on a directory
         return console.error("'': command not found", 127)

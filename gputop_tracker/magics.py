@@ -17,6 +17,7 @@ Needs IPython only (the figure also needs matplotlib: `pip install gputop-tracke
 from __future__ import annotations
 
 import html
+import shlex
 import sys
 import threading
 import time
@@ -158,8 +159,9 @@ def _parser() -> Parser:
 class Tracking:
     """One tracked span (a cell, or `%gputop start` to `stop`): the tracker, its live display, the updater."""
 
-    def __init__(self, opts: Any) -> None:
+    def __init__(self, opts: Any, live: bool = True) -> None:
         self.plot = not opts.no_plot
+        self.live = live  # refreshed in place: a notebook; a terminal would print a line a second
         self.tracker = Tracker(
             sleep_time=opts.interval,
             gpu_uuids=[g for g in opts.gpus.split(",") if g] if opts.gpus else None,
@@ -175,6 +177,8 @@ class Tracking:
     def start(self) -> None:
         self.tracker.start()
         self.handle = display(LiveLine(self.figures.line()), display_id=True)
+        if not self.live:
+            return
         self.thread = threading.Thread(target=self._refresh, name="gputop-live", daemon=True)
         self.thread.start()
 
@@ -213,6 +217,23 @@ class Tracking:
             _error(f"no figure: {e}")
 
 
+class CellFailed(Exception):
+    """The tracked cell raised (or was interrupted): raised again by the magic once tracking has ended, so
+    the cell counts as failed (Run All stops there, nbclient sees the error) without a second traceback."""
+
+    def __init__(self, cause: BaseException | None) -> None:
+        super().__init__(type(cause).__name__ if cause is not None else "the cell did not run")
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
+        return [f"gputop: the tracked cell failed ({self}); tracking stopped, its figures are above"]
+
+
+def _updates_in_place(shell: Any) -> bool:
+    """A Jupyter kernel's front end replaces a display in place; terminal IPython prints each update anew
+    (a line a second, over the prompt between `%gputop start` and `stop`)."""
+    return getattr(shell, "kernel", None) is not None
+
+
 def _notes_line(usage: ResourceUsage) -> None:
     if not usage.session_path and usage.session_id:
         _error("session NOT saved")
@@ -231,7 +252,10 @@ class GputopMagics(Magics):
     @line_cell_magic
     def gputop(self, line: str, cell: str | None = None) -> None:
         try:
-            opts = _parser().parse_args(line.split())
+            opts = _parser().parse_args(shlex.split(line))  # --store '/data/my runs'
+        except ValueError as e:  # shlex: an unclosed quote
+            _error(f"{e} (usage: {USAGE})")
+            return
         except UsageError as e:
             _error(f"{e} (usage: {USAGE})")
             return
@@ -245,7 +269,7 @@ class GputopMagics(Magics):
             _error("already tracking since `%gputop start`: run `%gputop stop` first")
             return
         try:
-            tracking = Tracking(opts)
+            tracking = Tracking(opts, live=_updates_in_place(self.shell))
         except (ValueError, UnitError) as e:  # bad options: the cell is not run, as for any usage error
             _error(str(e))
             return
@@ -255,12 +279,15 @@ class GputopMagics(Magics):
             tracking.start()
         except TrackerError as e:  # tracking cannot start here: the work itself still runs
             _error(f"{e}; the cell runs untracked")
-            shell.run_cell(cell, store_history=False)
+            if not (untracked := shell.run_cell(cell, store_history=False)).success:
+                raise CellFailed(untracked.error_in_exec or untracked.error_before_exec) from None
             return
         try:
-            shell.run_cell(cell, store_history=False)
+            result = shell.run_cell(cell, store_history=False)
         finally:
             self._end(tracking)
+        if not result.success:
+            raise CellFailed(result.error_in_exec or result.error_before_exec)
 
     def _line(self, opts: Any) -> None:
         if opts.action == "start":
@@ -279,7 +306,7 @@ class GputopMagics(Magics):
 
     def _begin(self, opts: Any) -> Tracking | None:
         try:
-            tracking = Tracking(opts)
+            tracking = Tracking(opts, live=_updates_in_place(self.shell))
             tracking.start()
         except (ValueError, UnitError, TrackerError) as e:
             _error(str(e))

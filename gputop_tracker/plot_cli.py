@@ -58,7 +58,13 @@ def plot_session(store_dir: Path, args: argparse.Namespace) -> int:
     output = args.output or f"{entry.id}.png"
     if args.output is None:
         fmt, size = check(output, args.size)
-    data = plot.picture(entry.session, fmt, size)
+    try:
+        data = plot.picture(entry.session, fmt, size)
+    except Exception as e:  # a session this version cannot draw: one line, never a traceback
+        return console.error(
+            f"cannot draw session {entry.id}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+            console.EXIT_FAILURE,
+        )
     try:
         store.write_output(Path(output), data)
     except OSError as e:
@@ -82,6 +88,7 @@ def plot_after_run(session_path: str | None, output: str) -> bool:
         store.write_output(Path(output), plot.picture(entry.session, plot.format_of(output)))
     except Exception as e:  # a picture is never worth a traceback after a measured run
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        reason = reason.splitlines()[0] if reason.strip() else type(e).__name__  # one line (pyparsing's are 3)
         console.say(f"no plot written to {output}: {reason}")
         return False
     console.say(f"plot written to {output}")

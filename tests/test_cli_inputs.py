@@ -238,3 +238,49 @@ def test_signal_relay_stops_once_the_sampler_is_reaped() -> None:
     relay.forward(signal.SIGTERM, 0)
     assert handle.sent == [signal.SIGTERM]
     assert relay.interrupted == [signal.SIGTERM, signal.SIGINT, signal.SIGTERM]
+
+
+def test_main_usage_names_every_sessions_action() -> None:
+    """`gputop-track --help` listed `sessions {list,show,export,events,job,delete}`: compare and plot missing."""
+    import re
+
+    from gputop_tracker.cli import USAGE
+    from gputop_tracker.sessions_cli import build_sessions_parser
+
+    sub = next(a for a in build_sessions_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    listed = re.search(r"sessions \{([^}]*)\}", USAGE)
+    assert listed is not None, USAGE
+    assert set(listed.group(1).split(",")) == set(sub.choices)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("flag", ["-o", "--plot"])
+def test_an_output_name_ending_in_a_slash_is_refused(tmp_path: Path, flag: str) -> None:
+    """`--plot run.png/` wrote run.png (Path() drops the slash) where a shell's `> run.png/` refuses."""
+    name = str(tmp_path / "run.png") + "/"
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "--store", str(tmp_path / "store"), flag, name, "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    _one_error_line(proc)
+    assert "cannot end in /" in proc.stderr
+    assert not (tmp_path / "run.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("-o", "--plot"), ("-o", "--prometheus-textfile"), ("--plot", "--prometheus-textfile")]
+)
+def test_two_outputs_naming_one_file_are_refused(tmp_path: Path, first: str, second: str) -> None:
+    """`-o run.png --plot run.png`: the picture overwrote the report just written (a textfile would be
+    removed at the end, or overwrite the picture)."""
+    name = str(tmp_path / "run.png")
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "--store", str(tmp_path / "store"), first, name,
+         second, name, "--", "true"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    _one_error_line(proc)
+    assert "name the same file" in proc.stderr
+    assert not (tmp_path / "run.png").exists()

@@ -325,3 +325,85 @@ def test_block_spans_pair_each_run_by_process_and_name() -> None:
         ev(7, "block_start", 1, "step"),  # still open at the end
     ]
     assert block_spans(events, 100.0, 10.0) == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
+
+
+def test_dollar_signs_in_outside_text_are_drawn_literally() -> None:
+    """`bash -c 'kill $$'` in the title (or `$` in a block or mark name) started matplotlib's mathtext, whose
+    parser failed the whole figure: no picture after a measured run."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Event, Session, SessionMeta
+
+    meta = SessionMeta(id="x", status="finished", start_time=1000.0, command=["bash", "-c", "kill -9 $$"])
+    events = [
+        Event(time=1001, elapsed=1, type="block_start", pid=1, name="cost $x$ and $"),
+        Event(time=1002, elapsed=2, type="block_end", pid=1, name="cost $x$ and $"),
+        Event(time=1002, elapsed=2, type="mark", pid=1, name="$HOME $$"),
+    ]
+    session = Session(meta=meta, events=events)
+    assert plot.picture(session, "png")[:4] == b"\x89PNG"
+    assert plot.picture(session, "svg").lstrip().startswith(b"<?xml")
+
+
+def test_plot_with_history_is_a_usage_error(tmp_path: Path) -> None:
+    """--plot with --history was ignored: the history TUI opened (even with no terminal, until killed)."""
+    proc = gputop("--history", "--plot", str(tmp_path / "x.png"), store_dir=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gputop-track: error: --plot") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize("size", [(0, 0), (-5, 5), (100_000, 100_000), (800.5, 600), [800, 600], (True, 600)])
+def test_api_size_is_checked_like_the_size_flag(size: object) -> None:
+    """Tracker.plot(size=...) went straight to matplotlib: (0, 0) failed at saving, (100000, 100000) tried
+    to allocate tens of GB."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Session, SessionMeta
+
+    session = Session(meta=SessionMeta(id="x", status="running", start_time=1000.0))
+    with pytest.raises(plot.PlotError, match="each 300 to 20000"):
+        plot.figure(session, size)  # type: ignore[arg-type]
+    assert plot.figure(session, (400, 300)).get_size_inches().tolist() == [4.0, 3.0]
+
+
+def test_byte_axes_of_an_idle_run_have_distinct_ticks() -> None:
+    """A run that held (next to) nothing drew its RAM axis from 0 to 1.12 bytes: ticks `1 B, 1 B, 1 B, 0 B`."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.models import Session, SessionMeta
+
+    fig = plot.figure(Session(meta=SessionMeta(id="x", status="finished", start_time=1000.0)))
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+
+
+def test_the_smallest_size_draws_without_warnings(real_session: tuple[Path, str]) -> None:
+    """--size 200x200 drew with `UserWarning: constrained_layout not applied …` (two lines on stderr) and
+    collapsed panels; the least size is now one that lays out (four panels: the session has GPUs)."""
+    import warnings
+
+    from gputop_tracker.core import plot
+
+    session = _session(*real_session)
+    with pytest.raises(plot.PlotError):
+        plot.parse_size("299x300")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plot.picture(session, "png", plot.parse_size("300x300"))[:4] == b"\x89PNG"
+
+
+def test_non_finite_figures_in_a_saved_timeline_are_gaps(tmp_path: Path) -> None:
+    """A NaN or an infinity in a saved timeline made matplotlib refuse the axis limits: a traceback from
+    `sessions plot`. They read as not read (None); drawing errors are one line."""
+    from gputop_tracker.core import plot
+    from gputop_tracker.core.columns import TimelineColumns
+    from gputop_tracker.core.models import Session, SessionMeta, Timeline
+
+    cols = ["elapsed", "combined_total", "cpu_percent"]
+    rows = [[0.0, float("nan"), 1.0], [float("nan"), 5.0, 1.0], [1.0, float("inf"), 2.0], [2.0, 3e6, float("-inf")]]
+    session = Session(
+        meta=SessionMeta(id="20261123-000001-x", status="finished", start_time=1000.0),
+        timeline=Timeline(columns=cols, rows=rows),
+    )
+    tl = TimelineColumns.of_session(session)
+    assert tl.t == [0.0, 1.0, 2.0]
+    assert tl.tree_ram == [None, None, 3e6] and tl.cpu_percent == [1.0, 2.0, None]
+    assert plot.picture(session, "png")[:4] == b"\x89PNG"

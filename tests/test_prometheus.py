@@ -86,6 +86,17 @@ def test_collector_serves_the_latest_sample_and_summary() -> None:
     assert all(s.labels.get("session") == "S1" for f in fams.values() for s in f.samples)
 
 
+def test_command_lines_that_are_not_utf8_are_served_escaped() -> None:
+    """sys.argv holds a byte that is not UTF-8 as a lone surrogate: the exposition (UTF-8) must not fail on it
+    (it answered 500 with a traceback per scrape, and the textfile thread died)."""
+    info = SessionInfo(command=["bash", "-c", "sleep 3", "a\udcff\udcfe"], slurm_job_id="42\udce9")
+    latest = LatestFigures(info)
+    latest.observe(SampleMessage(make_sample(n_procs=2)))
+    labels = collect(latest)["gputop_session_info"].samples[0].labels
+    assert labels["command"] == "bash -c 'sleep 3' $'a\\xff\\xfe'"
+    assert labels["slurm_job_id"] == "42\\xe9"
+
+
 def test_top_processes_bounded_largest_first() -> None:
     latest = LatestFigures(SessionInfo())
     latest.observe(SampleMessage(make_sample(n_procs=30)))
@@ -146,6 +157,18 @@ def test_gpu_series_in_base_units() -> None:
     assert values(fams, "gputop_gpu_power_watts") == {key: 250.0}
     assert values(fams, "gputop_gpu_temperature_celsius") == {key: 60.0}
     assert values(fams, "gputop_gpu_energy_joules", "gputop_gpu_energy_joules_total") == {key: 123.0}
+
+
+def test_simulated_gpus_are_labelled_so() -> None:
+    """--simulate-gpus fed made-up GPU series to Prometheus with the labels of real ones."""
+    gpu = {"index": 0, "uuid": "GPU-sim", "name": "Simulated GPU", "memory_used": 5, "utilization_gpu": 50.0,
+           "energy_j": 1.0, "simulated": True}  # fmt: skip
+    latest = LatestFigures(SessionInfo())
+    latest.observe(SampleMessage(make_sample(gpus=[gpu])))
+    fams = collect(latest)
+    key = (("gpu", "0"), ("simulated", "true"), ("uuid", "GPU-sim"))
+    assert values(fams, "gputop_gpu_utilization_ratio") == {key: pytest.approx(0.5)}
+    assert values(fams, "gputop_gpu_energy_joules", "gputop_gpu_energy_joules_total") == {key: 1.0}
 
 
 @pytest.mark.parametrize(
@@ -300,7 +323,9 @@ def one_error_line(err: str) -> str:
 
 
 # 192.0.2.1 (TEST-NET-1) is numeric, so no DNS is asked, and no address of this machine
-@pytest.mark.parametrize("addr", ["nonsense", ":0", ":70000", "::1:9464", "[::1]9464", "192.0.2.1:9464"])
+@pytest.mark.parametrize(
+    "addr", ["nonsense", ":0", ":70000", "::1:9464", "[::1]9464", "192.0.2.1:9464", "", "http://127.0.0.1:9464"]
+)
 def test_bad_address_exits_2_before_the_command_starts(tmp_path: Path, addr: str) -> None:
     job, marker = marker_job(tmp_path)
     proc = cli("--headless", "--prometheus", addr, *job)
@@ -329,6 +354,18 @@ def test_textfile_in_a_missing_directory_exits_2(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert "no such directory" in one_error_line(err)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["", "/proc/x.prom"])
+def test_textfile_that_cannot_be_written_exits_2(tmp_path: Path, where: str) -> None:
+    """An empty name was ignored (no exporter at all); /proc passes access() yet refuses files (and root
+    passes access() everywhere): the run went on with one runtime line and exit 0."""
+    job, marker = marker_job(tmp_path)
+    proc = cli("--headless", "--prometheus-textfile", where, *job)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "--prometheus-textfile" in one_error_line(err)
     assert not marker.exists()
 
 

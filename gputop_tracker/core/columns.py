@@ -5,6 +5,7 @@ Standard library only; pandas is imported by `to_pandas()` alone, so nothing in 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,11 @@ ALIASES = {
 }
 
 
+def _finite(v: float | None) -> float | None:
+    """A stored figure, or None where it is missing or not a number (NaN and infinities read as not read)."""
+    return v if v is not None and math.isfinite(v) else None
+
+
 @dataclass
 class TimelineColumns:
     """The samples of a session, one list per figure, all of the same length (`len()`), oldest first.
@@ -52,8 +58,8 @@ class TimelineColumns:
         tl = session.timeline
         index = {c: i for i, c in enumerate(tl.columns)}
         at = index.get("elapsed", 0)
-        rows = [r for r in tl.rows if len(r) > at and r[at] is not None]
-        data = {c: [r[i] if i < len(r) else None for r in rows] for c, i in index.items()}
+        rows = [r for r in tl.rows if len(r) > at and _finite(r[at]) is not None]
+        data = {c: [_finite(r[i]) if i < len(r) else None for r in rows] for c, i in index.items()}
         return cls(start_time=session.meta.start_time, stride=tl.stride, data=data)
 
     def __len__(self) -> int:

@@ -14,6 +14,7 @@ import base64
 import html
 import io
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +33,10 @@ DEFAULT_WIDTH = 1200
 PANEL_HEIGHT = 260
 HEADER_HEIGHT = 90
 DPI = 100
-MIN_SIZE, MAX_SIZE = 200, 20000
+MIN_SIZE, MAX_SIZE = 300, 20000  # below 300 px the panels and legends collapse (matplotlib warns)
 TOP_PROCESSES = 3
 HEADROOM = 1.12
+MIN_BYTES_AXIS = float(2**20)  # an axis of bytes spans at least 1 MiB: below, ticks read `0 B, 1 B, 1 B`
 LEVEL_GIDS = ("level-warning", "level-critical")
 LEVELS_SHOWN_UP_TO = 2.0  # alert levels drawn while below this many times the largest RAM seen
 COLORS = {
@@ -78,7 +80,7 @@ def format_of(path: str | Path) -> str:
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 200 to 20000."""
+    """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 300 to 20000."""
     m = re.fullmatch(r"\s*(\d{1,6})\s*[xX×]\s*(\d{1,6})\s*", text or "")
     if not m:
         raise PlotError(f"--size must be WIDTHxHEIGHT in pixels, e.g. 1200x800, not {text!r}")
@@ -86,6 +88,14 @@ def parse_size(text: str) -> tuple[int, int]:
     if not (MIN_SIZE <= w <= MAX_SIZE and MIN_SIZE <= h <= MAX_SIZE):
         raise PlotError(f"--size {w}x{h}: each side must be {MIN_SIZE} to {MAX_SIZE} pixels")
     return w, h
+
+
+def check_size(size: object) -> tuple[int, int]:
+    """The API's `size=(width, height)`, as --size checks it: huge or empty figures fail late and badly."""
+    sides = size if isinstance(size, tuple) and len(size) == 2 else ()
+    if not sides or not all(type(v) is int and MIN_SIZE <= v <= MAX_SIZE for v in sides):
+        raise PlotError(f"size must be (width, height) in pixels, each {MIN_SIZE} to {MAX_SIZE}, not {size!r}")
+    return int(sides[0]), int(sides[1])
 
 
 # --------------------------------------------------------------------------- the figure
@@ -120,7 +130,7 @@ def figure(session: Session, size: tuple[int, int] | None = None) -> Any:
     cols = TimelineColumns.of_session(session)
     gpus = cols.gpus
     n_panels = 4 if gpus else 2
-    w, h = size or (DEFAULT_WIDTH, HEADER_HEIGHT + PANEL_HEIGHT * n_panels)
+    w, h = check_size(size) if size is not None else (DEFAULT_WIDTH, HEADER_HEIGHT + PANEL_HEIGHT * n_panels)
     fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
@@ -149,12 +159,21 @@ def _duration(session: Session) -> float:
     return (m.end_time or m.start_time) - m.start_time
 
 
+def _shown(text: str, limit: int | None = None) -> str:
+    """Outside text (a command, a process, block or GPU name) as matplotlib draws it literally: controls
+    escaped, cut to `limit`, and `$` escaped (two of them, as in `bash -c 'kill $$'`, start mathtext, whose
+    parser then fails the whole figure)."""
+    text = escape_controls(text)[:limit]
+    return text.replace("$", r"\$")
+
+
 def _title(session: Session) -> str:
     m = session.meta
     cmd = command_line(m.command) or "-"
     if len(cmd) > 90:
         cmd = cmd[:89] + "…"
-    line2 = f"session {escape_controls(m.id)} on {escape_controls(m.host or '?')}"
+    cmd = _shown(cmd)
+    line2 = f"session {_shown(m.id)} on {_shown(m.host or '?')}"
     u = session.summary
     if u is not None:
         line2 += (
@@ -202,7 +221,7 @@ def _ram_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
         _top_processes(ax, session, axis)
         _alert_levels(ax, session, seen)
     top = max([seen, *(ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_gid() in LEVEL_GIDS)])
-    ax.set_ylim(0, max(top, 1.0) * HEADROOM)  # room for the legend above the curves
+    ax.set_ylim(0, max(top, MIN_BYTES_AXIS) * HEADROOM)  # room for the legend above the curves
     _legend(ax)
 
 
@@ -216,7 +235,7 @@ def _top_processes(ax: Any, session: Session, axis: _Axis) -> None:
     top = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:TOP_PROCESSES]
     for rank, p in enumerate(top):
         x0, x1 = (max(0.0, p.first_seen - start) / axis.divisor, max(0.0, p.last_seen - start) / axis.divisor)
-        label = f"peak of {escape_controls(p.name)[:20]} ({p.pid})"
+        label = f"peak of {_shown(p.name, 20)} ({p.pid})"
         (seg,) = ax.plot([x0, x1], [p.peak_rss] * 2, ls="--", lw=1, color=f"C{4 + rank}", label=label)
         seg.set_gid(f"process-{p.pid}")
 
@@ -252,7 +271,7 @@ def _cpu_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
 def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) -> None:
     xs = axis.xs(cols.t)
     u = session.summary
-    names = {g.index: g.name + (" (simulated)" if g.simulated and "simulated" not in g.name.lower() else "")
+    names = {g.index: _shown(g.name) + (" (simulated)" if g.simulated and "simulated" not in g.name.lower() else "")
              for g in (u.gpus if u else [])}  # fmt: skip
     for n, i in enumerate(cols.gpus):
         label = f"GPU {i} {names.get(i, '')}".strip()
@@ -261,7 +280,7 @@ def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColum
     mem_ax.set_title("GPU memory held by the tree, per GPU", fontsize=9, loc="left")
     _bytes_axis(mem_ax)
     mem = [float(v) for i in cols.gpus for v in cols.gpu_memory_of(i) if v is not None]
-    mem_ax.set_ylim(0, max([1.0, *mem]) * HEADROOM)
+    mem_ax.set_ylim(0, max([MIN_BYTES_AXIS, *mem]) * HEADROOM)
     util_ax.set_title("GPU utilization, per GPU (% of time a kernel ran)", fontsize=9, loc="left")
     util_ax.set_ylim(0, 100 * HEADROOM)
     util_ax.set_yticks([0, 25, 50, 75, 100])
@@ -299,7 +318,7 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=hue, alpha=0.13, lw=0)
         span.set_gid(f"block-{k}")
         if label:
-            ax.text(t0 / axis.divisor, 0.02, f" {escape_controls(name)[:24]}", transform=ax.get_xaxis_transform(),
+            ax.text(t0 / axis.divisor, 0.02, f" {_shown(name, 24)}", transform=ax.get_xaxis_transform(),
                     fontsize=7, va="bottom", color=hue)  # fmt: skip
     counts: dict[str, int] = {}
     for e in events:
@@ -311,7 +330,7 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         line = ax.axvline(x, color=COLORS[e.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
         line.set_gid(f"{'mark' if e.type == 'mark' else 'event-' + e.type}-{k}")
         if label and e.type in ("oom", "mark", "critical", "warning"):
-            text = "OOM" if wide else escape_controls(e.name or e.type)[:20] if e.type == "mark" else e.type
+            text = "OOM" if wide else _shown(e.name or e.type, 20) if e.type == "mark" else e.type
             ax.text(x, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
                     color=COLORS[e.type], rotation=90 if e.type == "mark" else 0)  # fmt: skip
 
@@ -325,7 +344,9 @@ def render(fig: Any, fmt: str) -> bytes:
     import matplotlib
 
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "gputop-tracker", "svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.hashsalt": "gputop-tracker", "svg.fonttype": "path"}), warnings.catch_warnings():
+        # a small figure with long legends: drawn without the layout, not with a multi-line warning on stderr
+        warnings.filterwarnings("ignore", message="constrained_layout not applied", category=UserWarning)
         meta = {"Date": None} if fmt == "svg" else {"Software": "gputop-tracker"}
         fig.savefig(buf, format=fmt, metadata=meta, facecolor="white")
     return buf.getvalue()

@@ -82,6 +82,8 @@ def check_output(name: str) -> None:
     directory is created); a FIFO, a device or /dev/stdout must be writable and is written in place."""
     if not name:
         raise OutputError("cannot write '': no such file or directory")
+    if name.endswith(os.sep):  # Path() drops the slash: FILE.png/ would become FILE.png, as no shell does
+        raise OutputError(f"cannot write {name}: a file name cannot end in {os.sep}")
     out = Path(name)
     try:
         st: os.stat_result | None = os.stat(out)

@@ -11,8 +11,10 @@ import re
 import shlex
 from collections.abc import Iterable
 
-# C0 controls, DEL, C1 controls, and the Unicode line and paragraph separators (they end a line too)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 controls, DEL, C1 controls, the Unicode line and paragraph separators (they end a line too), and lone
+# surrogates: Python's stand-ins for the bytes of a command line that are not UTF-8 (surrogateescape); no
+# UTF-8 writer (a terminal, prometheus-client's exposition) can encode them
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
@@ -21,6 +23,8 @@ def _escape_char(m: re.Match[str]) -> str:
     if c in _NAMED:
         return _NAMED[c]
     code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:  # the byte surrogateescape stood for, as bash writes it in $'…'
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -60,7 +61,7 @@ class ExportOptions:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.prometheus or self.textfile)
+        return self.prometheus is not None or self.textfile is not None  # "" is asked for, and refused by check
 
     def check(self) -> None:
         """What can be checked without binding or importing anything; ExportError otherwise."""
@@ -98,6 +99,10 @@ def parse_address(text: str, flag: str = "--prometheus") -> Address:
     """`:PORT` (every IPv4 interface), `HOST:PORT`, `[IPV6]:PORT` or a bare PORT; ExportError when bad."""
     where = f"{flag} {text!r}"
     s = text.strip()
+    if not s:
+        raise ExportError(f"{where}: needs an address, e.g. :9464 or 127.0.0.1:9464")
+    if "://" in s or "/" in s:
+        raise ExportError(f"{where}: an address is HOST:PORT, without a scheme or a path (e.g. 127.0.0.1:9464)")
     if s.startswith("["):
         host, sep, port_text = s[1:].partition("]:")
         if not sep or not host:
@@ -135,3 +140,8 @@ def check_textfile(path: str, flag: str = "--prometheus-textfile") -> None:
         raise ExportError(f"{flag} {path}: no such directory: {directory}")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ExportError(f"{flag} {path}: directory not writable: {directory}")
+    try:  # access() says yes to root everywhere, and on /proc, /sys or a read-only mount: try it
+        with tempfile.TemporaryFile(dir=directory, prefix=".gputop-check-"):
+            pass
+    except OSError as e:
+        raise ExportError(f"{flag} {path}: cannot write in {directory}: {e.strerror or e}") from None

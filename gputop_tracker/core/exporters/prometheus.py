@@ -69,8 +69,8 @@ def _session_info(info: SessionInfo) -> Metric:
     labels = {
         "session": info.session,
         "command": short_command(info.command),
-        "host": info.host,
-        "slurm_job_id": info.slurm_job_id,
+        "host": escape_controls(info.host),
+        "slurm_job_id": escape_controls(info.slurm_job_id),  # the environment's bytes: maybe not UTF-8
         "version": __version__,
     }
     m.add_metric([], labels)
@@ -143,19 +143,26 @@ GPU_METRICS: tuple[tuple[str, str, str, float], ...] = (
 def _gpus(gpus: list[GpuSample], session: str) -> Iterator[Metric]:
     if not gpus:
         return
+    # --simulate-gpus: made-up figures must not pass for real ones on a dashboard; real GPUs keep their labels
+    simulated = any(g.simulated for g in gpus)
+    labels = [*GPU_LABELS, "simulated"] if simulated else GPU_LABELS
+
+    def key(g: GpuSample) -> list[str]:
+        return [session, str(g.index), g.uuid, *(["true" if g.simulated else "false"] if simulated else [])]
+
     for name, attr, doc, scale in GPU_METRICS:
-        m = GaugeMetricFamily(name, doc, labels=GPU_LABELS)
+        m = GaugeMetricFamily(name, doc, labels=labels)
         for g in gpus:
             value = getattr(g, attr)
             if value is not None:
-                m.add_metric([session, str(g.index), g.uuid], value * scale)
+                m.add_metric(key(g), value * scale)
         yield m
     energy = CounterMetricFamily(
-        "gputop_gpu_energy_joules", "energy this GPU used since the session's first reading", labels=GPU_LABELS
+        "gputop_gpu_energy_joules", "energy this GPU used since the session's first reading", labels=labels
     )
     for g in gpus:
         if g.energy_j is not None:
-            energy.add_metric([session, str(g.index), g.uuid], g.energy_j)
+            energy.add_metric(key(g), g.energy_j)
     yield energy
 
 

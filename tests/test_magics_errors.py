@@ -1,0 +1,59 @@
+"""`%%gputop` when the cell fails: the error must reach the notebook (Run All stops, nbclient sees it) after
+tracking ended and the session was saved; a second `%%gputop` works; quoted options. In-process IPython (no
+kernel) in a child interpreter, so this test's own process keeps its displayhook and builtins."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("IPython")
+
+SCRIPT = r"""
+import glob, json, os, threading
+from IPython.testing.globalipapp import start_ipython
+ip = start_ipython()
+ip.run_line_magic("load_ext", "gputop_tracker")
+store = os.environ["GPUTOP_TRACKER_STORE"]
+out = {}
+def n():
+    return len(glob.glob(os.path.join(store, "*.json")))
+r = ip.run_cell("%%gputop --no-plot --interval 0.1\nx = bytearray(20 << 20)\nraise ValueError('boom')\n")
+out["raised"] = [r.success, type(r.error_in_exec).__name__, n()]
+r = ip.run_cell("%%gputop --no-plot --interval 0.1\ny = 1 +\n")
+out["syntax"] = [r.success, n()]
+r = ip.run_cell("%%gputop --no-plot --interval 0.1\nz = 1\n")
+out["ok"] = [r.success, n()]
+r = ip.run_cell("%%gputop --no-plot --interval 0.1 --store '" + store + "/my runs'\nz = 2\n")
+out["quoted"] = [r.success, len(glob.glob(os.path.join(store, "my runs", "*.json")))]
+out["threads"] = sorted(t.name for t in threading.enumerate() if t.name.startswith("gputop"))
+ip.run_cell("%gputop start --no-plot --interval 0.1")
+import time
+time.sleep(2.6)  # a terminal has no display to update in place: no line a second over the prompt
+ip.run_cell("%gputop stop")
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_failing_cell_fails_the_magic_after_saving_its_session(tmp_path: Path) -> None:
+    (tmp_path / "my runs").mkdir()
+    env = {**os.environ, "GPUTOP_TRACKER_STORE": str(tmp_path), "IPYTHONDIR": str(tmp_path / "ipython")}
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env, stdin=subprocess.DEVNULL
+    )
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert line, proc.stdout + proc.stderr
+    out = json.loads(line[0][len("RESULT ") :])
+    # the cell's error is the magic's: the cell fails; the session was saved first
+    assert out["raised"] == [False, "CellFailed", 1], proc.stdout
+    assert proc.stdout.count("ValueError: boom") == 1  # one traceback, not two
+    assert out["syntax"] == [False, 2]
+    assert out["ok"] == [True, 3]
+    assert out["quoted"] == [True, 1]  # --store '…/my runs' was split on its space
+    assert out["threads"] == []
+    assert proc.stdout.count("gputop: tracking") == 5  # one line per tracked span, none per refresh
