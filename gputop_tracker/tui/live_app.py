@@ -7,6 +7,7 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 from rich.text import Text
@@ -62,6 +63,24 @@ from gputop_tracker.tui.widgets import (
 NARROW = 100  # columns: below this the panels stack and the table drops a column
 LOG_LINES = 2000
 ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
+_GC_FROZEN = False
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, after the first sample is drawn: move every object alive then (the modules, the widget
+    tree, Textual's and pydantic's caches: hundreds of thousands) out of the cycle collector's reach. A full
+    collection otherwise walks them all, 60-70 ms every half minute or so, as much as the rest of the view's
+    work over 5 s; what is frozen is still freed by reference counting. The youngest generation is collected
+    a tenth as often: the few hundred objects in reference cycles each sample leaves are then found young, in
+    one pass instead of ten, and fewer reach the older generations (measured: 11 ms of collections over 30 s
+    instead of 16 ms plus a full collection)."""
+    global _GC_FROZEN
+    if not _GC_FROZEN:
+        _GC_FROZEN = True
+        gc.collect()  # the startup's garbage goes first, then the survivors are frozen
+        gc.freeze()
+        threshold0, *older = gc.get_threshold()
+        gc.set_threshold(threshold0 * 10, *older)
 
 
 class SamplerEvent(Message):
@@ -266,6 +285,7 @@ class LiveApp(ViewKeys):
                 self.latest = msg.sample
                 with self.batch_update():  # one screen update per sample, not one per widget
                     self._redraw(sample=True)
+                freeze_startup_objects()
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, BlocksMessage):

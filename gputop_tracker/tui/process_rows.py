@@ -109,14 +109,14 @@ def ordered_processes(
         else:
             roots.append(p)
     out: list[tuple[ProcessSample, int]] = []
-
-    def walk(p: ProcessSample, depth: int) -> None:
+    # depth first with a stack, not a nested recursive function: that one is a reference cycle (it refers to
+    # itself), which kept each sample's tree for the cycle collector instead of freeing it at once
+    stack = [(r, 0) for r in sorted(roots, key=lambda r: (r.role != "main", sort_value(r, key), r.pid))][::-1]
+    while stack:
+        p, depth = stack.pop()
         out.append((p, depth))
-        for c in sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid), reverse=reverse):
-            walk(c, depth + 1)
-
-    for r in sorted(roots, key=lambda r: (r.role != "main", sort_value(r, key), r.pid)):
-        walk(r, 0)
+        kids = sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid), reverse=reverse)
+        stack += [(c, depth + 1) for c in reversed(kids)]
     return out
 
 
