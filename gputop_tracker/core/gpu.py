@@ -605,9 +605,17 @@ def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[se
     """
     if "=" in spec:
         return _resolve_layers(readings, spec)
-    chosen: set[str] = set()
+    picked, problems = _pick(spec, readings, by_position=False)
+    return {r.uuid for r in picked}, problems
+
+
+def _pick(value: str, pool: Sequence[GpuReading], *, by_position: bool) -> tuple[list[GpuReading], list[str]]:
+    """The GPUs of `pool` a comma-separated list names, in the list's order, and the items that name none or
+    several. An index is a position in `pool` (by_position) or an NVML index of a physical GPU; other items are
+    full or short UUIDs. A negative index ends the list, as in CUDA."""
+    picked: list[GpuReading] = []
     problems: list[str] = []
-    for raw in spec.split(","):
+    for raw in value.split(","):
         item = raw.strip()
         if not item:
             continue
@@ -615,14 +623,19 @@ def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[se
             idx = int(item)
             if idx < 0:
                 break  # CUDA stops at the first invalid index
-            match = [r.uuid for r in readings if r.index == idx and r.mig_parent is None]
+            if by_position:
+                found = [pool[idx]] if idx < len(pool) else []
+            else:
+                found = [r for r in pool if r.index == idx and r.mig_parent is None]
         else:
-            match = _match_id(readings, item)
-        if len(match) == 1:
-            chosen.add(match[0])
+            uuids = set(_match_id(pool, item))
+            found = [r for r in pool if r.uuid in uuids]
+        if len(found) == 1:
+            if found[0] not in picked:
+                picked.append(found[0])
         else:
-            problems.append(f"{item!r} matches {'no' if not match else 'more than one'} GPU")
-    return chosen, problems
+            problems.append(f"{item!r} matches {'no' if not found else 'more than one'} GPU")
+    return picked, problems
 
 
 def _match_id(readings: Sequence[GpuReading], item: str) -> list[str]:
@@ -643,23 +656,6 @@ def _resolve_layers(readings: Sequence[GpuReading], spec: str) -> tuple[set[str]
     problems: list[str] = []
     for layer in spec.split(";"):
         name, _, value = layer.strip().partition("=")
-        picked: list[GpuReading] = []
-        for raw in value.split(","):
-            item = raw.strip()
-            if not item:
-                continue
-            if item.lstrip("-").isdigit():
-                idx = int(item)
-                if idx < 0:
-                    break
-                found = [pool[idx]] if idx < len(pool) else []
-            else:
-                uuids = set(_match_id(pool, item))
-                found = [r for r in pool if r.uuid in uuids]
-            if len(found) == 1:
-                if found[0] not in picked:
-                    picked.append(found[0])
-            else:
-                problems.append(f"{name}: {item!r} matches {'no' if not found else 'more than one'} GPU")
-        pool = picked
+        pool, missed = _pick(value, pool, by_position=True)
+        problems += [f"{name}: {p}" for p in missed]
     return {r.uuid for r in pool}, problems
