@@ -299,3 +299,28 @@ def test_ctrl_c_while_starting_up_prints_no_traceback(tmp_path: Path) -> None:
         if proc.returncode == 130 and "Traceback" not in err:  # the report, if the command had started
             clean += 1
     assert clean >= 12
+
+
+def test_an_interrupt_wrapped_by_class_creation_is_still_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGINT inside a dataclass's __set_name__ reaches the entry point as a RuntimeError caused by a
+    KeyboardInterrupt (seen in CI): it ends quietly with 130; any other error still propagates."""
+    import types
+
+    from gputop_tracker import _entry
+
+    def raising(exc: BaseException) -> types.ModuleType:
+        mod = types.ModuleType("gputop_tracker.cli")
+
+        def main() -> int:
+            raise exc
+
+        mod.main = main  # type: ignore[attr-defined]
+        return mod
+
+    wrapped = RuntimeError("Error calling __set_name__ on 'Field' instance 'argv'")
+    wrapped.__cause__ = KeyboardInterrupt()
+    monkeypatch.setitem(sys.modules, "gputop_tracker.cli", raising(wrapped))
+    assert _entry.main() == _entry.EXIT_INTERRUPTED
+    monkeypatch.setitem(sys.modules, "gputop_tracker.cli", raising(RuntimeError("a real bug")))
+    with pytest.raises(RuntimeError, match="a real bug"):
+        _entry.main()
