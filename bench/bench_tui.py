@@ -97,6 +97,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--size", default="160x50")
+    ap.add_argument(
+        "--profile", metavar="FILE", help="also record where the TUI spends its CPU with py-spy (speedscope)"
+    )
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
     store = tempfile.mkdtemp(prefix="bench-tui-")
@@ -110,12 +113,37 @@ def main() -> None:
     samplers = children(pid)
     tree = [d for c in samplers for d in descendants(c)]
     threads0 = thread_seconds(pid)
+    spy = None
+    if args.profile:
+        import subprocess
+
+        spy = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--nonblocking",
+                "-r",
+                "200",
+                "-f",
+                "speedscope",
+                "-o",
+                args.profile,
+                "-d",
+                str(int(args.seconds)),
+                "-p",
+                str(pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     c0, s0, t0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
     written = drain(fd, t0 + args.seconds)
     c1, s1, t1 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
     threads1 = thread_seconds(pid)
     rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     wall = t1 - t0
+    if spy is not None:
+        spy.wait()
     os.write(fd, b"q")
     drain(fd, time.monotonic() + 1.0)
     os.write(fd, b"s")  # stop it: SIGTERM to the tree

@@ -25,6 +25,7 @@ from gputop_tracker import console
 from gputop_tracker.core import channel, orphans, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.config import EngineConfig
+from gputop_tracker.core.filewatch import FileWatch
 from gputop_tracker.core.framing import LineFramer
 from gputop_tracker.core.orphans import become_subreaper
 from gputop_tracker.core.text import clean_output
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from gputop_tracker.core.exporters import Exporter
     from gputop_tracker.tui.live_app import LiveApp
 
-OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown
+OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
+OUTPUT_GAP = 0.1  # seconds at least between two batches of output handed to the view (a chatty command)
 CHUNK = 1 << 16
 
 
@@ -67,15 +69,23 @@ class SamplerSource:
                     yield msg
 
     def output(self) -> Iterator[str]:
+        """The command's output as it is written: woken by the file's writes (inotify), or polled without it;
+        a command that prints all the time is read in batches at most every OUTPUT_GAP seconds."""
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        while not self._closed.is_set():
-            data = os.read(self.output_fd, CHUNK)
-            if data:
-                text = decoder.decode(data)
-                if text:
-                    yield clean_output(text)
-                continue
-            self._closed.wait(OUTPUT_POLL)
+        watch = FileWatch(self.output_fd, OUTPUT_POLL)
+        try:
+            while not self._closed.is_set():
+                data = os.read(self.output_fd, CHUNK)
+                if data:
+                    text = decoder.decode(data)
+                    if text:
+                        yield clean_output(text)
+                    if len(data) < CHUNK:  # all read for now: let more gather before the next batch
+                        self._closed.wait(OUTPUT_GAP)
+                    continue
+                watch.wait(None, self._wake_r)
+        finally:
+            watch.close()
 
     def signal(self, sig: int) -> None:
         self.handle.signal(sig)
