@@ -204,17 +204,13 @@ def _split_lines(t: Text | str) -> list[Text | str]:
     return list(t.split("\n"))
 
 
-class GpuPanel(Vertical):
-    """One GPU: utilization and memory bars, temperature and power (its history is in the live charts)."""
+class GpuPanel(Panel):
+    """One GPU: utilization and memory bars, temperature and power (its history is in the live charts).
+    One widget, its border included: the screen composes it each sample."""
 
     def __init__(self, index: int, **kwargs: object) -> None:
-        super().__init__(id=f"gpu-{index}", classes="gpu panel", **kwargs)  # type: ignore[arg-type]
+        super().__init__(id=f"gpu-{index}", classes="gpu panel", **kwargs)
         self.index = index
-        # kept as attributes: the app may draw before they are mounted
-        self.text = Panel(classes="gpu-text")
-
-    def compose(self) -> ComposeResult:
-        yield self.text
 
     def show(self, g: GpuSample, hist: GpuHistory | None, mean: float | None, compact: bool, width: int) -> None:
         """`mean`: this GPU's mean utilization over the run, from the sampler's running summary."""
@@ -255,7 +251,7 @@ class GpuPanel(Vertical):
                 f" {mem}\n",
                 f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}",
             )
-        self.text.update(t)
+        self.update(t)
 
 
 class HostPanel(Panel):
