@@ -8,6 +8,7 @@ from pathlib import Path
 from gputop_tracker.core.channel import SampleMessage
 from gputop_tracker.tui.fake import FakeSource, make_sample
 from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.widgets import Panel
 
 
 def amd_sample(i: int) -> SampleMessage:
@@ -31,7 +32,7 @@ async def _shown(size: tuple[int, int]) -> tuple[list[str], list[str]]:
             await asyncio.sleep(0.01)
         await pilot.pause()
         titles = [str(app.query_one(f"#gpu-{g}").border_title or "") for g in (0, 1)]
-        texts = [str(app.query_one(f"#gpu-{g}").text.content) for g in (0, 1)]  # type: ignore[attr-defined]
+        texts = [str(app.query_one(f"#gpu-{g}", Panel).content) for g in (0, 1)]
     return titles, texts
 
 

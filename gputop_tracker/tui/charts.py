@@ -115,7 +115,7 @@ class TimeChart(Widget):
         self.refresh()
 
     def _scale(self) -> tuple[float, Callable[[float], str]]:
-        peak = max((v for s in self.series for v in s.values if v is not None), default=0.0)
+        peak = max((_largest(s.values) for s in self.series), default=0.0)
         if self.unit == "percent":
             top = max(self.y_top, nice_ceiling(peak))
             return top, lambda v: f"{v:.0f}%"
@@ -185,14 +185,10 @@ class TimeChart(Widget):
             cells[r][c] |= _DOTS[px % 2][3 - py % 4]
             colors[r][c] = color
 
+        columns = _pixel_columns(self.xs, x_end, px_w)
         for s in self.series:
             # one point per pixel column: the largest value in it, so peaks survive narrow terminals
-            points: dict[int, float] = {}
-            for x, v in zip(s.xs or self.xs, s.values, strict=False):
-                if v is None:
-                    continue
-                px = min(px_w - 1, int(x / x_end * (px_w - 1) + 0.5))
-                points[px] = max(points.get(px, v), v)
+            points = _column_peaks(_pixel_columns(s.xs, x_end, px_w) if s.xs else columns, s.values)
             known = sorted(points.items())
             # 1-3 samples: the points alone (a line through two readings would invent what happened between)
             for (c0, v0), (c1, v1) in itertools.pairwise(known if len(self.xs) > 3 else []):
@@ -221,6 +217,32 @@ class TimeChart(Widget):
         if band_row and self.bands is not None:
             sink.newline()
             _band_row(sink, label_w, plot_w, x_end, self.bands)
+
+
+def _largest(values: Sequence[float | None]) -> float:
+    """The largest value, 0 for none (a chart redraws each second: no generator per value)."""
+    try:
+        return max(values, default=0.0)  # type: ignore[type-var]
+    except TypeError:  # a gap (None) among them
+        return max([v for v in values if v is not None], default=0.0)
+
+
+def _pixel_columns(xs: Sequence[float], x_end: float, px_w: int) -> list[int]:
+    """The pixel column of each elapsed time on a plot `px_w` pixels wide ending at x_end."""
+    last = px_w - 1
+    return [min(last, int(x / x_end * last + 0.5)) for x in xs]
+
+
+def _column_peaks(columns: Sequence[int], values: Sequence[float | None]) -> dict[int, float]:
+    """The largest value in each pixel column."""
+    points: dict[int, float] = {}
+    get = points.get
+    for px, v in zip(columns, values, strict=False):
+        if v is not None:
+            old = get(px)
+            if old is None or v > old:
+                points[px] = v
+    return points
 
 
 class ChartSink(Protocol):

@@ -174,6 +174,7 @@ class LiveApp(ViewKeys):
         self._columns: list[str] = []
         self._name_width = 0
         self._gpu_panels: dict[int, GpuPanel] = {}
+        self._command_text: tuple[object, Text] | None = None  # the header's first line, and what it shows
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
@@ -379,11 +380,21 @@ class LiveApp(ViewKeys):
             return "detaching…"
         return "running"
 
-    def _draw_header(self) -> None:
+    def _command_line(self) -> Text:
+        """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
         command = self.command or (self.final.command if self.final is not None else [])
+        key = (tuple(command), self.mode, self.main_pid, self.view_size[0])
+        if self._command_text is not None and self._command_text[0] == key:
+            return self._command_text[1]
         cmd = escape_controls(" ".join(command)) or "-"
         if self.mode == "attach":
             cmd = f"attached to {self.main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
+        line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
+        line.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")
+        self._command_text = (key, line)
+        return line
+
+    def _draw_header(self) -> None:
         status = self._status_text()
         style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
         if self.failure is not None or (self.final is not None and self.final.exit_code not in (0, None)):
@@ -416,9 +427,7 @@ class LiveApp(ViewKeys):
             str(n),
             *extras,
         )
-        line1 = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
-        line1.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")
-        self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
+        self.query_one("#header", Panel).update(Text.assemble(self._command_line(), "\n", line2))
 
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
