@@ -222,7 +222,7 @@ class TimeChart(Widget):
 def _largest(values: Sequence[float | None]) -> float:
     """The largest value, 0 for none (a chart redraws each second: no generator per value)."""
     try:
-        return max(values, default=0.0)  # type: ignore[type-var]
+        return max(values, default=0.0)  # type: ignore[type-var, return-value]
     except TypeError:  # a gap (None) among them
         return max([v for v in values if v is not None], default=0.0)
 
