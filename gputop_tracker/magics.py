@@ -24,6 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
+from IPython.core.error import UsageError as IPythonUsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import Image, display
 
@@ -239,6 +240,12 @@ def _notes_line(usage: ResourceUsage) -> None:
         _error("session NOT saved")
 
 
+def _usage(message: str) -> Exception:
+    """A bad option or a magic used out of order: IPython shows one line (no traceback) and the cell fails, so
+    Run All stops there, before work that was meant to be tracked runs untracked."""
+    return IPythonUsageError(f"gputop: {message}")
+
+
 def _error(message: str) -> None:
     print(f"gputop: error: {message}", file=sys.stderr)
 
@@ -253,26 +260,19 @@ class GputopMagics(Magics):
     def gputop(self, line: str, cell: str | None = None) -> None:
         try:
             opts = _parser().parse_args(shlex.split(line))  # --store '/data/my runs'
-        except ValueError as e:  # shlex: an unclosed quote
-            _error(f"{e} (usage: {USAGE})")
-            return
-        except UsageError as e:
-            _error(f"{e} (usage: {USAGE})")
-            return
+        except (ValueError, UsageError) as e:  # shlex: an unclosed quote; an unknown option or bad value
+            raise _usage(f"{e} (usage: {USAGE})") from None
         if cell is None:
             self._line(opts)
             return
         if opts.action is not None:
-            _error(f"%%gputop on a cell takes options only, not {opts.action!r} (usage: {USAGE})")
-            return
+            raise _usage(f"%%gputop on a cell takes options only, not {opts.action!r} (usage: {USAGE})")
         if self.current is not None:
-            _error("already tracking since `%gputop start`: run `%gputop stop` first")
-            return
+            raise _usage("already tracking since `%gputop start`: run `%gputop stop` first")
         try:
             tracking = Tracking(opts, live=_updates_in_place(self.shell))
         except (ValueError, UnitError) as e:  # bad options: the cell is not run, as for any usage error
-            _error(str(e))
-            return
+            raise _usage(str(e)) from None
         shell = self.shell
         assert shell is not None  # a magic always runs in a shell
         try:
@@ -292,23 +292,24 @@ class GputopMagics(Magics):
     def _line(self, opts: Any) -> None:
         if opts.action == "start":
             if self.current is not None:
-                _error("already tracking: `%gputop stop` first")
-                return
+                raise _usage("already tracking: `%gputop stop` first")
             self.current = self._begin(opts)
         elif opts.action == "stop":
             if self.current is None:
-                _error("not tracking: `%gputop start` first")
-                return
+                raise _usage("not tracking: `%gputop start` first")
             tracking, self.current = self.current, None
             self._end(tracking)
         else:
-            _error(f"give start or stop, or use %%gputop on a cell (usage: {USAGE})")
+            raise _usage(f"give start or stop, or use %%gputop on a cell (usage: {USAGE})")
 
     def _begin(self, opts: Any) -> Tracking | None:
         try:
             tracking = Tracking(opts, live=_updates_in_place(self.shell))
+        except (ValueError, UnitError) as e:
+            raise _usage(str(e)) from None
+        try:
             tracking.start()
-        except (ValueError, UnitError, TrackerError) as e:
+        except TrackerError as e:  # tracking cannot start here: the cells still run, untracked
             _error(str(e))
             return None
         return tracking

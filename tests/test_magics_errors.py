@@ -31,6 +31,14 @@ r = ip.run_cell("%%gputop --no-plot --interval 0.1\nz = 1\n")
 out["ok"] = [r.success, n()]
 r = ip.run_cell("%%gputop --no-plot --interval 0.1 --store '" + store + "/my runs'\nz = 2\n")
 out["quoted"] = [r.success, len(glob.glob(os.path.join(store, "my runs", "*.json")))]
+bad = {}
+for i, (name, line) in enumerate([("option", "--intervall 1"), ("value", "--interval nope"), ("quote", "--store 'x"),
+                                  ("action", "stop")]):
+    r = ip.run_cell("%%gputop " + line + "\nran_" + str(i) + " = 1\n")
+    bad[name] = [r.success, type(r.error_in_exec).__name__, ("ran_" + str(i)) in ip.user_ns, n()]
+r = ip.run_cell("%gputop stop")
+bad["stop_untracked"] = [r.success, type(r.error_in_exec).__name__]
+out["bad"] = bad
 out["threads"] = sorted(t.name for t in threading.enumerate() if t.name.startswith("gputop"))
 ip.run_cell("%gputop start --no-plot --interval 0.1")
 import time
@@ -55,5 +63,11 @@ def test_a_failing_cell_fails_the_magic_after_saving_its_session(tmp_path: Path)
     assert out["syntax"] == [False, 2]
     assert out["ok"] == [True, 3]
     assert out["quoted"] == [True, 1]  # --store '…/my runs' was split on its space
+    # a bad option fails the cell before it runs (Run All stops), in one line: no traceback, nothing saved
+    for name in ("option", "value", "quote", "action"):
+        assert out["bad"][name] == [False, "UsageError", False, 3], (name, out["bad"])
+    assert out["bad"]["stop_untracked"] == [False, "UsageError"]
+    assert (proc.stdout + proc.stderr).count("Traceback") == 1  # the failing cell's own, none for a usage error
+    assert (proc.stdout + proc.stderr).count("UsageError: gputop:") == 5
     assert out["threads"] == []
     assert proc.stdout.count("gputop: tracking") == 5  # one line per tracked span, none per refresh

@@ -114,11 +114,11 @@ def test_gputop_cell_in_a_real_notebook(store: Path, kernel_env: None) -> None:
     saved = json.loads((store / f"{sid}.json").read_text())
     assert saved["summary"]["max_ram"]["combined"]["total_rss"] == peak
 
-    # bad arguments: one line in the cell's output, no traceback, the cell itself not run
+    # bad arguments: one line in the cell's output, no traceback, the cell itself not run (and failed)
     for bad in (bogus, bad_interval):
         assert [o.output_type for o in bad.outputs] == ["stream"], bad.outputs
         assert bad.outputs[0].name == "stderr" and bad.outputs[0].text.count("\n") == 1
-        assert bad.outputs[0].text.startswith("gputop: error:")
+        assert bad.outputs[0].text.startswith("UsageError: gputop:")  # IPython marks the cell failed: Run All stops
     assert "ran anyway" not in "".join(_texts(bad_interval))
 
     # %gputop start … stop spans cells: the live line in the first, the summary in the last
