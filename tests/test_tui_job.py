@@ -106,6 +106,18 @@ async def test_narrow_panel_is_one_line() -> None:
         assert len(line) <= 78
 
 
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_an_array_task_is_named_as_squeue_names_it(size: tuple[int, int]) -> None:
+    """Task 3 of array 77 runs as job 4242: both the panel's title (wide) and its one line (narrow) say 77_3."""
+    job = {**fake_job(), "array_job_id": "77", "array_task_id": "3"}
+    app = live(job)
+    async with app.run_test(size=size) as pilot:
+        await _drawn(app, pilot)
+        panel = app.query_one("#job", JobPanel)
+        shown = f"{panel.border_title or ''}\n{_plain(panel)}"
+        assert "job 77_3" in shown and "4242" not in shown
+
+
 # --------------------------------------------------------------------------- history
 
 

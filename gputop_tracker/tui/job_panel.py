@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gputop_tracker.core.models import ResourceUsage
+from gputop_tracker.core.models import ResourceUsage, SlurmJob
 from gputop_tracker.tui.widgets import Panel, bar, clock, set_border, short_bytes
 
 LABEL = 9  # "GPU util " and friends
 SHORT = {"memory": "mem", "GPU mem": "GPU", "GPU util": "util"}  # the one-line form under 100 columns
+
+
+def job_name(j: SlurmJob) -> str | None:
+    """The job as squeue and sacct name it: an array task is 77_3 (its own job id means nothing to the user)."""
+    return f"{j.array_job_id}_{j.array_task_id}" if j.array_job_id and j.array_task_id else j.job_id
 
 
 def job_title(u: ResourceUsage) -> str:
@@ -21,7 +26,7 @@ def job_title(u: ResourceUsage) -> str:
     j = u.slurm
     if j is None or j.job_id is None:
         return "request (--request)"
-    name = f"{j.array_job_id}_{j.array_task_id}" if j.array_job_id and j.array_task_id else j.job_id
+    name = job_name(j)
     where = f" on {j.node}" if j.node else ""
     if j.num_nodes and j.num_nodes > 1:
         where += f" (node {(j.node_id or 0) + 1} of {j.num_nodes})"
@@ -101,7 +106,7 @@ class JobPanel(Panel):
 def _one_line(u: ResourceUsage, shown: list[tuple[str, float, str]], width: int) -> Text:
     """Under 100 columns: one line, the bars shortened (then dropped) until it fits."""
     j = u.slurm
-    title = f"job {j.job_id}" if j is not None and j.job_id else "request"
+    title = f"job {job_name(j)}" if j is not None and j.job_id else "request"
     for bw in (4, 3, 2, 0):
         parts: list[str | Text | tuple[str, str]] = [(title, "bold")]
         for label, f, _what in shown:
