@@ -21,6 +21,7 @@ from gputop_tracker.core.advise import advise, round_mem, round_time, slurm_mem,
 from gputop_tracker.core.efficiency import fractions, notes, with_job
 from gputop_tracker.core.jobview import job_view
 from gputop_tracker.core.summary import SummaryBuilder
+from gputop_tracker.core.units import human_bytes
 
 MIB = 2**20
 GIB = 2**30
@@ -429,3 +430,25 @@ def test_nodes_of_one_job(tmp_path: Path, store: Path) -> None:
     assert "2 nodes" in text and "total" in text and "slowest node:" in text
     missing = _run("sessions", "job", "901", env=env)
     assert missing.returncode == 2 and missing.stderr.startswith("gputop-track: error: no finished session of job 901")
+
+
+def test_advise_a_session_held_down_by_its_limit_asks_above_the_limit() -> None:
+    """A peak at the cgroup's limit (smaller than --mem) or an OOM kill is a floor of the need, not the need:
+    the advice never asks for less than that limit plus headroom, and says why."""
+    ok = _usage(1 * GIB, 100.0, 100.0)
+    capped = {
+        **_usage(int(3.9 * GIB), 100.0, 100.0),
+        "slurm": {"requested": {"mem_bytes": 16 * GIB, "cgroup_mem_bytes": 4 * GIB}},
+    }
+    a = advise([ok, capped], headroom=20)
+    assert a["mem_bytes"] >= 4 * GIB * 1.2 and a["sbatch"][0] == f"#SBATCH --mem={slurm_mem(a['mem_bytes'])}"
+    assert any("1 of 2 sessions hit the memory limit" in n and human_bytes(4 * GIB) in n for n in a["notes"])
+    assert "at least the limit" in a["basis"]["mem"]
+    # well under the limit: the peak is the need
+    roomy = {**capped, "max_ram": {"combined": {"total_rss": 2 * GIB}}}
+    b = advise([ok, roomy], headroom=20)
+    assert b["mem_bytes"] == round_mem(2 * GIB * 1.2) and not any("limit" in n for n in b["notes"])
+    # OOM-killed with no known limit: the note alone (no figure to build on)
+    oom = {**_usage(2 * GIB, 10.0, 10.0), "events": [{"type": "oom", "message": "killed"}]}
+    c = advise([oom])
+    assert c["mem_bytes"] == round_mem(2 * GIB * 1.2) and any("OOM-killed" in n for n in c["notes"])

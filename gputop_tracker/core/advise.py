@@ -11,6 +11,9 @@ The formula (README, "Sizing advice"): for each resource the basis is the larges
                      (1 + headroom), with a MIG slice named when one would hold it
   --time           = longest wall time × (1 + headroom), rounded up: 5 min steps below 1 h, 30 min below 24 h,
                      whole hours above (at least 5 min)
+A session that was OOM-killed, or whose peak reached 95 % of the memory limit it ran under (the smaller of
+--mem and the cgroup's own limit), needed at least that much: its peak is only a floor, so --mem is then at
+least that limit × (1 + headroom), with a note naming those sessions.
 """
 
 from __future__ import annotations
@@ -89,6 +92,24 @@ def _figures(u: dict[str, Any]) -> dict[str, float]:
     }
 
 
+LIMIT_REACHED = 0.95  # a peak at this fraction of the memory limit may have been held down by it
+
+
+def memory_limit(u: dict[str, Any]) -> float | None:
+    """The memory limit the session ran under: the smaller of the job's --mem and its cgroup's limit."""
+    r = (u.get("slurm") or {}).get("requested") or {}
+    limits = [float(v) for v in (r.get("mem_bytes"), r.get("cgroup_mem_bytes")) if v]
+    return min(limits) if limits else None
+
+
+def held_down(u: dict[str, Any]) -> bool:
+    """Whether the session's peak RAM is only a floor of its need: OOM-killed, or peaked at the limit."""
+    if any(e.get("type") == "oom" for e in u.get("events") or []):
+        return True
+    limit = memory_limit(u)
+    return limit is not None and float(u["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
+
+
 def _basis(values: list[float], what: str, fmt: Any) -> str:
     text = f"max {what} {fmt(max(values))} over {len(values)} session{'s' if len(values) != 1 else ''}"
     if len(values) >= 5:
@@ -124,6 +145,17 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
         f"#SBATCH --time={slurm_time(time_s)}",
     ]
     notes = []
+    if held := [u for u in usages if held_down(u)]:
+        limits = [lim for u in held if (lim := memory_limit(u)) is not None]
+        if limits:
+            mem = max(mem, round_mem(max(limits) * factor))
+            lines[0] = f"#SBATCH --mem={slurm_mem(mem)}"
+            basis["mem"] += f"; at least the limit {human_bytes(max(limits))} reached, +{headroom:g} % headroom"
+        notes.append(
+            f"{len(held)} of {len(usages)} session{'s' if len(usages) != 1 else ''} hit the memory limit or "
+            "were OOM-killed: their peak is a floor of what they needed, not their need"
+            + (f"; --mem is at least their limit {human_bytes(max(limits))} + headroom" if limits else "")
+        )
     if gpus == 1 and (hint := mig_hint(gpu_mem)):
         notes.append(f"GPU memory needed {human_bytes(gpu_mem)}: {hint}")
     if not gpus:
