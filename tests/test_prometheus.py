@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -171,15 +172,38 @@ def test_simulated_gpus_are_labelled_so() -> None:
     assert values(fams, "gputop_gpu_energy_joules", "gputop_gpu_energy_joules_total") == {key: 1.0}
 
 
+ANY = "::" if socket.has_ipv6 else "0.0.0.0"  # `:PORT`: every interface, dual-stack where IPv6 exists
+
+
 @pytest.mark.parametrize(
     ("text", "host", "port"),
-    [(":9464", "0.0.0.0", 9464), ("127.0.0.1:9464", "127.0.0.1", 9464), ("[::1]:9464", "::1", 9464), ("9464", "0.0.0.0", 9464)],
+    [(":9464", ANY, 9464), ("127.0.0.1:9464", "127.0.0.1", 9464), ("[::1]:9464", "::1", 9464), ("9464", ANY, 9464)],
 )  # fmt: skip
 def test_address_forms(text: str, host: str, port: int) -> None:
     if host == "::1" and not socket.has_ipv6:
         pytest.skip("no IPv6 on this machine")
     addr = parse_address(text)
     assert (addr.host, addr.port) == (host, port)
+    assert str(addr) == (f":{port}" if host == ANY else text)
+
+
+def test_every_interface_serves_ipv4_and_ipv6_clients() -> None:
+    """`:PORT` as Prometheus' exporters mean it: a scrape over IPv4 and one over IPv6 both reach /metrics."""
+    from gputop_tracker.core.exporters.prometheus import bind
+
+    registry = CollectorRegistry(auto_describe=False)
+    server = bind(parse_address(f":{free_port()}"), "--prometheus", registry)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    try:
+        hosts = ["127.0.0.1"] + (["[::1]"] if server.address_family == socket.AF_INET6 else [])
+        for host in hosts:
+            with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
+                assert r.status == 200
+        assert socket.has_ipv6 == (len(hosts) == 2)  # where IPv6 exists, it was used
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize(

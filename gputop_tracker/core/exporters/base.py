@@ -36,9 +36,24 @@ class Address:
     host: str
     port: int
     family: int
+    every: bool = False  # `:PORT`: every interface, IPv4 and IPv6 (one dual-stack socket where IPv6 exists)
 
     def __str__(self) -> str:
+        if self.every:
+            return f":{self.port}"
         return f"[{self.host}]:{self.port}" if self.family == socket.AF_INET6 else f"{self.host}:{self.port}"
+
+
+def every_interface(port: int) -> Address:
+    """`:PORT`: an IPv6 socket that takes IPv4 too (`::`, IPV6_V6ONLY off) where the kernel has IPv6, as
+    Prometheus' own exporters listen; else every IPv4 interface."""
+    if socket.has_ipv6:
+        try:
+            socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
+            return Address("::", port, socket.AF_INET6, every=True)
+        except OSError:
+            pass  # IPv6 disabled in this kernel or container
+    return Address("0.0.0.0", port, socket.AF_INET, every=True)
 
 
 @dataclass
@@ -96,7 +111,8 @@ def command_of(pid: int) -> list[str]:
 
 
 def parse_address(text: str, flag: str = "--prometheus") -> Address:
-    """`:PORT` (every IPv4 interface), `HOST:PORT`, `[IPV6]:PORT` or a bare PORT; ExportError when bad."""
+    """`:PORT` (every interface, IPv4 and IPv6), `HOST:PORT`, `[IPV6]:PORT` or a bare PORT; ExportError when
+    bad."""
     where = f"{flag} {text!r}"
     s = text.strip()
     if not s:
@@ -119,7 +135,8 @@ def parse_address(text: str, flag: str = "--prometheus") -> Address:
         raise ExportError(f"{where}: the port must be a number (e.g. :9464)") from None
     if not 1 <= port <= 65535:
         raise ExportError(f"{where}: the port must be 1 to 65535, not {port}")
-    host = host or "0.0.0.0"
+    if not host:
+        return every_interface(port)
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError) as e:

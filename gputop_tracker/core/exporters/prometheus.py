@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import heapq
 import os
+import socket
 import socketserver
 import sys
 import threading
@@ -204,11 +205,22 @@ os.register_at_fork(after_in_child=_close_in_child)
 
 def bind(address: Address, flag: str, registry: CollectorRegistry) -> WSGIServer:
     """Bind and listen now (errors before the command starts); serving starts later (`serve`)."""
+    try:
+        return _bind(address, flag, registry)
+    except ExportError:
+        if not (address.every and address.family == socket.AF_INET6):
+            raise
+        # `:PORT` where IPv6 exists but cannot be bound (disabled per interface): every IPv4 interface
+        return _bind(Address("0.0.0.0", address.port, socket.AF_INET, every=True), flag, registry)
 
+
+def _bind(address: Address, flag: str, registry: CollectorRegistry) -> WSGIServer:
     class Server(ThreadingWSGIServer):
         address_family = address.family
 
         def server_bind(self) -> None:
+            if address.every and address.family == socket.AF_INET6:  # IPv4 clients too, as ::ffff:a.b.c.d
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
             # as WSGIServer's, without the reverse DNS lookup (getfqdn) that can stall start-up for seconds
             socketserver.TCPServer.server_bind(self)
             self.server_name = address.host
