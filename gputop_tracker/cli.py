@@ -304,10 +304,15 @@ def _check_distinct_files(args: argparse.Namespace) -> None:
 def _check_plot(args: argparse.Namespace) -> None:
     """--plot FILE: a name, size and matplotlib that will do, checked before the command starts."""
     from gputop_tracker import plot_cli
+    from gputop_tracker.core import store
 
     if args.no_save:
         raise UsageError("--plot draws the saved session: drop --no-save")
     plot_cli.check(args.plot)
+    try:  # found now, not after the run: the picture is drawn from the saved session
+        store.check_store(paths.store_dir(args.store))
+    except store.OutputError as e:
+        raise UsageError(f"--plot: {e}") from None
 
 
 def track(args: argparse.Namespace) -> int:

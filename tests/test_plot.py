@@ -407,3 +407,21 @@ def test_non_finite_figures_in_a_saved_timeline_are_gaps(tmp_path: Path) -> None
     assert tl.t == [0.0, 1.0, 2.0]
     assert tl.tree_ram == [None, None, 3e6] and tl.cpu_percent == [1.0, 2.0, None]
     assert plot.picture(session, "png")[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_plot_with_a_store_that_cannot_save_is_refused_before_the_command(tmp_path: Path, where: str) -> None:
+    """--plot draws the saved session: a store that cannot take it was found only after the whole run
+    ("no plot written: the session was not saved"). Now one line, exit 2, and the command never runs."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    store = blocker if where == "a file" else blocker / "sessions"
+    ran = tmp_path / "ran"
+    proc = gputop(
+        "--plot", str(tmp_path / "x.png"), "--store", str(store), "--", "touch", str(ran),
+        store_dir=tmp_path / "unused",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gputop-track: error: --plot: the session cannot be saved in"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert not ran.exists() and not (tmp_path / "x.png").exists()

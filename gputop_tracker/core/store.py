@@ -108,6 +108,18 @@ def check_output(name: str) -> None:
         raise OutputError(f"cannot write {name}: directory {parent} is not writable")
 
 
+def check_store(store: Path) -> None:
+    """The store can take a session: a writable directory, or one that `mkdir -p` can make (its nearest
+    existing ancestor is a writable directory). OutputError otherwise."""
+    probe = Path(os.path.abspath(store))
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"the session cannot be saved in {store}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise OutputError(f"the session cannot be saved in {store}: {probe} is not writable")
+
+
 def write_output(path: Path, data: bytes) -> None:
     """Write a file the user named (`-o FILE`) as a shell's `>` would leave it, but atomically where it can.
 
