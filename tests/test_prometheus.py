@@ -460,7 +460,10 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
     figures, done, rc_file = tmp_path / "figures.json", tmp_path / "done", tmp_path / "rc"
+    textfile = tmp_path / "prom" / "job.prom"
+    textfile.parent.mkdir()
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--prometheus", f"127.0.0.1:{port}",
+             "--prometheus-textfile", str(textfile),
              "--", sys.executable, str(script), str(figures), str(done), "300"]  # fmt: skip
     shell = f"{shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
     session = f"gputop-prom-{tmp_path.name[-12:]}"
@@ -474,6 +477,11 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
             "the live view's endpoint with the tree's memory",
         )
         assert "gputop_tree_cpu_seconds" in fams
+        # the textfile's directory goes away: the view owns the terminal, so it says so there (stderr is hidden)
+        wait_until(textfile.exists, 30, "the textfile")
+        shutil.rmtree(textfile.parent)
+        screen = wait_until(lambda: "cannot write" in (t := tmux_screen(session)) and t, 30, "the notice")
+        assert "No such file or directory (tracking" in screen and "retried every 2 s" in screen
         done.write_text("")
         wait_until(lambda: "exited with code 0" in tmux_screen(session), 30, "the live view saying the job ended")
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)

@@ -244,7 +244,11 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
         output_path=output_path,
     )
     hangup.app = app
+    if exporter is not None:  # the view owns the terminal: an export that fails is a notification there
+        exporter.set_reporter(lambda text: app.tell(text, "Prometheus"))
     code = None if hangup.seen else app.run()  # hung up already: no terminal to draw on
+    if exporter is not None:
+        exporter.set_reporter(console.say)  # the view is gone: its last writes are told on stderr
     hangup.closed.set()
     source.close()
     if app.running and not hangup.seen:

@@ -97,6 +97,15 @@ class SourceEnded(Message):
         self.error = error
 
 
+class Told(Message):
+    """A line for the user from another thread (an exporter that cannot write): shown as a notification."""
+
+    def __init__(self, text: str, title: str) -> None:
+        super().__init__()
+        self.text = text
+        self.title = title
+
+
 class OutputText(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
@@ -339,6 +348,13 @@ class LiveApp(ViewKeys):
                 severity="error",
                 timeout=3600,
             )
+
+    def tell(self, text: str, title: str = "") -> None:
+        """Show `text` as a warning notification; callable from any thread (`post_message` is thread-safe)."""
+        self.post_message(Told(text, title))
+
+    def on_told(self, event: Told) -> None:
+        self.notify(event.text, title=event.title, severity="warning", timeout=30, markup=False)
 
     def on_output_text(self, event: OutputText) -> None:
         if self.paused:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -29,6 +30,10 @@ class Exporter(Protocol):
 
     def close(self) -> None:
         """Stop serving; remove what would otherwise go stale (the textfile)."""
+
+    def set_reporter(self, report: Callable[[str], None]) -> None:
+        """Where a failure while exporting is told (once per failure, one line): stderr unless set; the live
+        view, which owns the terminal, shows it as a notification. Called from the exporter's threads."""
 
 
 @dataclass

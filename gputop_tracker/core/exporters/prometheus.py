@@ -16,7 +16,7 @@ import socketserver
 import sys
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -256,6 +256,7 @@ class TextfileWriter:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._failed = False
+        self.report: Callable[[str], None] = _to_stderr
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="gputop-prometheus-textfile", daemon=True)
@@ -276,7 +277,9 @@ class TextfileWriter:
         except OSError as e:
             if not self._failed:  # one line, not one per period; tracking goes on regardless
                 self._failed = True
-                print(f"gputop-track: cannot write {self.path}: {e.strerror or e}", file=sys.stderr)
+                self.report(
+                    f"cannot write {self.path}: {e.strerror or e} (tracking goes on; retried every {self.period:g} s)"
+                )
         else:
             self._failed = False
 
@@ -289,6 +292,10 @@ class TextfileWriter:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _to_stderr(message: str) -> None:
+    print(f"gputop-track: {message}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- the exporter
@@ -316,6 +323,10 @@ class PrometheusExporter:
             self._serving.start()
         if self.textfile is not None:
             self.textfile.start()
+
+    def set_reporter(self, report: Callable[[str], None]) -> None:
+        if self.textfile is not None:
+            self.textfile.report = report
 
     def observe(self, msg: Message) -> None:
         if self.latest.observe(msg) and self.textfile is not None:
