@@ -5,7 +5,12 @@ Tracks a tree of 40 processes (a shell, 10 light Python CPU loops, 29 sleepers) 
 sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (issue 13; nvitop: 1.0% on
 the same load) and <= 60 MB. A loaded machine raises the figure: compare with main run just before.
 
-    python bench/bench_tui.py [--seconds 30] [--size 160x50]
+    python bench/bench_tui.py [--seconds 30] [--warmup 5] [--size 160x50] [--profile FILE]
+
+`--warmup 25` measures after the simulated GPUs' memory has levelled off (the first 20 s it rises, and the
+GPU memory chart redraws at each new peak); `--warmup 540` after the charts' ring is full (512 points).
+`--profile FILE` also records where the TUI spends its CPU with py-spy (speedscope format; `pip install
+py-spy`, needs ptrace rights). To compare two checkouts, run each with `PYTHONPATH=<checkout>` in turn.
 """
 
 from __future__ import annotations

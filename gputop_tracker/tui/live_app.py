@@ -7,6 +7,7 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 
 from __future__ import annotations
 
+import functools
 import gc
 from pathlib import Path
 
@@ -112,6 +113,17 @@ class OutputText(Message):
         self.text = text
 
 
+@functools.lru_cache(maxsize=8)
+def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
+    """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
+    cmd = escape_controls(" ".join(command)) or "-"
+    if mode == "attach":
+        cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
+    line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
+    line.truncate(max(width - 2, 10), overflow="ellipsis")
+    return line
+
+
 def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
     """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
     sample may come between two: a peak on screen must never read below a current figure beside it. The
@@ -183,7 +195,6 @@ class LiveApp(ViewKeys):
         self._columns: list[str] = []
         self._name_width = 0
         self._gpu_panels: dict[int, GpuPanel] = {}
-        self._command_text: tuple[object, Text] | None = None  # the header's first line, and what it shows
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
@@ -396,20 +407,6 @@ class LiveApp(ViewKeys):
             return "detaching…"
         return "running"
 
-    def _command_line(self) -> Text:
-        """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
-        command = self.command or (self.final.command if self.final is not None else [])
-        key = (tuple(command), self.mode, self.main_pid, self.view_size[0])
-        if self._command_text is not None and self._command_text[0] == key:
-            return self._command_text[1]
-        cmd = escape_controls(" ".join(command)) or "-"
-        if self.mode == "attach":
-            cmd = f"attached to {self.main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
-        line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
-        line.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")
-        self._command_text = (key, line)
-        return line
-
     def _draw_header(self) -> None:
         status = self._status_text()
         style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
@@ -443,7 +440,9 @@ class LiveApp(ViewKeys):
             str(n),
             *extras,
         )
-        self.query_one("#header", Panel).update(Text.assemble(self._command_line(), "\n", line2))
+        command = self.command or (self.final.command if self.final is not None else [])
+        line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
+        self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
 
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
