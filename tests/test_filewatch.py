@@ -73,3 +73,14 @@ def test_without_inotify_it_polls(unlinked_file: tuple[int, int], monkeypatch: p
     assert watch.wait(None) == []  # no timeout asked: the poll period bounds it
     assert 0.15 <= time.monotonic() - t0 < 10.0
     watch.close()
+
+
+def test_dev_null_is_polled_not_watched() -> None:
+    """Attach mode reads /dev/null: watching it would wake the reader on every write to /dev/null anywhere."""
+    fd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        watch = FileWatch(fd, poll=0.2)
+        assert not watch.notified
+        watch.close()
+    finally:
+        os.close(fd)

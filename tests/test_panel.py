@@ -17,6 +17,7 @@ LINES = [
     Text.assemble(("PID ", "dim"), "4242", ("  ● running", "bold green"), ("  PAUSED", "bold reverse yellow")),
     "peak RAM    1.23 GB (tree)",
     "  private   955 MB · ünïcödé 中文",
+    Text.assemble("中文 wide ", ("then styled", "bold cyan"), " and after"),
 ]
 
 
@@ -25,10 +26,24 @@ class One(App[None]):
         yield Panel(id="p")
 
 
-def _textual_path(panel: Panel, line: Text | str, width: int) -> Strip:
+def _textual_strips(panel: Panel, line: Text | str, width: int) -> list[Strip]:
     visual = visualize(panel, line, markup=True)
     options = RenderOptions(panel._get_style, panel.styles)  # type: ignore[arg-type]
-    return visual.render_strips(width, None, panel.visual_style, options)[0]
+    return visual.render_strips(width, None, panel.visual_style, options)
+
+
+def _textual_path(panel: Panel, line: Text | str, width: int) -> Strip:
+    return _textual_strips(panel, line, width)[0]
+
+
+def _offsets(strip: Strip) -> list[tuple[int, int]]:
+    """The (character, line) offset of each character, from its segment's metadata."""
+    out = []
+    for seg in strip:
+        assert seg.style is not None
+        x, y = seg.style.meta["offset"]
+        out += [(x + k, y) for k in range(len(seg.text))]
+    return out
 
 
 def _look(strip: Strip) -> list[tuple[str, object, object, int]]:
@@ -58,13 +73,17 @@ def test_fast_lines_look_as_textuals_own_and_carry_their_offsets() -> None:
                 assert fast.text == slow.text
                 assert fast.cell_length == slow.cell_length
                 assert _look(fast) == _look(slow)
-                x = 0
-                for seg in fast:  # text selection maps a click to (x, y) in the panel through these
-                    assert seg.style is not None and seg.style.meta["offset"] == (x, y)
-                    x += seg.cell_length
-            # a line too wide, or one that may hold markup, takes Textual's path (it wraps, it parses)
-            assert panel._fast_strip("x" * 71, 70, 0) is None
-            assert panel._fast_strip("[b]bold[/b]", 70, 0) is None
+                # text selection maps a click to (character, line) through these: as Textual's, on line y
+                assert _offsets(fast) == [(x, y) for x, _ in _offsets(slow)]
+                assert [x for x, _ in _offsets(fast)] == list(range(len(fast.text)))
+            # a line too wide, one that may hold markup or has a style of its own takes Textual's path (it
+            # wraps, it parses, it styles the whole line), its offsets moved to its line
+            for line in ("x" * 71, "[b]bold[/b]", Text("could not track", style="bold red")):
+                assert panel._fast_strip(line, 70, 0) is None
+                strips = panel._render_text(line, 70, 3)
+                assert [strip.text for strip in strips] == [s.text for s in _textual_strips(panel, line, 70)]
+                assert _look(strips[0]) == _look(_textual_strips(panel, line, 70)[0])
+                assert {y for strip in strips for _, y in _offsets(strip)} == {3}
 
     asyncio.run(run())
 
@@ -83,7 +102,7 @@ def test_a_panel_shows_every_line_and_repaints_only_what_changed() -> None:
             changed[2] = "peak RAM    1.50 GB (tree)"
             panel.update(Text("\n").join(Text(x) if isinstance(x, str) else x for x in changed))
             after = panel._strips
-            assert [a is b for a, b in zip(before, after, strict=True)] == [True, True, False, True]
+            assert [a is b for a, b in zip(before, after, strict=True)] == [True, True, False, True, True]
             assert after[2].text.startswith("peak RAM    1.50 GB")
 
     asyncio.run(run())

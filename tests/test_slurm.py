@@ -449,6 +449,11 @@ def test_advise_a_session_held_down_by_its_limit_asks_above_the_limit() -> None:
     b = advise([ok, roomy], headroom=20)
     assert b["mem_bytes"] == round_mem(2 * GIB * 1.2) and not any("limit" in n for n in b["notes"])
     # OOM-killed with no known limit: the note alone (no figure to build on)
-    oom = {**_usage(2 * GIB, 10.0, 10.0), "events": [{"type": "oom", "message": "killed"}]}
+    oom = {**_usage(2 * GIB, 10.0, 10.0), "events": [{"type": "oom", "message": "killed", "source": "kernel"}]}
     c = advise([oom])
     assert c["mem_bytes"] == round_mem(2 * GIB * 1.2) and any("OOM-killed" in n for n in c["notes"])
+    # a CUDA "out of memory" in the output is GPU memory: it says nothing of the RAM limit
+    cuda = {**capped, "max_ram": {"combined": {"total_rss": 1 * GIB}},
+            "events": [{"type": "oom", "message": "CUDA out of memory", "source": "output"}]}  # fmt: skip
+    d = advise([cuda], headroom=20)
+    assert d["mem_bytes"] == round_mem(1 * GIB * 1.2) and not any("limit" in n for n in d["notes"])

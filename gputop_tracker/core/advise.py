@@ -11,7 +11,7 @@ The formula (README, "Sizing advice"): for each resource the basis is the larges
                      (1 + headroom), with a MIG slice named when one would hold it
   --time           = longest wall time × (1 + headroom), rounded up: 5 min steps below 1 h, 30 min below 24 h,
                      whole hours above (at least 5 min)
-A session that was OOM-killed, or whose peak reached 95 % of the memory limit it ran under (the smaller of
+A session that the kernel OOM-killed, or whose peak reached 95 % of the memory limit it ran under (the smaller of
 --mem and the cgroup's own limit), needed at least that much: its peak is only a floor, so --mem is then at
 least that limit × (1 + headroom), with a note naming those sessions.
 """
@@ -104,8 +104,8 @@ def memory_limit(u: dict[str, Any]) -> float | None:
 
 def held_down(u: dict[str, Any]) -> bool:
     """Whether the session's peak RAM is only a floor of its need: OOM-killed, or peaked at the limit."""
-    if any(e.get("type") == "oom" for e in u.get("events") or []):
-        return True
+    if any(e.get("type") == "oom" and e.get("source") == "kernel" for e in u.get("events") or []):
+        return True  # the kernel's OOM killer; not a CUDA "out of memory" seen in the output (GPU memory)
     limit = memory_limit(u)
     return limit is not None and float(u["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
 

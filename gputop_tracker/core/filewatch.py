@@ -8,9 +8,9 @@ the command wrote. Opened on the file's descriptor (`/proc/self/fd/N`), so it wo
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import select
+import stat
 
 IN_MODIFY = 0x00000002
 IN_NONBLOCK = os.O_NONBLOCK
@@ -24,7 +24,9 @@ class FileWatch:
 
     def __init__(self, fd: int, poll: float = 0.2) -> None:
         self.poll = poll
-        self._ifd = _inotify_watch(f"/proc/self/fd/{fd}")
+        # a regular file only: /dev/null (attach mode has no output) is written by every process on the machine
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        self._ifd = _inotify_watch(f"/proc/self/fd/{fd}") if regular else None
 
     @property
     def notified(self) -> bool:
@@ -53,9 +55,8 @@ class FileWatch:
 
 def _inotify_watch(path: str) -> int | None:
     """An inotify descriptor watching `path` for writes, or None (not Linux, no libc, out of watches)."""
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library already loaded (find_library runs ldconfig)
         init, add = libc.inotify_init1, libc.inotify_add_watch
     except (OSError, AttributeError, TypeError):
         return None

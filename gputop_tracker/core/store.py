@@ -111,7 +111,7 @@ def check_output(name: str) -> None:
 def check_store(store: Path) -> None:
     """The store can take a session: a writable directory, or one that `mkdir -p` can make (its nearest
     existing ancestor is a writable directory). OutputError otherwise."""
-    probe = Path(os.path.abspath(store))
+    probe = Path(store).absolute()  # not abspath: "link/.." is the kernel's to resolve, through the link
     while not os.path.lexists(probe) and probe.parent != probe:
         probe = probe.parent
     if not probe.is_dir():

@@ -222,9 +222,10 @@ class TimeChart(Widget):
 def _largest(values: Sequence[float | None]) -> float:
     """The largest value, 0 for none (a chart redraws each second: no generator per value)."""
     try:
-        return max(values, default=0.0)  # type: ignore[type-var, return-value]
-    except TypeError:  # a gap (None) among them
+        top = max(values, default=0.0)  # type: ignore[type-var]
+    except TypeError:  # a gap (None) among numbers
         return max([v for v in values if v is not None], default=0.0)
+    return 0.0 if top is None else top  # only gaps: max() compared nothing
 
 
 def _pixel_columns(xs: Sequence[float], x_end: float, px_w: int) -> list[int]:

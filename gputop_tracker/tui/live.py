@@ -83,6 +83,9 @@ class SamplerSource:
                     if len(data) < CHUNK:  # all read for now: let more gather before the next batch
                         self._closed.wait(OUTPUT_GAP)
                     continue
+                if os.fstat(self.output_fd).st_size < os.lseek(self.output_fd, 0, os.SEEK_CUR):
+                    os.lseek(self.output_fd, 0, os.SEEK_SET)  # truncated (logrotate's copytruncate): from its start
+                    continue
                 watch.wait(None, self._wake_r)
         finally:
             watch.close()
@@ -245,7 +248,12 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
     )
     hangup.app = app
     if exporter is not None:  # the view owns the terminal: an export that fails is a notification there
-        exporter.set_reporter(lambda text: app.tell(text, "Prometheus"))
+
+        def report(text: str) -> None:
+            if not app.tell(text, "Prometheus"):  # the view is closing
+                console.say(text)
+
+        exporter.set_reporter(report)
     code = None if hangup.seen else app.run()  # hung up already: no terminal to draw on
     if exporter is not None:
         exporter.set_reporter(console.say)  # the view is gone: its last writes are told on stderr

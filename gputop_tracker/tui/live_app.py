@@ -360,9 +360,10 @@ class LiveApp(ViewKeys):
                 timeout=3600,
             )
 
-    def tell(self, text: str, title: str = "") -> None:
-        """Show `text` as a warning notification; callable from any thread (`post_message` is thread-safe)."""
-        self.post_message(Told(text, title))
+    def tell(self, text: str, title: str = "") -> bool:
+        """Show `text` as a warning notification; callable from any thread (`post_message` is thread-safe).
+        False when the view is closing (the caller tells it elsewhere)."""
+        return self.post_message(Told(text, title))
 
     def on_told(self, event: Told) -> None:
         self.notify(event.text, title=event.title, severity="warning", timeout=30, markup=False)

@@ -126,7 +126,7 @@ class Panel(Static):
         for i, line in enumerate(self._lines):
             strips = self._rendered[i]
             if line != old[i]:
-                new = self._render_text(line, width, y)
+                new = self._render_text(line, width, i)
                 if len(new) != len(strips):  # it wraps differently: the height may change
                     self._rendered = []
                     self.refresh(layout=True)
@@ -138,28 +138,34 @@ class Panel(Static):
         if regions:
             self.refresh(*regions)
 
-    def _render_text(self, line: Text | str, width: int, y: int = 0) -> list[Strip]:
-        """One line of the text as strips at `width`; `y`: its row in the panel (for the selection offsets)."""
-        fast = self._fast_strip(line, width, y)
+    def _render_text(self, line: Text | str, width: int, index: int = 0) -> list[Strip]:
+        """One line of the text as strips at `width`. `index`: which line of the text it is: text selection
+        reads (character, line) offsets from the segments, as Textual's Content path writes them."""
+        fast = self._fast_strip(line, width, index)
         if fast is not None:
             return [fast]
         visual = visualize(self, line, markup=self._render_markup)
         if self.styles.content_align != ("left", "top"):
-            return Visual.to_strips(self, visual, width, None, self.visual_style) or [Strip.blank(0)]
-        # Visual.to_strips less its steps for a selection (drawn by Static meanwhile, see render_line) and for
-        # links (panels have none): a third of its cost, for each line of each panel every sample
-        options = RenderOptions(self._get_style, self.styles)  # type: ignore[arg-type]  # as Visual.to_strips does
-        return visual.render_strips(width, None, self.visual_style, options) or [Strip.blank(0)]
+            strips = Visual.to_strips(self, visual, width, None, self.visual_style)
+        else:
+            # Visual.to_strips less its steps for a selection (drawn by Static meanwhile, see render_line) and
+            # for links (panels have none): a third of its cost, for each line of each panel every sample
+            options = RenderOptions(self._get_style, self.styles)  # type: ignore[arg-type]  # as Visual.to_strips
+            strips = visual.render_strips(width, None, self.visual_style, options)
+        if not strips:
+            return [Strip.blank(0)]
+        return [strip.apply_offsets(_first_offset(strip), index) for strip in strips]  # rendered alone: line 0
 
-    def _fast_strip(self, line: Text | str, width: int, y: int) -> Strip | None:
+    def _fast_strip(self, line: Text | str, width: int, index: int) -> Strip | None:
         """A line that fits, left aligned, drawn straight from its Rich segments on the panel's style: what
         Textual's Content path draws (the offsets that text selection reads included) at a quarter of its
-        cost; None for a line that wraps, is aligned or may hold markup (Textual's path draws those)."""
+        cost; None for a line that wraps, is aligned, has a style of its own or may hold markup (Textual's
+        path draws those)."""
         if isinstance(line, str):
             if "[" in line and self._render_markup:
                 return None
             line = Text(line)
-        if line.cell_len > width or self.styles.content_align != ("left", "top"):
+        if line.style or line.cell_len > width or self.styles.content_align != ("left", "top"):
             return None
         base = self.visual_style.rich_style
         styles = self._fast_styles
@@ -168,14 +174,16 @@ class Panel(Static):
             styles[None] = base
         segments = []
         x = 0
+        cells = 0
         for text, style, _ in line.render(self.app.console):
-            key = (style, x, y)
+            key = (style, x, index)
             final = styles.get(key)
             if final is None:
-                final = styles[key] = (base + style if style else base) + Style.from_meta({"offset": (x, y)})
+                final = styles[key] = (base + style if style else base) + Style.from_meta({"offset": (x, index)})
             segments.append(Segment(text, final))
-            x += cell_len(text)
-        return Strip(segments, x)
+            x += len(text)  # offsets count characters, as Textual's selection does
+            cells += cell_len(text)
+        return Strip(segments, cells)
 
     def render_line(self, y: int) -> Strip:
         if self._shown is None or self.text_selection is not None:
@@ -183,11 +191,7 @@ class Panel(Static):
         width = self.size.width
         if width != self._width or not self._rendered:
             self._width = width
-            self._rendered = []
-            row = 0
-            for line in self._lines:
-                self._rendered.append(self._render_text(line, width, row))
-                row += len(self._rendered[-1])
+            self._rendered = [self._render_text(line, width, i) for i, line in enumerate(self._lines)]
             self._strips = [strip for strips in self._rendered for strip in strips]
         if y < len(self._strips):
             return self._strips[y]
@@ -196,6 +200,15 @@ class Panel(Static):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._rendered = []
+
+
+def _first_offset(strip: Strip) -> int:
+    """The character offset Textual gave the strip's first segment (a wrapped line's later rows start past 0)."""
+    for segment in strip:
+        meta = segment.style.meta if segment.style is not None else {}
+        if "offset" in meta:
+            return int(meta["offset"][0])
+    return 0
 
 
 def _split_lines(t: Text | str) -> list[Text | str]:

@@ -20,6 +20,8 @@ EXTRA = "prometheus"  # the pyproject extra that brings prometheus-client
 class ExportError(ValueError):
     """An exporter cannot be opened: one line for the user (bad address, port in use, library missing)."""
 
+    errno: int | None = None  # the socket error behind it, where there is one
+
 
 class Exporter(Protocol):
     def start(self) -> None:

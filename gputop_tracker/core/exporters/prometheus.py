@@ -15,6 +15,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from gputop_tracker.core.channel import Message
 
 TEXTFILE_PERIOD = 2.0  # seconds between rewrites of the textfile
+REPORT_AGAIN = 60.0  # seconds between two reports of a textfile that still cannot be written
 COMMAND_CHARS = 120  # the command line in gputop_session_info, shortened
 
 
@@ -207,9 +209,9 @@ def bind(address: Address, flag: str, registry: CollectorRegistry) -> WSGIServer
     """Bind and listen now (errors before the command starts); serving starts later (`serve`)."""
     try:
         return _bind(address, flag, registry)
-    except ExportError:
-        if not (address.every and address.family == socket.AF_INET6):
-            raise
+    except ExportError as e:
+        if not (address.every and address.family == socket.AF_INET6) or e.errno not in NO_IPV6:
+            raise  # a port in use is in use: never quietly IPv4 alone
         # `:PORT` where IPv6 exists but cannot be bound (disabled per interface): every IPv4 interface
         return _bind(Address("0.0.0.0", address.port, socket.AF_INET, every=True), flag, registry)
 
@@ -230,15 +232,24 @@ def _bind(address: Address, flag: str, registry: CollectorRegistry) -> WSGIServe
     try:
         server = make_server(address.host, address.port, make_wsgi_app(registry), Server, handler_class=_QuietHandler)
     except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise ExportError(f"{flag} {address}: port {address.port} is already in use") from None
-        if e.errno == errno.EADDRNOTAVAIL:
-            raise ExportError(f"{flag} {address}: not an address of this machine") from None
-        if e.errno == errno.EACCES:
-            raise ExportError(f"{flag} {address}: permission denied (ports below 1024 need privileges)") from None
-        raise ExportError(f"{flag} {address}: cannot listen: {e.strerror or e}") from None
+        err = ExportError(_bind_failure(e, flag, address))
+        err.errno = e.errno
+        raise err from None
     _servers.add(server)
     return server
+
+
+NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)  # IPv6 off, not the port taken
+
+
+def _bind_failure(e: OSError, flag: str, address: Address) -> str:
+    if e.errno == errno.EADDRINUSE:
+        return f"{flag} {address}: port {address.port} is already in use"
+    if e.errno == errno.EADDRNOTAVAIL:
+        return f"{flag} {address}: not an address of this machine"
+    if e.errno == errno.EACCES:
+        return f"{flag} {address}: permission denied (ports below 1024 need privileges)"
+    return f"{flag} {address}: cannot listen: {e.strerror or e}"
 
 
 # --------------------------------------------------------------------------- the textfile
@@ -256,6 +267,7 @@ class TextfileWriter:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._failed = False
+        self._told_at = 0.0
         self.report: Callable[[str], None] = _to_stderr
 
     def start(self) -> None:
@@ -275,8 +287,9 @@ class TextfileWriter:
         try:
             write_to_textfile(self.path, self.registry)
         except OSError as e:
-            if not self._failed:  # one line, not one per period; tracking goes on regardless
-                self._failed = True
+            now = time.monotonic()
+            if not self._failed or now - self._told_at >= REPORT_AGAIN:  # not a line a period; tracking goes on
+                self._failed, self._told_at = True, now
                 self.report(
                     f"cannot write {self.path}: {e.strerror or e} (tracking goes on; retried every {self.period:g} s)"
                 )

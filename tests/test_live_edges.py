@@ -1,0 +1,102 @@
+"""Edges of the live view's plumbing found in review: a chart of gaps only, an output file truncated under the
+reader, an export failure told again while it lasts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+
+from gputop_tracker.tui.charts import Series, TimeChart, _largest
+
+
+def test_a_series_of_gaps_only_scales_to_zero() -> None:
+    """A GPU that reports no utilization (a MIG slice) gives [None]: max() compares nothing and returned None."""
+    assert _largest([None]) == 0.0
+    assert _largest([None, 3.0, None]) == 3.0
+    assert _largest([]) == 0.0
+    assert _largest([0.0, 2.5]) == 2.5
+
+
+def test_a_chart_of_gaps_draws() -> None:
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield TimeChart("GPU util", [0.0], [Series("GPU0", [None], "magenta")], unit="percent", y_top=100)
+
+    async def run() -> None:
+        app = One()
+        async with app.run_test(size=(60, 12)) as pilot:
+            await pilot.pause()
+            chart = app.query_one(TimeChart)
+            assert "GPU util" in chart.render().plain
+
+    asyncio.run(run())
+
+
+def test_output_reader_follows_a_file_truncated_under_it() -> None:
+    """logrotate's copytruncate empties the output log: the reader starts again at its start, not past its end."""
+    from gputop_tracker.tui.live import SamplerSource
+
+    fd, name = tempfile.mkstemp()
+    os.close(fd)
+    w = os.open(name, os.O_WRONLY | os.O_APPEND)
+    r = os.open(name, os.O_RDONLY)
+    source = SamplerSource(handle=None, output_fd=r)  # type: ignore[arg-type]  # output() needs no sampler
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(source.output()), daemon=True)
+    reader.start()
+    try:
+        os.write(w, b"epoch 1 of 3, loss 0.93\n" * 20)
+        deadline = time.monotonic() + 30
+        while "".join(got).count("epoch 1") < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.truncate(name, 0)
+        time.sleep(0.3)
+        os.write(w, b"after the rotation\n")
+        while "after the rotation" not in "".join(got) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "after the rotation" in "".join(got)
+    finally:
+        source.close()
+        reader.join(10)
+        os.close(w)
+        os.close(r)
+        os.unlink(name)
+
+
+def test_a_textfile_that_cannot_be_written_is_told_again_while_it_lasts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Told once, not every 2 s; but again a minute later: a first notice lost while the view started up is
+    not the only one."""
+    pytest.importorskip("prometheus_client")
+    from prometheus_client import CollectorRegistry
+
+    from gputop_tracker.core.exporters import prometheus
+
+    told: list[str] = []
+    clock = [1000.0]
+    monkeypatch.setattr(prometheus.time, "monotonic", lambda: clock[0])
+    writer = prometheus.TextfileWriter(str(tmp_path / "gone" / "job.prom"), CollectorRegistry())
+    writer.report = told.append
+    writer.write()
+    clock[0] += 2
+    writer.write()
+    assert len(told) == 1 and "cannot write" in told[0] and "tracking goes on" in told[0]
+    clock[0] += prometheus.REPORT_AGAIN
+    writer.write()
+    assert len(told) == 2
+    (tmp_path / "gone").mkdir()
+    writer.write()  # it works again: the next failure is told at once
+    assert (tmp_path / "gone" / "job.prom").exists()
+    (tmp_path / "gone" / "job.prom").unlink()
+    (tmp_path / "gone").rmdir()
+    clock[0] += 1
+    writer.write()
+    assert len(told) == 3
