@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +22,17 @@ def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def store(_isolated_store: Path) -> Path:
     return _isolated_store
+
+
+@pytest.fixture
+def utc() -> Iterator[None]:
+    """TZ=UTC for the test (local times drawn on screen and in snapshots), the zone restored after it."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old
+    time.tzset()

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,16 +121,8 @@ async def test_an_array_task_is_named_as_squeue_names_it(size: tuple[int, int]) 
 
 
 @pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if old is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+def _utc(utc: None) -> None:
+    """Times on screen in UTC: the snapshots do not depend on the machine's zone."""
 
 
 @pytest.fixture

@@ -95,18 +95,26 @@ def _figures(u: dict[str, Any]) -> dict[str, float]:
 LIMIT_REACHED = 0.95  # a peak at this fraction of the memory limit may have been held down by it
 
 
-def memory_limit(u: dict[str, Any]) -> float | None:
-    """The memory limit the session ran under: the smaller of the job's --mem and its cgroup's limit."""
-    r = (u.get("slurm") or {}).get("requested") or {}
-    limits = [float(v) for v in (r.get("mem_bytes"), r.get("cgroup_mem_bytes")) if v]
-    return min(limits) if limits else None
+def memory_limit(requested: dict[str, Any]) -> tuple[int | None, str | None]:
+    """What memory is a fraction of, and which: the request (--mem) or the job cgroup's limit, the smaller
+    when both are known (the kernel enforces the cgroup's, whatever was asked)."""
+    mem, cg = requested.get("mem_bytes"), requested.get("cgroup_mem_bytes")
+    if cg and (not mem or cg < mem):
+        return cg, "cgroup"
+    return (mem, "request") if mem else (None, None)
+
+
+def session_limit(u: dict[str, Any]) -> float | None:
+    """The memory limit the session ran under (`memory_limit` of its job's request), None without a job."""
+    limit, _ = memory_limit((u.get("slurm") or {}).get("requested") or {})
+    return float(limit) if limit else None
 
 
 def held_down(u: dict[str, Any]) -> bool:
     """Whether the session's peak RAM is only a floor of its need: OOM-killed, or peaked at the limit."""
     if any(e.get("type") == "oom" and e.get("source") == "kernel" for e in u.get("events") or []):
         return True  # the kernel's OOM killer; not a CUDA "out of memory" seen in the output (GPU memory)
-    limit = memory_limit(u)
+    limit = session_limit(u)
     return limit is not None and float(u["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
 
 
@@ -146,7 +154,7 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
     ]
     notes = []
     if held := [u for u in usages if held_down(u)]:
-        limits = [lim for u in held if (lim := memory_limit(u)) is not None]
+        limits = [lim for u in held if (lim := session_limit(u)) is not None]
         if limits:
             mem = max(mem, round_mem(max(limits) * factor))
             lines[0] = f"#SBATCH --mem={slurm_mem(mem)}"

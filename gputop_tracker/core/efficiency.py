@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputop_tracker.core.advise import DEFAULT_HEADROOM, cores_used, round_mem, round_time, slurm_mem, slurm_time
+from gputop_tracker.core.advise import (
+    DEFAULT_HEADROOM,
+    cores_used,
+    memory_limit,
+    round_mem,
+    round_time,
+    slurm_mem,
+    slurm_time,
+)
 from gputop_tracker.core.units import human_bytes, human_seconds
 
 IDLE = 0.25  # below: "mostly idle"
@@ -25,15 +33,6 @@ def _ratio(used: float | None, available: float | None) -> float | None:
     if used is None or not available:
         return None
     return used / available
-
-
-def memory_limit(requested: dict[str, Any]) -> tuple[int | None, str | None]:
-    """What memory is a fraction of, and which: the request (--mem) or the job cgroup's limit, the smaller
-    when both are known (the kernel enforces the cgroup's, whatever was asked)."""
-    mem, cg = requested.get("mem_bytes"), requested.get("cgroup_mem_bytes")
-    if cg and (not mem or cg < mem):
-        return cg, "cgroup"
-    return (mem, "request") if mem else (None, None)
 
 
 def job_gpus(u: dict[str, Any], requested: dict[str, Any]) -> list[dict[str, Any]]:
