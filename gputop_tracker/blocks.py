@@ -43,10 +43,19 @@ class _Sink:
         self.seq = itertools.count(1)
         self.open_blocks: dict[int, list[int]] = {}  # block id -> [its peak so far], this process's open blocks
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def here(self) -> None:
+        """This process has its own fd: opened at first use here, or in a forked child (nothing of the parent's
+        state). One thread opens it while the others wait; `pid` is set last, so a thread that finds it equal
+        finds the fd, the lock and the open blocks set too (a message sent meanwhile was once lost, uncounted)."""
         pid = os.getpid()
-        if pid != self.pid:  # first use here, or a forked child: our own fd, nothing of the parent's state
-            self._reopen(pid)
+        if pid == self.pid:
+            return
+        with _open_lock[0]:
+            if pid != self.pid:
+                self._reopen(pid)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """One message (the caller holds `lock`, and called `here()` before taking it)."""
         if self.fd < 0:
             return
         if self.dropped:
@@ -73,14 +82,21 @@ class _Sink:
                 os.close(self.fd)  # the parent's (inherited across fork): ours is opened below
             except OSError:
                 pass
-        self.pid = pid
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            fd = -2  # no reader (the sampler is gone) or no FIFO: a no-op from now on
         self.dropped = self.lost_hwm = 0
         self.open_blocks = {}
-        self.lock = threading.Lock()
-        try:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            self.fd = -2  # no reader (the sampler is gone) or no FIFO: a no-op from now on
+        self.lock = threading.Lock()  # the parent's may have been held by a thread the fork did not copy
+        self.fd = fd
+        self.pid = pid  # last (see `here`)
+
+
+# taken by the one thread that opens the FIFO for this process; a new one in a forked child (a thread of the
+# parent may have held it at the fork)
+_open_lock = [threading.Lock()]
+os.register_at_fork(after_in_child=lambda: _open_lock.__setitem__(0, threading.Lock()))
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -148,8 +164,7 @@ class _Block:
 
     def __enter__(self) -> _Block:
         sink = self.sink
-        if os.getpid() != sink.pid:
-            sink._reopen(os.getpid())
+        sink.here()
         with sink.lock:
             self.id = next(sink.seq)
             hwm = _read_hwm()
@@ -272,8 +287,7 @@ def mark(name: str) -> None:
     sink = _sink
     if sink is None:
         return
-    if os.getpid() != sink.pid:
-        sink._reopen(os.getpid())
+    sink.here()
     with sink.lock:
         sink.send({"k": "m", "pid": sink.pid, "name": str(name)[:MAX_NAME], "t": time.time()})
 

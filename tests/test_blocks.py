@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -372,6 +374,58 @@ def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox, tmp_path: 
     (last,) = inbox.read()
     assert last["name"] == "after" and last["dropped"] == first["dropped"]
     assert last["hwm"] >= first["before"] > 100 * MB
+
+
+def test_threads_starting_at_once_lose_no_message(inbox: BlockInbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 threads make their first block at once while the FIFO is being opened (slowed here to 50 ms): every
+    start and end arrives, none is dropped uncounted by a thread that found the fd not yet open."""
+    real_open = os.open
+
+    def slow_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        if path == inbox.path:
+            time.sleep(0.05)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", slow_open)
+    gate = threading.Barrier(8)
+
+    def work() -> None:
+        gate.wait()
+        for _ in range(5):
+            with blocks.block("together"):
+                pass
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = inbox.read()
+    starts = sorted(m["id"] for m in got if m["k"] == "s")
+    ends = sorted(m["id"] for m in got if m["k"] == "e")
+    assert starts == ends == list(range(1, 41))
+    assert not any("dropped" in m for m in got)
+    assert all(m["peak"] is not None for m in got if m["k"] == "e")  # no run's reset was forgotten
+
+
+def test_a_forked_child_opens_its_own_fd_even_if_the_parent_was_opening(inbox: BlockInbox) -> None:
+    """A thread of the parent holds the open lock when the program forks: the child does not wait on it."""
+    blocks.mark("parent")  # the parent's fd is open
+    lock = blocks._open_lock[0]
+    with lock:  # as if another thread were opening the FIFO at the fork
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                blocks.mark("child")
+                with blocks.block("in the child"):
+                    pass
+            finally:
+                os._exit(0)
+    _pid, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    got = inbox.read()
+    assert [m["name"] for m in got] == ["parent", "child", "in the child", "in the child"]
+    assert {m["pid"] for m in got[1:]} == {pid}
 
 
 def test_sampler_gone_never_kills_the_program_with_sigpipe(inbox: BlockInbox, tmp_path: Path) -> None:
