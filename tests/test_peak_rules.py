@@ -57,10 +57,15 @@ def test_cgroup_above_a_single_process_peak_keeps_the_exact_label() -> None:
     assert pk.exact and pk.value == 500 * MB and pk.label.startswith("exact")
 
 
-def test_cgroup_above_when_no_upper_bound_reports_the_lower_bound_with_the_cgroup_as_ceiling() -> None:
-    """Page cache: a job that read a big file has it in its cgroup; it is not process memory."""
+def test_cgroup_above_when_no_upper_bound_reports_the_lower_bound_and_never_calls_the_cgroup_a_ceiling() -> None:
+    """Page cache: a job that read a big file has it in its cgroup; it is not process memory. Nor is the cgroup a
+    ceiling: a process unseen at its peak may have mapped a file cached by another cgroup (charged there, not
+    here), and a label must never fall on the wrong side of the truth."""
     pk = combined_peak(bounds(500 * MB, 700 * MB, 800 * MB, None, "x"), 3000 * MB)
-    assert not pk.exact and pk.value == 700 * MB and "at most 3000000000" in pk.label
+    assert not pk.exact and pk.value == 700 * MB and pk.label.startswith("sampled lower bound")
+    assert "3000000000 bytes" in pk.label and "neither way" in pk.label and "at most" not in pk.label
+    nothing_seen = combined_peak(bounds(0, 0, 0, None, "x"), 262144)  # `sh -c 'exit 3'`: gone before a sample
+    assert nothing_seen.value == 0 and "at most" not in nothing_seen.label and not nothing_seen.exact
 
 
 def test_cgroup_slightly_below_largest_process_agrees() -> None:

@@ -93,14 +93,16 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
                 return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
             if upper is not None:
                 return Peak(upper, False, "upper_bound", f"upper bound (Σ of per-process exact peaks; {extra})")
-            # the processes' own figures say less than the cgroup: report what they surely held, and the cgroup
-            # as the ceiling (page cache is what a job that reads files mostly has there)
+            # the processes' own figures say less than the cgroup: report what they surely held. The cgroup is
+            # no ceiling: a process unseen at its peak may have mapped file pages charged to other cgroups before
+            # the run (cached libraries, a dataset another job read), which its peak counts and the group does not
             return Peak(
                 low,
                 False,
                 "sampled",
-                f"sampled lower bound (largest single process or Σ PSS sampled); at most {cgroup_peak} bytes, the "
-                "job cgroup's peak, which also counts page cache and kernel memory",
+                f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
+                f"({cgroup_peak} bytes) is larger but bounds it neither way: it counts page cache and kernel "
+                "memory, and leaves out file pages charged to other cgroups before the run",
             )
         # below what one process alone held: file pages (libraries) charged to others before the job
         extra = (
