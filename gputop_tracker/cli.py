@@ -508,8 +508,9 @@ class SignalRelay:
     but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it —
     except a hang-up sent to us as the terminal's session leader (`ssh -t host gputop-track …` losing its
     connection): the kernel sends that to the session leader alone.
-    Once the sampler has been reaped (`reaped` set) nothing is forwarded: its PID may belong to another
-    process by then (a tiny window remains between the reaping and the flag)."""
+    Once the sampler has been reaped (`reaped` set) nothing is sent to it: its PID may belong to another
+    process by then (a tiny window remains between the reaping and the flag). What comes meanwhile is held:
+    should the sampler have died before the command, `retarget` passes it on to the command."""
 
     def __init__(
         self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True, session_leader: bool = False
@@ -521,6 +522,8 @@ class SignalRelay:
         self.interrupted: list[int] = []
         self.reaped = threading.Event()
         self.target = 0  # the command's pid once the sampler died (`retarget`): signals go to it directly
+        self.held: list[int] = []  # signals for the command that came while there was nobody to send them to
+        self.lock = threading.Lock()  # `forward` (the relay's thread) against `retarget` (the main thread)
 
     def forward(self, sig: int, si_code: int) -> None:
         self.interrupted.append(sig)
@@ -529,19 +532,25 @@ class SignalRelay:
             and si_code == SI_KERNEL
             and (sig == signal.SIGINT or (sig == signal.SIGHUP and not self.session_leader))
         )
-        if (self.attach or not from_terminal) and not self.reaped.is_set():
-            if self.target:
-                try:
-                    os.kill(self.target, sig)
-                except ProcessLookupError:
-                    pass
+        if not (self.attach or not from_terminal):
+            return
+        with self.lock:
+            if self.reaped.is_set():
+                self.held.append(sig)
+            elif self.target:
+                _send(self.target, sig)
             else:
                 self.handle.signal(sig)
 
     def retarget(self, pid: int) -> None:
-        """The sampler is gone: pass signals to the command `pid` itself (ours to wait for) until `reaped`."""
-        self.target = pid
-        self.reaped.clear()
+        """The sampler is gone: pass signals to the command `pid` itself (ours to wait for) until `reaped`,
+        those held since the sampler was reaped first."""
+        with self.lock:
+            self.target = pid
+            self.reaped.clear()
+            for sig in self.held:
+                _send(pid, sig)
+            self.held.clear()
 
     def leave_terminal_job(self) -> None:
         """The command runs in the terminal's job: we leave it (for the sampler's group), so that what the
@@ -554,6 +563,13 @@ class SignalRelay:
         while True:
             info = signal.sigwaitinfo(FORWARDED)
             self.forward(info.si_signo, info.si_code)
+
+
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # gone meanwhile: our wait ends with it
+        pass
 
 
 def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:

@@ -240,6 +240,51 @@ def test_signal_relay_stops_once_the_sampler_is_reaped() -> None:
     assert relay.interrupted == [signal.SIGTERM, signal.SIGINT, signal.SIGTERM]
 
 
+def test_signals_between_the_samplers_death_and_the_takeover_reach_the_command() -> None:
+    """A SIGTERM that came after the dead sampler was reaped, before the front end took the command over, was
+    dropped: the command never got it and gputop-track went on waiting for it untracked (`timeout` overran)."""
+    handle = _FakeHandle()
+    relay = SignalRelay(handle, attach=False)  # type: ignore[arg-type]
+    command = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        relay.reaped.set()  # the sampler died and was reaped; the takeover has not begun
+        relay.forward(signal.SIGTERM, 0)
+        assert handle.sent == [] and command.poll() is None  # nobody to send it to yet: held
+        relay.retarget(command.pid)
+        assert command.wait(30) == -signal.SIGTERM
+        relay.forward(signal.SIGINT, 0)  # from now on straight to the command (gone: no error)
+        assert relay.held == [] and handle.sent == []
+    finally:
+        if command.poll() is None:
+            command.kill()
+
+
+def test_the_takeover_passes_signals_on_before_it_rewrites_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session is marked interrupted only once signals go to the command: a test (or a user) that sees
+    "interrupted" and sends SIGTERM must reach it."""
+    from gputop_tracker.core import orphans
+    from gputop_tracker.core.config import EngineConfig
+
+    order: list[str] = []
+    monkeypatch.setattr(orphans, "mark_interrupted", lambda *a: order.append("marked") or True)
+    monkeypatch.setattr(orphans, "is_our_child", lambda pid: True)  # a child of the test, not of a sampler
+    command = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+
+    def retarget(pid: int) -> None:
+        order.append("retarget")
+        os.kill(pid, signal.SIGTERM)
+
+    try:
+        takeover = orphans.Takeover(EngineConfig(argv=["x"], mode="launch"), -9, command.pid, "sid", str(tmp_path))
+        assert takeover.run(lambda _text: None, retarget) == 128 + signal.SIGTERM
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert order == ["retarget", "marked", "marked"]
+
+
 def test_main_usage_names_every_sessions_action() -> None:
     """`gputop-track --help` listed `sessions {list,show,export,events,job,delete}`: compare and plot missing."""
     import re

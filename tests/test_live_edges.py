@@ -100,3 +100,37 @@ def test_a_textfile_that_cannot_be_written_is_told_again_while_it_lasts(
     clock[0] += 1
     writer.write()
     assert len(told) == 3
+
+
+def test_signals_after_the_view_closed_are_held_then_passed_to_the_command() -> None:
+    """Between the view's end and a takeover (the sampler died) a SIGTERM ended us with the default action,
+    leaving the command running untracked; now it is held and passed to the command's group once we wait for
+    it — and after that, sent straight on."""
+    import signal
+    import subprocess
+    import sys
+
+    from gputop_tracker.tui.live import HeldSignals
+
+    saved = {sig: signal.getsignal(sig) for sig in HeldSignals.SIGNALS}
+    command = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )  # its own group, as a launched command
+    try:
+        held = HeldSignals()
+        held.hold()
+        os.kill(os.getpid(), signal.SIGTERM)  # would have ended the test process
+        deadline = time.monotonic() + 10
+        while not held.held and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held.held == [signal.SIGTERM] and command.poll() is None
+        held.forward_to(command.pid)
+        assert command.wait(30) == -signal.SIGTERM and held.held == []
+        os.kill(os.getpid(), signal.SIGINT)  # its group is gone now: nothing raised, nothing held
+        time.sleep(0.05)
+        assert held.held == []
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if command.poll() is None:
+            command.kill()

@@ -177,27 +177,50 @@ class HangUp:
                 pass
 
     def release(self) -> None:
-        self.closed.set()
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the sampler's pid is no longer ours to signal
+        self.closed.set()  # the sampler's pid is no longer ours to signal: `HeldSignals` takes a hang-up on
 
 
-def _forward_signals(pid: int) -> None:
-    """After a takeover we wait for the command ourselves: a Ctrl-C, SIGTERM or hang-up meanwhile goes to the
-    command's process group (its own session: keys pressed here never reached it) — never ending our wait and
-    leaving it running untracked."""
-    console.say(f"Ctrl-C, SIGTERM or a hang-up now go to the command's process group ({pid})")
+class HeldSignals:
+    """Once the view has closed, a Ctrl-C, SIGTERM or hang-up must not end us before we know whether the command
+    needs us: should the sampler have died, we wait for the command ourselves (`orphans.Takeover`), and dying
+    then would leave it running untracked. They are held meanwhile, then passed to the command's process group
+    (`forward_to`; its own session: keys pressed here never reached it), or dropped when tracking ended (the
+    sampler saved the session; we are about to exit)."""
 
-    def forward(sig: int, _frame: object) -> None:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-        except OSError:  # gone meanwhile: our wait ends with it
-            pass
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        self.target = 0
+
+    def hold(self, *sigs: int) -> None:
+        for sig in sigs or self.SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, sig: int, _frame: object) -> None:
+        if self.target:
+            _to_group(self.target, sig)
+        else:
+            self.held.append(sig)
+
+    def forward_to(self, pid: int) -> None:
+        """The takeover waits for the command `pid`: signals go to it from now on, the held ones first."""
+        console.say(f"Ctrl-C, SIGTERM or a hang-up now go to the command's process group ({pid})")
+        self.target = pid
+        self.hold()
+        held, self.held = self.held, []
+        for sig in held:
+            _to_group(pid, sig)
+
+
+def _to_group(pid: int, sig: int) -> None:
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except OSError:  # gone meanwhile: our wait ends with it
+        pass
 
 
 def _killed(handle: SamplerHandle) -> bool:
@@ -255,6 +278,8 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
 
         exporter.set_reporter(report)
     code = None if hangup.seen else app.run()  # hung up already: no terminal to draw on
+    held = HeldSignals()
+    held.hold(signal.SIGINT, signal.SIGTERM)  # a hang-up stays HangUp's until `release`
     if exporter is not None:
         exporter.set_reporter(console.say)  # the view is gone: its last writes are told on stderr
     hangup.closed.set()
@@ -265,6 +290,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
     handle.close()
     handle.wait()
     hangup.release()
+    held.hold(signal.SIGHUP)
     os.close(read_fd)
     final = app.final
     for note in final.notes if final is not None else []:
@@ -278,7 +304,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
         console.say(app.failure.message)
     if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
         took_over = orphans.Takeover(cfg, handle.exit_status, app.main_pid, app.session_id, str(store))
-        return took_over.run(console.say, _forward_signals)
+        return took_over.run(console.say, held.forward_to)
     if hangup.seen and app.final is None:
         return 128 + signal.SIGHUP
     if code is None:  # the app crashed; Textual printed the traceback
