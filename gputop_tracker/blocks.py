@@ -77,11 +77,8 @@ class _Sink:
                 self.dropped = self.lost_hwm = 0
 
     def _reopen(self, pid: int) -> None:
-        if self.fd >= 0 and self.pid:
-            try:
-                os.close(self.fd)  # the parent's (inherited across fork): ours is opened below
-            except OSError:
-                pass
+        # the parent's fd was closed at the fork (`_after_fork_in_child`), while its number was surely still ours:
+        # closed here, at the child's first block, it might be a file the child opened since
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
@@ -96,7 +93,22 @@ class _Sink:
 # taken by the one thread that opens the FIFO for this process; a new one in a forked child (a thread of the
 # parent may have held it at the fork)
 _open_lock = [threading.Lock()]
-os.register_at_fork(after_in_child=lambda: _open_lock.__setitem__(0, threading.Lock()))
+
+
+def _after_fork_in_child() -> None:
+    """A forked child: a fresh open lock, and the parent's fd closed now, before the child can reuse its number
+    (a daemon that closes every fd and opens a log); the child opens its own at its first block."""
+    _open_lock[0] = threading.Lock()
+    sink = _sink
+    if sink is not None and sink.fd >= 0:
+        try:
+            os.close(sink.fd)
+        except OSError:
+            pass
+        sink.fd = -1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -120,7 +132,16 @@ _sink: _Sink | None = None
 def _activate(path: str | None) -> None:
     """Report to `path` from now on (None: stop). The Tracker calls it for its own process."""
     global _sink
+    old = _sink
     _sink = _Sink(path) if path else None
+    if old is not None and old.pid == os.getpid():  # its fd is ours: closed, not leaked (one per Tracker run)
+        with old.lock:
+            if old.fd >= 0:
+                try:
+                    os.close(old.fd)
+                except OSError:
+                    pass
+            old.fd = -2  # a block still open on it ends as a no-op
 
 
 _activate(os.environ.get(ENV))
@@ -155,16 +176,18 @@ def _reset_hwm() -> bool:
 class _Block:
     """One run of a block (a context manager used once)."""
 
-    __slots__ = ("cpu0", "id", "name", "sink", "t0")
+    __slots__ = ("cpu0", "id", "name", "pid", "sink", "t0")
 
     def __init__(self, sink: _Sink, name: str) -> None:
         self.sink = sink
         self.name = name[:MAX_NAME]
         self.id = 0
+        self.pid = 0
 
     def __enter__(self) -> _Block:
         sink = self.sink
         sink.here()
+        self.pid = sink.pid
         with sink.lock:
             self.id = next(sink.seq)
             hwm = _read_hwm()
@@ -183,8 +206,8 @@ class _Block:
         t1 = time.perf_counter()
         cpu = time.process_time() - self.cpu0
         sink = self.sink
-        if os.getpid() != sink.pid:
-            return  # a forked child leaving its parent's block: not a run of ours
+        if os.getpid() != self.pid:
+            return  # a forked child leaving its parent's block: not its run (even once it has blocks of its own)
         with sink.lock:
             hwm = _read_hwm()
             peak = sink.open_blocks.pop(self.id, [-1])[0]

@@ -428,6 +428,76 @@ def test_a_forked_child_opens_its_own_fd_even_if_the_parent_was_opening(inbox: B
     assert {m["pid"] for m in got[1:]} == {pid}
 
 
+def _fifo_fds(box: BlockInbox) -> list[int]:
+    """This process's fds on the FIFO but the inbox's own two (its reading end and its keeping write end)."""
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == box.path and int(name) not in (box.fd, box.keep_fd):
+                out.append(int(name))
+        except OSError:
+            pass
+    return out
+
+
+def test_a_forked_child_that_reuses_the_fifos_fd_number_keeps_its_file(inbox: BlockInbox, tmp_path: Path) -> None:
+    """A daemon closes its fds and opens a log, which gets the number the FIFO had in the parent: the child's
+    first block closed that number (the log) and its writes went into the sampler's FIFO."""
+    blocks.mark("parent")
+    (number,) = _fifo_fds(inbox)
+    log = tmp_path / "child.log"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+            if fd != number:
+                os.dup2(fd, number)
+                os.close(fd)
+            blocks.mark("child")
+            os.write(number, b"log line\n")
+            code = 0
+        finally:
+            os._exit(code)
+    _pid, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert log.read_bytes() == b"log line\n"
+    assert [m["name"] for m in inbox.read()] == ["parent", "child"] and inbox.bad == 0
+
+
+def test_each_tracker_run_closes_the_fifo_it_reported_to(inbox: BlockInbox) -> None:
+    """`_activate` replaced the sink without closing its fd: one FIFO fd leaked per Tracker run (per %%gputop)."""
+    blocks.mark("first")
+    assert len(_fifo_fds(inbox)) == 1
+    old = blocks._sink
+    blocks._activate(inbox.path)
+    assert _fifo_fds(inbox) == [] and old is not None and old.fd == -2
+    blocks.mark("second")
+    assert len(_fifo_fds(inbox)) == 1
+    blocks._activate(None)
+    assert _fifo_fds(inbox) == []
+    assert [m["name"] for m in inbox.read()] == ["first", "second"]
+
+
+def test_a_forked_child_leaving_its_parents_block_sends_nothing(inbox: BlockInbox) -> None:
+    """The child inherits the parent's open block; once it had a block of its own (its sink's pid is the
+    child's), leaving the parent's block sent an end for a run the child never started."""
+    with blocks.block("outer"):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            with blocks.block("child own"):
+                pass
+    if pid == 0:  # pragma: no cover - the child, after leaving "outer"
+        os._exit(0)
+    _pid, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    got = [(m["k"], m["name"], m["pid"]) for m in inbox.read()]
+    me = os.getpid()
+    assert sorted(got) == sorted(
+        [("s", "outer", me), ("s", "child own", pid), ("e", "child own", pid), ("e", "outer", me)]
+    )
+
+
 def test_sampler_gone_never_kills_the_program_with_sigpipe(inbox: BlockInbox, tmp_path: Path) -> None:
     """The sampler dies while the program runs, and the program restored SIGPIPE's default: its next block
     finds no reader (EPIPE), the program lives on and its blocks become no-ops."""
