@@ -32,7 +32,10 @@ def track_json(tmp_path: Path, *args: str, **kw: Any) -> tuple[subprocess.Comple
         "--headless", "-f", "json", "-o", str(out), "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", *args, **kw
     )
     assert out.exists(), proc.stderr
-    return proc, json.loads(out.read_text())
+    report = json.loads(out.read_text())
+    crashed = [n for n in report.get("notes", []) if n.startswith("tracking failed")]
+    assert not crashed, crashed  # a bug in the sampler, caught and noted: never the way a run should end
+    return proc, report
 
 
 def kernel_figures(path: Path) -> dict[str, float]:

@@ -43,6 +43,9 @@ def test_with_block_measures_this_process(tmp_path: Path, store: Path) -> None:
     used = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
     assert usage.cpu_time.total == pytest.approx(used, abs=0.15)
     assert usage.mode == "attach" and usage.n_samples >= 5
+    # the API's sampler runs as `python -m …sampler`: a helper defined below its `__main__` guard did not exist
+    # yet when tracking ended, and every session said "tracking failed (NameError …)"
+    assert not [n for n in usage.notes if n.startswith("tracking failed")], usage.notes
     text = str(t)
     assert "RAM (peaks)" in text and "megabytes" in text
     data = t.to_json()
@@ -158,3 +161,42 @@ with Tracker(sleep_time=0.1) as t2:
     assert proc.returncode == 0, proc.stderr
     assert "Exception ignored" not in proc.stderr and "Bad file descriptor" not in proc.stderr, proc.stderr
     assert all((tmp_path / f"user.txt{i}").read_text() == "still open" for i in range(20))
+
+
+def test_a_sampler_stuck_past_the_join_timeout_is_killed_with_a_clear_error(store: Path) -> None:
+    """Past join_timeout × n_join_attempts the pipe was closed under the reader (the summary lost on the way,
+    or an AttributeError from the exporter it fed) and stop() still waited for the sampler, unbounded. Now the
+    stuck sampler is killed, stop() ends, and the error says so."""
+    import os
+    import signal
+    import threading
+
+    t = Tracker(sleep_time=0.1, join_timeout=0.5, n_join_attempts=1)
+    t.start()
+    handle = t._handle
+    assert handle is not None
+    os.kill(handle.pid, signal.SIGSTOP)  # stuck: it cannot take the stop request
+    began = time.monotonic()
+    with pytest.raises(TrackerError, match=r"did not finish within .*0\.5 s\) and was killed"):
+        t.stop()
+    assert time.monotonic() - began < 15
+    assert handle.exit_status == -signal.SIGKILL
+    assert not any(th.name == "gputop-tracker-events" and th.is_alive() for th in threading.enumerate())
+
+
+def test_a_slow_sampler_within_the_join_timeout_still_gives_its_summary(store: Path) -> None:
+    """A sampler that takes a while to finish (paused 1 s here, as by a slow disk) is waited for: the summary
+    arrives whole."""
+    import os
+    import signal
+    import threading
+
+    t = Tracker(sleep_time=0.1, join_timeout=30, n_join_attempts=1)
+    t.start()
+    handle = t._handle
+    assert handle is not None
+    os.kill(handle.pid, signal.SIGSTOP)
+    threading.Timer(1.0, os.kill, (handle.pid, signal.SIGCONT)).start()
+    usage = t.stop()
+    assert usage.pid == os.getpid() and handle.exit_status == 0  # 1: the sampler had crashed at its end
+    assert not [n for n in usage.notes if n.startswith("tracking failed")], usage.notes

@@ -42,3 +42,15 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef)
     assert (fn.end_lineno or 0) - fn.lineno + 1 > MAX_FUNCTION
+
+
+def test_a_main_guard_is_the_last_statement_of_its_module() -> None:
+    """`python -m gputop_tracker.core.sampler` ran main() from a guard placed above a helper it calls at the
+    end of tracking: NameError in every Python API session. Nothing may follow a `__main__` guard."""
+    late = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        body = ast.parse(path.read_text()).body
+        for i, node in enumerate(body):
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and i != len(body) - 1:
+                late.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not late, late

@@ -668,10 +668,6 @@ def main() -> None:
     sys.exit(Engine(cfg, out_fd).run())
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _alive(pid: int) -> bool:
     """Running (not a zombie)."""
     try:
@@ -679,3 +675,7 @@ def _alive(pid: int) -> bool:
             return b") Z" not in f.read()
     except OSError:
         return False
+
+
+if __name__ == "__main__":
+    main()

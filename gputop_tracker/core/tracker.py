@@ -7,6 +7,7 @@ can switch by changing the import. The sampler runs in its own process, as for t
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -43,6 +44,8 @@ from gputop_tracker.core.units import Units, parse_size
 if TYPE_CHECKING:
     from gputop_tracker.core.columns import TimelineColumns
     from gputop_tracker.core.models import Session
+
+READER_DRAIN = 10.0  # seconds for the reader to see the end of a killed sampler's pipe
 
 EventCallback = Callable[[Event], object]
 SampleCallback = Callable[[Sample], object]
@@ -229,15 +232,28 @@ class Tracker:
             return self.resource_usage
         self._report_blocks(False)
         self._handle.signal(STOP_SIGNAL)
+        late = False
         if self._reader is not None:
+            # The reader ends when the sampler has sent the summary and exited (end of its pipe): never close the
+            # pipe under it (the summary would be lost on the way). Past `join_timeout` the sampler is stuck: it
+            # is killed, and its session keeps the last checkpoint.
             self._reader.join(self.join_timeout)
-        self._close_exporter()
+            if self._reader.is_alive():
+                late = True
+                self._handle.signal(signal.SIGKILL)
+                self._reader.join(READER_DRAIN)
+        self._close_exporter()  # after the reader: it feeds the exporter to its last message
         self._handle.close()
         self._handle.wait()
         self._close_blocks()  # the sampler is done with the FIFO
         if self._failure is not None and self._usage is None:
             raise TrackerError(self._failure.message)
         if self._usage is None:
+            if late:
+                raise TrackerError(
+                    f"the sampler did not finish within join_timeout × n_join_attempts ({self.join_timeout:g} s) "
+                    "and was killed; its session keeps the figures of its last checkpoint"
+                )
             raise TrackerError("the sampler process ended without a summary")
         if self.resource_usage_file is not None:
             from gputop_tracker.core.store import write_output

@@ -33,6 +33,7 @@ from gputop_tracker.core.units import Units
 
 if TYPE_CHECKING:
     from gputop_tracker.core.exporters import Exporter
+    from gputop_tracker.core.models import ResourceUsage
     from gputop_tracker.tui.live_app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
@@ -223,6 +224,17 @@ def _to_group(pid: int, sig: int) -> None:
         pass
 
 
+def _say_how_it_ended(final: ResourceUsage | None, save: bool) -> None:
+    """On the terminal once the view has gone: a stop made from the view, and where the session went."""
+    for note in final.notes if final is not None else []:
+        if note.startswith("stopped from the live view"):
+            console.say(note)
+    if final is not None and final.session_path:
+        console.say(f"session {final.session_id} saved: {final.session_path}")
+    elif final is not None and save:
+        console.not_saved(final.notes)
+
+
 def _killed(handle: SamplerHandle) -> bool:
     """The sampler died of a signal (a SIGKILL, the OOM killer) rather than ending its run."""
     return handle.exit_status is not None and handle.exit_status < 0
@@ -292,14 +304,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
     hangup.release()
     held.hold(signal.SIGHUP)
     os.close(read_fd)
-    final = app.final
-    for note in final.notes if final is not None else []:
-        if note.startswith("stopped from the live view"):
-            console.say(note)
-    if final is not None and final.session_path:
-        console.say(f"session {final.session_id} saved: {final.session_path}")
-    elif final is not None and cfg.save:
-        console.not_saved(final.notes)
+    _say_how_it_ended(app.final, cfg.save)
     if app.failure is not None:
         console.say(app.failure.message)
     if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
