@@ -123,3 +123,35 @@ def test_front_end_killed_is_recorded_in_the_session(tmp_path: Path, store: Path
     summary = _session(store)["summary"]
     assert summary["exit_code"] == 7
     assert any(f"front end (PID {front}) died" in n for n in summary["notes"]), summary["notes"]
+
+
+def test_a_front_end_dead_before_the_sampler_looked_is_still_noted() -> None:
+    """The sampler took its front end's pid from getppid() once it had loaded: a front end killed before then
+    was never noted (getppid() already named the reaper). The pid now comes from the front end itself."""
+    from gputop_tracker.core.endwatch import EndWatch
+
+    gone = subprocess.Popen([PY, "-c", "pass"])
+    gone.wait()
+    notes: list[str] = []
+    watch = EndWatch(wait_descendants=False, api=False, front_end=gone.pid)
+    watch.check_front_end(notes.append, time.time())
+    assert len(notes) == 1 and f"(PID {gone.pid}) died" in notes[0]
+    watch.check_front_end(notes.append, time.time())
+    assert len(notes) == 1  # once
+    mine = EndWatch(wait_descendants=False, api=False, front_end=os.getppid())
+    mine.check_front_end(notes.append, time.time())
+    assert len(notes) == 1  # alive and still our parent: nothing to say
+
+
+def test_the_front_end_names_itself_to_the_sampler() -> None:
+    from gputop_tracker.core import channel
+    from gputop_tracker.core.config import EngineConfig
+
+    cfg = EngineConfig(mode="attach", pid=os.getpid(), save=False, interval=0.1)
+    handle = channel.start_spawned(cfg)
+    try:
+        assert cfg.front_end == os.getpid()
+    finally:
+        handle.signal(signal.SIGTERM)
+        handle.close()
+        handle.wait()

@@ -210,6 +210,7 @@ def start_forked(cfg: EngineConfig, *, requests: bool = False) -> SamplerHandle:
     sampler's stdin; the command must then be given its own stdin (`cfg.stdin`)."""
     r, w = os.pipe()
     req_r, req_w = os.pipe() if requests else (-1, -1)
+    cfg.front_end = os.getpid()  # known before the fork: should we die first, getppid() would name our reaper
     pid = os.fork()
     if pid == 0:
         os.close(r)
@@ -230,6 +231,7 @@ def start_forked(cfg: EngineConfig, *, requests: bool = False) -> SamplerHandle:
 
 def start_spawned(cfg: EngineConfig) -> SamplerHandle:
     """A fresh interpreter for the sampler: safe from a process that already runs threads (the API)."""
+    cfg.front_end = os.getpid()
     popen = subprocess.Popen(
         [sys.executable, "-m", "gputop_tracker.core.sampler", config_json(cfg)],
         stdin=subprocess.PIPE if cfg.control_stdin else subprocess.DEVNULL,

@@ -21,10 +21,12 @@ MAX_NAMED = 10  # survivors named in the note; the rest are counted
 
 
 class EndWatch:
-    def __init__(self, *, wait_descendants: bool, api: bool) -> None:
+    def __init__(self, *, wait_descendants: bool, api: bool, front_end: int = 0) -> None:
         self.wait_descendants = wait_descendants
         self.api = api  # the Python API's sampler: its stop() (not the process's exit) ends tracking
-        self.front_end = os.getppid()  # the process that started us: its death is noted in the session
+        # the process that started us (its pid as it gave it: had it died before we got here, getppid() would
+        # already name our new parent): its death is noted in the session
+        self.front_end = front_end or os.getppid()
         self.main_gone = False  # attach: the process exited (seen on its pidfd)
         self.waiting_since: float | None = None  # time.time() when only descendants were left to wait for
 

@@ -115,7 +115,7 @@ class Engine:
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
         self.stop_mirror: StopMirror | None = None  # the front end left the terminal's job (jobctl)
-        self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin)
+        self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin, front_end=cfg.front_end)
         self.sampling: _Sampling | None = None  # while sampling: what a request (stop_tree) acts on
         self.blocks = BlockRelay(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
 
