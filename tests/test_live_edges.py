@@ -134,3 +134,39 @@ def test_signals_after_the_view_closed_are_held_then_passed_to_the_command() -> 
             signal.signal(sig, handler)
         if command.poll() is None:
             command.kill()
+
+
+def test_close_returns_only_once_no_reader_is_inside_its_fd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_live closes the output fd (and the sampler's pipe) right after `close()`; Textual does not join its
+    thread workers, so a reader descheduled inside a read could then read, seek or fstat a closed fd, or one
+    reused meanwhile (the session file the takeover rewrites)."""
+    from gputop_tracker.tui import live
+
+    r, w = os.pipe()
+    os.write(w, b"some output\n")
+    inside, left = threading.Event(), threading.Event()
+    real_read = os.read
+
+    def slow_read(fd: int, n: int) -> bytes:
+        if fd == r and not inside.is_set():
+            inside.set()
+            time.sleep(0.5)  # descheduled in the read
+            data = real_read(fd, n)
+            left.set()
+            return data
+        return real_read(fd, n)
+
+    monkeypatch.setattr(live.os, "read", slow_read)
+    source = live.SamplerSource(handle=None, output_fd=r)  # type: ignore[arg-type]
+    reader = threading.Thread(target=lambda: list(source.output()), daemon=True)
+    reader.start()
+    try:
+        assert inside.wait(30)
+        source.close()
+        assert left.is_set()  # close() waited for the reader to leave its read
+    finally:
+        source.close()
+        reader.join(10)
+        os.close(w)
+        os.close(r)
+    assert not reader.is_alive()

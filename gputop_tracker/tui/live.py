@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
 OUTPUT_GAP = 0.1  # seconds at least between two batches of output handed to the view (a chatty command)
 CHUNK = 1 << 16
+CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 
 
 class SamplerSource:
@@ -50,15 +51,22 @@ class SamplerSource:
         self.exporter = exporter  # sees every message first (Prometheus serves the latest sample)
         self._wake_r, self._wake_w = os.pipe()
         self._closed = threading.Event()
+        # held by each reader while it uses its fd: `close` takes both, so that the fds are closed after it
+        # only once no reader thread is inside a read (Textual does not join thread workers)
+        self._messages_io = threading.Lock()
+        self._output_io = threading.Lock()
 
     def messages(self) -> Iterator[channel.Message]:
         framer = LineFramer()
         fd = self.handle.read_fd
-        while not self._closed.is_set():
-            ready, _, _ = select.select([fd, self._wake_r], [], [])
-            if self._wake_r in ready:
-                return
-            chunk = os.read(fd, CHUNK)
+        while True:
+            with self._messages_io:
+                if self._closed.is_set():
+                    return
+                ready, _, _ = select.select([fd, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    return
+                chunk = os.read(fd, CHUNK)
             if not chunk:
                 return
             framer.feed(chunk)
@@ -75,19 +83,22 @@ class SamplerSource:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         watch = FileWatch(self.output_fd, OUTPUT_POLL)
         try:
-            while not self._closed.is_set():
-                data = os.read(self.output_fd, CHUNK)
-                if data:
-                    text = decoder.decode(data)
-                    if text:
-                        yield clean_output(text)
-                    if len(data) < CHUNK:  # all read for now: let more gather before the next batch
-                        self._closed.wait(OUTPUT_GAP)
-                    continue
-                if os.fstat(self.output_fd).st_size < os.lseek(self.output_fd, 0, os.SEEK_CUR):
-                    os.lseek(self.output_fd, 0, os.SEEK_SET)  # truncated (logrotate's copytruncate): from its start
-                    continue
-                watch.wait(None, self._wake_r)
+            while True:
+                with self._output_io:
+                    if self._closed.is_set():
+                        return
+                    data = os.read(self.output_fd, CHUNK)
+                    if not data:
+                        if os.fstat(self.output_fd).st_size < os.lseek(self.output_fd, 0, os.SEEK_CUR):
+                            os.lseek(self.output_fd, 0, os.SEEK_SET)  # truncated (copytruncate): from its start
+                        else:
+                            watch.wait(None, self._wake_r)
+                        continue
+                text = decoder.decode(data)
+                if text:
+                    yield clean_output(text)
+                if len(data) < CHUNK:  # all read for now: let more gather before the next batch
+                    self._closed.wait(OUTPUT_GAP)
         finally:
             watch.close()
 
@@ -102,9 +113,14 @@ class SamplerSource:
         self.handle.signal(STOP_SIGNAL)
 
     def close(self) -> None:
+        """No more reading: the readers are woken and, once this returns, out of their fds (waited for at most
+        CLOSE_WAIT each, should one be stuck: the view's end is never held up for long)."""
         if not self._closed.is_set():
             self._closed.set()
             os.write(self._wake_w, b"x")
+        for lock in (self._messages_io, self._output_io):
+            if lock.acquire(timeout=CLOSE_WAIT):
+                lock.release()
 
 
 def _output_fds(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, int, Path | None]:
