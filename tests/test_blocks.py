@@ -669,3 +669,25 @@ def test_a_killed_samplers_fifo_is_swept_by_the_next(tmp_path: Path, monkeypatch
     finally:
         box.close()
     assert not Path(box.directory).exists()
+
+
+def test_a_program_writing_blocks_without_pause_never_keeps_the_sampler_reading(
+    inbox: BlockInbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FIFO was read until it was empty: a writer as fast as the reader kept the sampler in `read` (no
+    sample taken meanwhile). A read now takes what was there, at most the FIFO's size."""
+    from gputop_tracker.core import blockinbox
+
+    line = b'{"k":"m","pid":1,"name":"x","t":1.0}\n'
+    full = line * (65536 // len(line)) + b"\n" * (65536 % len(line))
+    calls = [0]
+
+    def endless(fd: int, n: int) -> bytes:  # a writer that never pauses: every read comes back full
+        calls[0] += 1
+        if calls[0] > 1000:
+            raise AssertionError("still reading")
+        return full
+
+    monkeypatch.setattr(blockinbox.os, "read", endless)
+    got = inbox.read()
+    assert calls[0] == blockinbox.PIPE_SIZE // 65536 and len(got) == calls[0] * (65536 // len(line))

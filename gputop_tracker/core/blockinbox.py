@@ -69,18 +69,19 @@ class BlockInbox:
         os.environ[ENV] = self.path
 
     def read(self) -> list[dict[str, Any]]:
-        """Every whole message waiting, oldest first."""
+        """The whole messages waiting, oldest first: what the FIFO held when it was read, at most PIPE_SIZE bytes
+        (a program writing blocks without pause never keeps the sampler here; the rest comes next time)."""
         chunks = [self.partial]
-        while True:
+        total = 0
+        while total < PIPE_SIZE:
             try:
                 data = os.read(self.fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                break
-            if not data:
+            except OSError:  # EAGAIN: empty; anything else: nothing to read either
                 break
             chunks.append(data)
+            total += len(data)
+            if len(data) < 65536:  # emptied (or closed): what came after is for the next read
+                break
         *lines, rest = b"".join(chunks).split(b"\n")
         self.partial = rest[-MAX_PENDING:]
         out = []
