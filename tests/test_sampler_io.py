@@ -68,17 +68,25 @@ def test_watch_output_keeps_background_writers(tmp_path: Path) -> None:
 
 
 def test_watch_output_slow_consumer_neither_stalls_sampling_nor_loses_bytes(tmp_path: Path) -> None:
-    report = tmp_path / "r.json"
-    writer = "import sys, time; sys.stdout.buffer.write(b'x' * 1_000_000); sys.stdout.flush(); time.sleep(1.5)"
+    report, done = tmp_path / "r.json", tmp_path / "done"
+    # the command writes 1 MB, lives on 3 s and then marks it done; the consumer reads nothing until then
+    # (30 s at most): a tee that blocked on the full pipe would block the command's write, so no "seen"
+    writer = (
+        "import sys, time; sys.stdout.buffer.write(b'x' * 1_000_000); sys.stdout.flush(); time.sleep(3); "
+        f"open('{done}', 'w').close()"
+    )
+    consumer = (
+        f"i=0; while [ ! -e {done} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; [ -e {done} ] && echo seen"
+    )
     script = (
         f'"$0" -m gputop_tracker --headless -f json -o {report} --no-save --watch-output --interval 0.1 '
-        f'-- "$0" -c "{writer}" | (sleep 3; wc -c)'
+        f'-- "$0" -c "{writer}" | ({consumer}; wc -c)'
     )
-    proc = subprocess.run(["bash", "-c", script, PY], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["bash", "-c", script, PY], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["1000000"], proc.stdout
+    assert proc.stdout.split() == ["seen", "1000000"], proc.stdout
     summary = json.loads(report.read_text())
-    assert summary["n_samples"] >= 10, summary["n_samples"]  # ~15 in 1.5 s; a blocked tee: ~1
+    assert summary["n_samples"] >= 10, summary["n_samples"]  # ~30 in 3 s; a blocked tee: ~1
 
 
 CRASH = textwrap.dedent(
