@@ -73,8 +73,9 @@ def _crossing(steps: list[list[float]], level: float) -> tuple[float, float]:
 def _check_timing(event: dict[str, Any] | Any, steps: list[list[float]], level: float, interval: float) -> None:
     t = event["time"] if isinstance(event, dict) else event.time
     below, above = _crossing(steps, level)
-    # never before the memory was there; at most ~two intervals (plus scheduling slack) after it was
-    assert below - 0.02 <= t <= above + 2 * interval + 0.3, (below, t, above)
+    # never before the memory was there; at most ~two intervals (plus scheduling slack on a loaded machine)
+    # after it was. The order of the crossings is checked by the callers.
+    assert below - 0.02 <= t <= above + 2 * interval + 0.8, (below, t, above)
 
 
 def test_warning_then_critical_headless_and_session(tmp_path: Path, store: Path) -> None:
