@@ -525,6 +525,9 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
     textfile = tmp_path / "prom" / "job.prom"
     textfile.parent.mkdir()
     env = {**os.environ, "TERM": "xterm-256color"}
+    # a tmux server of our own: one already running (another test's, another job's) would give the view its
+    # own environment (another store) and may keep its own window size (the toast then wraps elsewhere)
+    tmux = ["tmux", "-L", f"gputop-prom-{os.getpid()}-{tmp_path.name[-12:]}"]
     for attempt in range(PORT_RETRIES):
         port = free_port()
         track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--prometheus", f"127.0.0.1:{port}",
@@ -532,9 +535,7 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
                  "--", sys.executable, str(script), str(figures), str(done), "300"]  # fmt: skip
         shell = f"{shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
         session = f"gputop-prom-{tmp_path.name[-12:]}-{attempt}"
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True, env=env
-        )
+        subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True, env=env)
         # the port is bound before the command starts: its figures mean we listen; exit 2 before it, that the
         # port was taken meanwhile (the pane is gone with the message): again, on another port
         wait_until(lambda: figures.exists() or rc_file.exists(), 120, "the workload's start or gputop-track's exit")
@@ -552,22 +553,22 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
         # the textfile's directory goes away: the view owns the terminal, so it says so there (stderr is hidden)
         wait_until(textfile.exists, 30, "the textfile")
         shutil.rmtree(textfile.parent)
-        screen = wait_until(lambda: "cannot write" in (t := tmux_screen(session)) and t, 30, "the notice")
+        screen = wait_until(lambda: "cannot write" in (t := tmux_screen(tmux, session)) and t, 30, "the notice")
         # the notice's words, wherever its 60-column toast wrapped them (each row ends with the toast)
         toast = "".join(row[-64:] for row in screen.splitlines())
         squashed = "".join(ch for ch in toast if ch.isalnum())
         assert "Nosuchfileordirectorytrackinggoesonretriedevery2s" in squashed, screen
         done.write_text("")
-        wait_until(lambda: "exited with code 0" in tmux_screen(session), 30, "the live view saying the job ended")
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_until(lambda: "exited with code 0" in tmux_screen(tmux, session), 30, "the live view saying the job ended")
+        subprocess.run([*tmux, "send-keys", "-t", session, "q"], check=True)
         wait_until(lambda: rc_file.exists() and rc_file.read_text().strip(), 30, "gputop-track's exit")
         assert rc_file.read_text().strip() == "0"
         with pytest.raises(urllib.error.URLError):
             scrape(port)
     finally:
         done.write_text("")
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
-def tmux_screen(session: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+def tmux_screen(tmux: list[str], session: str) -> str:
+    return subprocess.run([*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout

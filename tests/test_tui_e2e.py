@@ -59,6 +59,8 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
     shell = f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
     session = f"gputop-e2e-{tmp_path.name[-12:]}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True)
+    # a tmux server already running may keep its own default size: ask for ours (as start_in_tmux does)
+    subprocess.run(["tmux", "resize-window", "-t", session, "-x", "160", "-y", "50"], check=False)
     try:
         pid = int(wait_for(session, r"PID (\d+)\s+● running", 20).group(1))
         # the workload's own line in the output pane names the same process
