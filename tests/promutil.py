@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -11,8 +13,9 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 MB = 1000 * 1000
@@ -65,10 +68,93 @@ def values(families: Families, name: str, sample: str | None = None) -> dict[tup
     }
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    """Nobody holds `port` on any interface now (IPv4, and IPv6 where there is one)."""
+    families = [(socket.AF_INET, "0.0.0.0")]
+    if socket.has_ipv6:
+        families.append((socket.AF_INET6, "::"))
+    for family, host in families:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((host, port))
+        except OSError as e:
+            if e.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT):
+                continue  # no IPv6 here
+            return False
+    return True
+
+
 def free_port() -> int:
+    """A port nobody holds now, below the kernel's ephemeral range where possible: a port the kernel hands out
+    for bind(0) or an outgoing connection may be taken again by anyone before our program binds it. It may
+    still be taken meanwhile (another job picking ports too): `PORT_RETRIES` runs retry on "already in use"."""
+    low, _high = _ephemeral_range()
+    if low > 11000:
+        for _ in range(100):
+            port = random.randrange(10000, low - 1000)
+            if _bindable(port):
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+PORT_RETRIES = 5
+T = TypeVar("T")
+
+
+def in_use(e: BaseException | str) -> bool:
+    """A failure to bind because the port is taken (our exporter's message, or the OS's)."""
+    return "already in use" in str(e).lower() or (isinstance(e, OSError) and e.errno == errno.EADDRINUSE)
+
+
+def on_free_port(start: Callable[[int], T]) -> tuple[T, int]:
+    """`start(port)` on a free port, again on another one while the port turns out to be taken meanwhile."""
+    for attempt in range(PORT_RETRIES):
+        port = free_port()
+        try:
+            return start(port), port
+        except Exception as e:
+            if not in_use(e) or attempt == PORT_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def listens(pid: int, port: int) -> bool:
+    """`pid` has a listening TCP socket on `port`."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns)
+
+
+def cli_on_free_port(make_args: Callable[[int], list[str]], **kw: Any) -> tuple[subprocess.Popen[str], int]:
+    """The real CLI serving on a free port, once it listens there: started again on another port while the one
+    it was given turns out to be taken (it then exits at once, saying so, before it starts the command)."""
+    for attempt in range(PORT_RETRIES):
+        port = free_port()
+        proc = cli(*make_args(port), **kw)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and not listens(proc.pid, port):
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"the CLI neither listened on {port} nor exited: {proc.communicate()}")
+            time.sleep(0.05)
+        if proc.poll() is None:
+            return proc, port
+        _, err = proc.communicate()
+        if not in_use(err) or attempt == PORT_RETRIES - 1:
+            raise AssertionError(f"the CLI exited with {proc.returncode} before it listened on {port}:\n{err}")
+    raise AssertionError("unreachable")
 
 
 def scrape(port: int, host: str = "127.0.0.1") -> str:
@@ -111,11 +197,16 @@ class Holder:
         self.done = tmp_path / "done"
         script = tmp_path / "holder.py"
         script.write_text(HOLDER)
-        self.proc = cli(
-            "--headless", "--interval", "0.2", *flags,
-            "--", sys.executable, str(script), str(self.figures_path), str(self.done), str(mb),
-            env=env,
-        )  # fmt: skip
+
+        def args(port: int) -> list[str]:
+            return ["--headless", "--interval", "0.2", *(f.replace("{port}", str(port)) for f in flags),
+                    "--", sys.executable, str(script), str(self.figures_path), str(self.done), str(mb)]  # fmt: skip
+
+        self.port = 0  # with "{port}" in a flag: a free port, the run started again while it was taken
+        if any("{port}" in f for f in flags):
+            self.proc, self.port = cli_on_free_port(args, env=env)
+        else:
+            self.proc = cli(*args(0), env=env)
 
     def figures(self) -> dict[str, int]:
         def read() -> dict[str, int] | None:

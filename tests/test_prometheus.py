@@ -21,7 +21,20 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from promutil import HOLDER, MB, Families, Holder, cli, free_port, parse, scrape, values, wait_until
+from promutil import (
+    HOLDER,
+    MB,
+    PORT_RETRIES,
+    Families,
+    Holder,
+    cli,
+    free_port,
+    on_free_port,
+    parse,
+    scrape,
+    values,
+    wait_until,
+)
 
 from gputop_tracker.core.channel import EventMessage, Progress, SampleMessage, Started
 from gputop_tracker.core.exporters import ExportError, ExportOptions, SessionInfo
@@ -192,7 +205,7 @@ def test_every_interface_serves_ipv4_and_ipv6_clients() -> None:
     from gputop_tracker.core.exporters.prometheus import bind
 
     registry = CollectorRegistry(auto_describe=False)
-    server = bind(parse_address(f":{free_port()}"), "--prometheus", registry)
+    server, _ = on_free_port(lambda port: bind(parse_address(f":{port}"), "--prometheus", registry))
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
     try:
@@ -234,8 +247,8 @@ def test_every_interface_falls_back_to_ipv4_only_where_ipv6_cannot_bind(monkeypa
         return real(address, flag, registry)
 
     monkeypatch.setattr(prometheus, "_bind", v6_missing)
-    server = prometheus.bind(prometheus.Address("::", free_port(), socket.AF_INET6, every=True), "--prometheus",
-                             CollectorRegistry(auto_describe=False))  # fmt: skip
+    server, _ = on_free_port(lambda port: prometheus.bind(prometheus.Address("::", port, socket.AF_INET6, every=True),
+                                                          "--prometheus", CollectorRegistry(auto_describe=False)))  # fmt: skip
     assert server.address_family == socket.AF_INET and calls == [socket.AF_INET6, socket.AF_INET]
     server.server_close()
     with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as busy:
@@ -272,7 +285,7 @@ def test_a_forked_child_does_not_keep_the_listening_socket() -> None:
     """The CLI forks the sampler after binding: the child must not hold the endpoint's socket."""
     from gputop_tracker.core.exporters import open_exporter
 
-    exporter = open_exporter(ExportOptions(prometheus=f"127.0.0.1:{free_port()}"), SessionInfo())
+    exporter, _ = on_free_port(lambda port: open_exporter(ExportOptions(prometheus=f"127.0.0.1:{port}"), SessionInfo()))
     assert exporter is not None
     server = exporter.server  # type: ignore[attr-defined]
     try:
@@ -319,9 +332,9 @@ def cpu_seconds(fams: Families) -> dict[str, float]:
 
 
 def test_endpoint_serves_the_tree_memory_of_a_real_job(tmp_path: Path, holders: list[Holder]) -> None:
-    port = free_port()
-    h = Holder(tmp_path, 300, "--prometheus", f"127.0.0.1:{port}")
+    h = Holder(tmp_path, 300, "--prometheus", "127.0.0.1:{port}")
     holders.append(h)
+    port = h.port
     own = h.figures()
     assert abs(own["pss"] - 300 * MB) < 0.1 * 300 * MB  # the workload really holds ~300 MB
     own_cpu = own["cpu_user"] + own["cpu_system"]
@@ -465,9 +478,13 @@ def test_prometheus_top_without_an_exporter_is_a_usage_error(tmp_path: Path) -> 
 def test_api_tracker_serves_metrics_while_tracking(tmp_path: Path) -> None:
     from gputop_tracker import Tracker
 
-    port = free_port()
     prom = tmp_path / "api.prom"
-    with Tracker(sleep_time=0.2, prometheus=f"127.0.0.1:{port}", prometheus_textfile=prom, save=False) as tracker:
+    tracker, port = on_free_port(
+        lambda port: Tracker(
+            sleep_time=0.2, prometheus=f"127.0.0.1:{port}", prometheus_textfile=prom, save=False
+        ).start()
+    )
+    try:
         held = bytearray(200 * MB)
         held[::4096] = b"1" * len(held[::4096])
         fams = wait_until(
@@ -482,6 +499,8 @@ def test_api_tracker_serves_metrics_while_tracking(tmp_path: Path) -> None:
         assert fams["gputop_session_info"].samples[0].labels["session"] == tracker.session_id
         wait_until(prom.exists, 30, "the API's textfile")
         del held
+    finally:
+        tracker.stop()
     with pytest.raises(urllib.error.URLError):
         scrape(port)
     assert not prom.exists()
@@ -500,19 +519,29 @@ def test_api_rejects_a_bad_address_at_once() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (the live view needs a terminal)")
 def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
-    port = free_port()
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
     figures, done, rc_file = tmp_path / "figures.json", tmp_path / "done", tmp_path / "rc"
     textfile = tmp_path / "prom" / "job.prom"
     textfile.parent.mkdir()
-    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--prometheus", f"127.0.0.1:{port}",
-             "--prometheus-textfile", str(textfile),
-             "--", sys.executable, str(script), str(figures), str(done), "300"]  # fmt: skip
-    shell = f"{shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
-    session = f"gputop-prom-{tmp_path.name[-12:]}"
     env = {**os.environ, "TERM": "xterm-256color"}
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True, env=env)
+    # a tmux server of our own: one already running (another test's, another job's) would give the view its
+    # own environment (another store) and may keep its own window size (the toast then wraps elsewhere)
+    tmux = ["tmux", "-L", f"gputop-prom-{os.getpid()}-{tmp_path.name[-12:]}"]
+    for attempt in range(PORT_RETRIES):
+        port = free_port()
+        track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--prometheus", f"127.0.0.1:{port}",
+                 "--prometheus-textfile", str(textfile),
+                 "--", sys.executable, str(script), str(figures), str(done), "300"]  # fmt: skip
+        shell = f"{shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
+        session = f"gputop-prom-{tmp_path.name[-12:]}-{attempt}"
+        subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True, env=env)
+        # the port is bound before the command starts: its figures mean we listen; exit 2 before it, that the
+        # port was taken meanwhile (the pane is gone with the message): again, on another port
+        wait_until(lambda: figures.exists() or rc_file.exists(), 120, "the workload's start or gputop-track's exit")
+        if figures.exists() or attempt == PORT_RETRIES - 1 or wait_until(rc_file.read_text, 10, "the rc") != "2\n":
+            break
+        rc_file.unlink()
     try:
         own = wait_until(lambda: figures.exists() and json.loads(figures.read_text()), 60, "the workload's figures")
         fams = wait_until(
@@ -524,22 +553,22 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
         # the textfile's directory goes away: the view owns the terminal, so it says so there (stderr is hidden)
         wait_until(textfile.exists, 30, "the textfile")
         shutil.rmtree(textfile.parent)
-        screen = wait_until(lambda: "cannot write" in (t := tmux_screen(session)) and t, 30, "the notice")
+        screen = wait_until(lambda: "cannot write" in (t := tmux_screen(tmux, session)) and t, 30, "the notice")
         # the notice's words, wherever its 60-column toast wrapped them (each row ends with the toast)
         toast = "".join(row[-64:] for row in screen.splitlines())
         squashed = "".join(ch for ch in toast if ch.isalnum())
         assert "Nosuchfileordirectorytrackinggoesonretriedevery2s" in squashed, screen
         done.write_text("")
-        wait_until(lambda: "exited with code 0" in tmux_screen(session), 30, "the live view saying the job ended")
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_until(lambda: "exited with code 0" in tmux_screen(tmux, session), 30, "the live view saying the job ended")
+        subprocess.run([*tmux, "send-keys", "-t", session, "q"], check=True)
         wait_until(lambda: rc_file.exists() and rc_file.read_text().strip(), 30, "gputop-track's exit")
         assert rc_file.read_text().strip() == "0"
         with pytest.raises(urllib.error.URLError):
             scrape(port)
     finally:
         done.write_text("")
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
-def tmux_screen(session: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+def tmux_screen(tmux: list[str], session: str) -> str:
+    return subprocess.run([*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, build, device
-from promutil import cli, free_port, parse, scrape, values, wait_until
+from promutil import cli_on_free_port, parse, scrape, values, wait_until
 
 GPU0 = "GPU-0a0a0a0a-1111-4000-8000-000000000000"
 GPU1 = "GPU-1b1b1b1b-2222-4000-8000-000000000001"
@@ -45,11 +45,10 @@ def test_gpu_series_from_the_fake_nvml(tmp_path: Path, fake_lib: Path) -> None:
     )
     fake.write()
     pidfile, done = tmp_path / "pid", tmp_path / "done"
-    port = free_port()
     env = {"LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}
-    proc = cli(
-        "--headless", "--no-save", "--interval", "0.1", "--prometheus", f"127.0.0.1:{port}",
-        "--", sys.executable, "-c", WORKLOAD, str(pidfile), str(done),
+    proc, port = cli_on_free_port(
+        lambda port: ["--headless", "--no-save", "--interval", "0.1", "--prometheus", f"127.0.0.1:{port}",
+                      "--", sys.executable, "-c", WORKLOAD, str(pidfile), str(done)],
         env=env,
     )  # fmt: skip
     try:

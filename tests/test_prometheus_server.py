@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from promutil import MB, Holder, free_port, wait_until
+from promutil import MB, PORT_RETRIES, Holder, free_port, in_use, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -88,9 +88,18 @@ def server_factory(tmp_path: Path) -> Iterator[Any]:
     made: list[Server] = []
 
     def make(target_port: int) -> Server:
-        server = Server(tmp_path, target_port)
-        made.append(server)
-        return server
+        """A Prometheus server, ready; started again on another port while the one it was given was taken."""
+        for attempt in range(PORT_RETRIES):
+            server = Server(tmp_path, target_port)
+            made.append(server)
+            wait_until(lambda s=server: s.proc.poll() is not None or s.ready(), 90, "prometheus ready")
+            if server.proc.poll() is None:
+                return server
+            server.stop()
+            log = server.log_path.read_text()
+            if not in_use(log) or attempt == PORT_RETRIES - 1:
+                raise AssertionError(f"prometheus exited: {log[-2000:]}")
+        raise AssertionError("unreachable")
 
     yield make
     for server in made:
@@ -98,11 +107,10 @@ def server_factory(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_real_prometheus_scrapes_the_tree_memory(tmp_path: Path, server_factory: Any) -> None:
-    target = free_port()
-    server = server_factory(target)
-    wait_until(server.ready, 90, "prometheus ready")
-    holder = Holder(tmp_path, 300, "--prometheus", f"127.0.0.1:{target}")
+    holder = Holder(tmp_path, 300, "--prometheus", "127.0.0.1:{port}")
+    target = holder.port
     try:
+        server = server_factory(target)
         own = holder.figures()
         assert abs(own["pss"] - 300 * MB) < 0.1 * 300 * MB
 

@@ -20,11 +20,13 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
 ]
 
-WORKLOAD = (
-    "import os, time\n"
+WORKLOAD = (  # holds 200 MB until the test has read it off the screen and creates the file argv[1]
+    "import os, sys, time\n"
     "held = b'x' * 200_000_000\n"
     "print('workload pid', os.getpid(), flush=True)\n"
-    "time.sleep(4)\n"
+    "deadline = time.monotonic() + 120\n"
+    "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
     "raise SystemExit(3)\n"
 )
 MEM = re.compile(r"(\d+(?:\.\d+)?) (kB|MB|GB)\b")
@@ -52,10 +54,13 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
     script = tmp_path / "workload.py"
     script.write_text(WORKLOAD)
     rc_file = tmp_path / "rc"
-    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    go = tmp_path / "go"
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script), str(go)]
     shell = f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
     session = f"gputop-e2e-{tmp_path.name[-12:]}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True)
+    # a tmux server already running may keep its own default size: ask for ours (as start_in_tmux does)
+    subprocess.run(["tmux", "resize-window", "-t", session, "-x", "160", "-y", "50"], check=False)
     try:
         pid = int(wait_for(session, r"PID (\d+)\s+● running", 20).group(1))
         # the workload's own line in the output pane names the same process
@@ -71,7 +76,8 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
                 break
             time.sleep(0.2)
         assert 190e6 <= rss <= 260e6, row
-        wait_for(session, r"exited with code 3", 20)
+        go.touch()
+        wait_for(session, r"exited with code 3", 30)
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         deadline = time.monotonic() + 15
         while not rc_file.exists() and time.monotonic() < deadline:

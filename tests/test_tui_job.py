@@ -283,11 +283,15 @@ def test_real_live_view_shows_the_request_used(tmp_path: Path) -> None:
     """`gputop-track --request … -- CMD` in a terminal: the job panel's memory bar is the real tree's peak of
     the 1 GiB asked (200 MB held: ~19 %) and its time bar moves on while the command runs."""
     script = tmp_path / "hold.py"
-    script.write_text("import time\nheld = b'x' * 200_000_000\ntime.sleep(10)\n")
+    go = tmp_path / "go"  # held until the test has read the screen, not for a fixed time
+    script.write_text(
+        "import os, sys, time\nheld = b'x' * 200_000_000\ndeadline = time.monotonic() + 120\n"
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n    time.sleep(0.05)\n"
+    )
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--request", "mem=1G,cpus=1,time=1m"]
     # COLUMNS/LINES (80x24 in tmux's environment here) would override the terminal's real size in Textual
     store_env = f"GPUTOP_TRACKER_STORE={shlex.quote(str(tmp_path / 'store'))}"
-    command = shlex.join([*track, "--", sys.executable, str(script)])
+    command = shlex.join([*track, "--", sys.executable, str(script), str(go)])
     shell = f"unset COLUMNS LINES; {store_env} {command}; sleep 30"
     sock = f"gputop-job-{os.getpid()}"
     assert _tmux(sock, "new-session", "-d", "-s", "job", "-x", "160", "-y", "50", shell).returncode == 0
@@ -308,6 +312,8 @@ def test_real_live_view_shows_the_request_used(tmp_path: Path) -> None:
             time.sleep(0.3)
             later = _wait_screen(sock, clock, 10).group(1)
         assert int(later) > int(first)
+        go.touch()
         _wait_screen(sock, r"exited with code 0", 30)
     finally:
+        go.touch()
         _tmux(sock, "kill-server")

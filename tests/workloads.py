@@ -63,6 +63,16 @@ def hold(out: str, mb: str, seconds: str) -> None:
     write(out, rusage())
 
 
+def hold_until(out: str, mb: str, go: str) -> None:
+    """Hold MB (OUT.ready once it is held) until the file GO exists; the figures also say when it exited."""
+    buf = bytearray(int(mb) * MB)
+    touch(buf)
+    write(out + ".ready", {})
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    write(out, {**rusage(), "exit_time": time.time()})
+
+
 def spike(out: str, mb: str, ms: str, after: str) -> None:
     """Allocate MB, hold it MS milliseconds, free it, then live on AFTER seconds."""
     time.sleep(0.3)
