@@ -232,3 +232,45 @@ def test_child_peak_is_not_credited_to_main(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert r["max_ram"]["main"]["total_rss"] < 100 * MB
     assert r["max_ram"]["combined"]["total_rss"] >= 500 * MB
+
+
+def test_children_reaped_by_the_kernel_make_cpu_time_a_lower_bound(tmp_path: Path) -> None:
+    """SIGCHLD ignored: the kernel reaps the children itself and their CPU time reaches no one's cutime (nor
+    getrusage's). The tree's CPU time cannot then be called exact; what the samples saw of them is kept."""
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, WORKLOADS, "autoreap", str(k), "6", "150", "250")
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    truth = kf["cpu_self"] + kf["autoreaped_cpu"]
+    assert kf["autoreaped_cpu"] >= 6 * 0.15 - 0.01
+    assert r["cpu_time"]["source"] == "lower bound"
+    assert "SIGCHLD" in r["sources"]["cpu_time"]
+    assert r["cpu_time"]["total"] <= truth + 0.03
+    # children seen by a sample keep their last reading: more than the parent's own time alone
+    assert r["cpu_time"]["total"] > kf["cpu_self"] + 0.1
+
+
+def test_upper_bound_is_withheld_when_a_live_process_reaped_an_unseen_child(tmp_path: Path) -> None:
+    """A worker alive at the end (exact VmHWM) forked and reaped a child between two samples: no sample saw
+    it, yet it held memory beside main's. Σ of the seen peaks is then no upper bound of the tree."""
+    k = tmp_path / "k.json"
+    proc, r = track_json(
+        tmp_path,
+        "--interval",
+        "1",
+        "--",
+        PY,
+        WORKLOADS,
+        "hidden_grandchild",
+        str(k),
+        "60",
+        "100",
+        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    assert kf["child_maxrss"] >= 100 * MB
+    upper = r["max_ram"]["combined_upper_bound"]
+    # main's 60 MB and the child's 100 MB of its own were held at once
+    assert upper is None or upper >= kf["self_maxrss"] + 100 * MB, r["sources"]["max_ram.combined.total_rss"]
+    assert not r["sources"]["max_ram.combined.total_rss"].startswith("exact")
