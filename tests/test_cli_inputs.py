@@ -284,3 +284,24 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path: Path, first: str, sec
     _one_error_line(proc)
     assert "name the same file" in proc.stderr
     assert not (tmp_path / "run.png").exists()
+
+
+def _a_kernel_thread() -> int | None:
+    for pid in (2, *sorted(int(d) for d in os.listdir("/proc") if d.isdigit())[:200]):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if int(f.read().rsplit(b")", 1)[1].split()[6]) & 0x00200000:
+                    return pid
+        except (OSError, IndexError, ValueError):
+            continue
+    return None
+
+
+@pytest.mark.skipif(_a_kernel_thread() is None, reason="no kernel thread visible here (a PID namespace)")
+def test_attach_to_a_kernel_thread_is_refused() -> None:
+    """kthreadd (PID 2) has no memory and its descendants are kernel workers: tracking it (until Ctrl-C) would
+    report 0 B labelled exact for every kworker. One error line instead."""
+    pid = _a_kernel_thread()
+    proc = track("--headless", "--attach", str(pid), timeout=30)
+    _one_error_line(proc)
+    assert "kernel thread" in proc.stderr
