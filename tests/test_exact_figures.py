@@ -274,3 +274,24 @@ def test_upper_bound_is_withheld_when_a_live_process_reaped_an_unseen_child(tmp_
     # main's 60 MB and the child's 100 MB of its own were held at once
     assert upper is None or upper >= kf["self_maxrss"] + 100 * MB, r["sources"]["max_ram.combined.total_rss"]
     assert not r["sources"]["max_ram.combined.total_rss"].startswith("exact")
+
+
+@pytest.mark.skipif(not _can_create_cgroup(), reason="this machine cannot create a memory cgroup")
+def test_cgroup_peak_is_not_exact_when_an_unseen_child_mapped_cached_file_pages(tmp_path: Path) -> None:
+    """The run's cgroup is not charged for file pages another cgroup cached first. A child no sample saw mapped
+    such a file, reaped by a worker that outlived tracking: no counter we read has its peak, so the cgroup's
+    figure (far below that child's own VmHWM) must not be called the tree's exact peak."""
+    data = tmp_path / "cached.bin"
+    with open(data, "wb") as f:
+        for _ in range(150):
+            f.write(os.urandom(1 << 20))
+    data.read_bytes()  # into the page cache, charged to the test's cgroup, not the run's
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "hidden_file_child", str(k), "60", str(data))
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    assert kf["child_hwm"] >= 150 * (1 << 20)
+    combined = r["max_ram"]["combined"]["total_rss"]
+    label = r["sources"]["max_ram.combined.total_rss"]
+    assert combined >= kf["child_hwm"] or not label.startswith("exact"), label
+    assert r["max_ram"]["peak_source"] != "cgroup"

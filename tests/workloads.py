@@ -194,5 +194,31 @@ def hidden_grandchild(out: str, main_mb: str, child_mb: str) -> None:
     write(out, {**rusage(), **child})
 
 
+def hidden_file_child(out: str, main_mb: str, path: str) -> None:
+    """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that maps PATH (a
+    file already in the page cache, charged to another cgroup) and reads every page, between two samples.
+    The child's VmHWM counts those pages; a memory cgroup made for the run does not."""
+    buf = bytearray(int(main_mb) * MB)
+    touch(buf)
+    side = out + ".child"
+    if os.fork() == 0:
+        time.sleep(1.2)
+        pid = os.fork()
+        if pid == 0:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                total = sum(m[i] for i in range(0, len(m), 4096))
+                write(side, {"child_hwm": vmhwm(), "sum": total})
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(2)
+        os._exit(0)
+    while not os.path.exists(side):
+        time.sleep(0.05)
+    time.sleep(1)
+    with open(side) as f:
+        child = json.load(f)
+    write(out, {**rusage(), **child})
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](*sys.argv[2:])

@@ -601,7 +601,20 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         upper=None if why else (max(seen_sum, largest) or None),
         upper_why=why,
         largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
+        hidden=_hidden_peaks(b),
     )
+
+
+def _hidden_peaks(b: SummaryBuilder) -> str:
+    """Why a process's peak may reach no counter we read ("" if every one does). A child's ru_maxrss goes to
+    its reaper's cmaxrss and, reaper by reaper, up to a wait4 of ours — unless the chain ends in a process
+    still running (its cmaxrss is not in /proc) or the kernel reaped the child (SIGCHLD ignored)."""
+    if autoreapers := _autoreapers(b):
+        return f"{autoreapers} ignored SIGCHLD, so the peaks of its children reach no counter"
+    for p in b.procs.values():
+        if p.waited and not p.reaped and not p.exit_reported:
+            return f"PID {p.pid} ({p.name}) reaped children and outlived tracking: their peaks reach no counter"
+    return ""
 
 
 # ------------------------------------------------------------------ the report
