@@ -305,3 +305,26 @@ def test_attach_to_a_kernel_thread_is_refused() -> None:
     proc = track("--headless", "--attach", str(pid), timeout=30)
     _one_error_line(proc)
     assert "kernel thread" in proc.stderr
+
+
+def test_json_of_a_command_line_that_is_not_utf8_is_valid_unicode(tmp_path: Path) -> None:
+    """An argument of bytes that are not UTF-8 (a file name from another locale): the JSON report, `sessions
+    list -f json` and `sessions export` hold U+FFFD, never a lone surrogate (\\udcff) that strict readers reject
+    and that a Python script cannot print. The text report still shows the bytes ($'\\xff\\xfe')."""
+    store = tmp_path / "store"
+    out = tmp_path / "r.json"
+    odd = os.fsdecode(b"caf\xe9-\xff\xfe")
+    env = {"GPUTOP_TRACKER_STORE": str(store)}
+    proc = track("--headless", "-f", "json", "-o", str(out), "--", "true", odd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    listed = track("sessions", "list", "-f", "json", env=env)
+    sid = json.loads(listed.stdout)[0]["id"]
+    exported = tmp_path / "s.json"
+    assert track("sessions", "export", sid, "-o", str(exported), env=env).returncode == 0
+    for text in (out.read_text(), listed.stdout, exported.read_text()):
+        assert "\\udc" not in text
+        doc = json.loads(text)
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
+    assert json.loads(out.read_text())["command"] == ["true", "caf\ufffd-\ufffd\ufffd"]
+    shown = track("sessions", "show", sid, env=env)
+    assert "$'caf\\xe9-\\xff\\xfe'" in shown.stdout + shown.stderr
