@@ -578,8 +578,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
         console.write_stderr(text)
         return
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        console.write_stdout(text)
     except OSError as e:
         console.stdout_failed()
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""

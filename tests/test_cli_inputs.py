@@ -328,3 +328,23 @@ def test_json_of_a_command_line_that_is_not_utf8_is_valid_unicode(tmp_path: Path
     assert json.loads(out.read_text())["command"] == ["true", "caf\ufffd-\ufffd\ufffd"]
     shown = track("sessions", "show", sid, env=env)
     assert "$'caf\\xe9-\\xff\\xfe'" in shown.stdout + shown.stderr
+
+
+def test_a_reader_that_goes_away_mid_report_is_told_on_stderr(tmp_path: Path) -> None:
+    """`-f json | head -c 100` with a report larger than the pipe: the kernel cuts the write short rather than
+    failing it, and Python's text layer used to drop the rest silently. One line on stderr says the report was
+    not written (where the session is), and the exit code is still the command's."""
+    big = "x" * 100_000  # the command line is in the report: > 200 kB of JSON, more than a pipe holds
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "--", "sh", "-c", "exit 3", big, big],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "GPUTOP_TRACKER_STORE": str(tmp_path / "store")},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100).startswith(b"{")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 3, err
+    assert "cannot write the report to stdout" in err, err
+    assert "Traceback" not in err
