@@ -15,12 +15,12 @@ import subprocess
 from collections.abc import Callable
 
 from gputop_tracker.core import cgroup as cgroups
-from gputop_tracker.core.config import ATTACH, LAUNCH, EngineConfig
+from gputop_tracker.core.config import ATTACH, JOB_SIGNALS, LAUNCH, STOP_SIGNAL, EngineConfig
 from gputop_tracker.core.procfs import own_peak_rss, parse_stat
 from gputop_tracker.core.text import escape_controls
 
 PR_SET_CHILD_SUBREAPER = 36
-RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)  # SIGUSR1: stop tracking
+RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS, STOP_SIGNAL)
 
 # (pid, user seconds, system seconds, peak RSS bytes, exit code as waitstatus_to_exitcode gives it)
 # (pid, user s, system s, ru_maxrss bytes, exit code, (name, ppid, had children) read from its zombie or None)
@@ -60,9 +60,9 @@ class Launcher:
         signal.set_wakeup_fd(-1)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
-        if signum == signal.SIGUSR1 or self.cfg.mode == ATTACH:
+        if signum == STOP_SIGNAL or (self.cfg.mode == ATTACH and signum not in JOB_SIGNALS):
             self.stop_requested = True
-        else:
+        elif self.cfg.mode != ATTACH:  # an attached process is not ours to signal
             self.to_forward.append(signum)
 
     def forward_signals(self) -> None:
