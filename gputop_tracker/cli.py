@@ -19,7 +19,7 @@ from gputop_tracker import console
 from gputop_tracker._version import __version__
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core import paths, validate
-from gputop_tracker.core.config import MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.config import JOB_SIGNALS, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.jobctl import is_session_leader, leave_job
 from gputop_tracker.core.orphans import become_subreaper
 from gputop_tracker.core.units import UnitError, Units, parse_size
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_INTERVAL = 0.5
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS)  # JOB_SIGNALS: passed on, no more
 
 
 USAGE = f"""\
@@ -526,14 +526,20 @@ class SignalRelay:
         self.lock = threading.Lock()  # `forward` (the relay's thread) against `retarget` (the main thread)
 
     def forward(self, sig: int, si_code: int) -> None:
+        if sig in JOB_SIGNALS:  # SIGUSR1/2 (a checkpoint request): the command's alone; tracking goes on
+            if not self.attach:
+                self._send(sig)
+            return
         self.interrupted.append(sig)
         from_terminal = (
             self.shares_terminal_job
             and si_code == SI_KERNEL
             and (sig == signal.SIGINT or (sig == signal.SIGHUP and not self.session_leader))
         )
-        if not (self.attach or not from_terminal):
-            return
+        if self.attach or not from_terminal:
+            self._send(sig)
+
+    def _send(self, sig: int) -> None:
         with self.lock:
             if self.reaped.is_set():
                 self.held.append(sig)
@@ -594,8 +600,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
         console.write_stderr(text)
         return
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        console.write_stdout(text)
     except OSError as e:
         console.stdout_failed()
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""

@@ -4,7 +4,6 @@ session of one job: array tasks or nodes). The figures come from core/advise.py 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core import paths, store
 from gputop_tracker.core.advise import DEFAULT_HEADROOM, advise
 from gputop_tracker.core.jobview import belongs, job_view
-from gputop_tracker.core.text import command_line, escape_controls
+from gputop_tracker.core.text import command_line, escape_controls, json_text
 from gputop_tracker.core.units import human_bytes, human_seconds
 
 ADVISE_EPILOG = f"""\
@@ -94,7 +93,7 @@ def advise_main(argv: list[str]) -> int:
     advice = advise([u for _, u in chosen], args.headroom)
     advice["sessions"] = [sid for sid, _ in chosen]
     if args.format == "json":
-        sys.stdout.write(json.dumps(advice, indent=2) + "\n")
+        sys.stdout.write(json_text(advice) + "\n")
         return 0
     lines = [f"# from {len(chosen)} session{'s' if len(chosen) != 1 else ''} (headroom {args.headroom:g} %)"]
     width = max(len(x) for x in advice["sbatch"])
@@ -129,7 +128,7 @@ def job(store_dir: Path, args: argparse.Namespace) -> int:
     if not view["n"]:
         raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
     if args.format == "json":
-        sys.stdout.write(json.dumps(view, indent=2) + "\n")
+        sys.stdout.write(json_text(view) + "\n")
     else:
         sys.stdout.write("\n".join(job_text(view)) + "\n")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core import export as exporting
 from gputop_tracker.core import paths, report, store
 from gputop_tracker.core.models import Session
-from gputop_tracker.core.text import command_line, escape_controls
+from gputop_tracker.core.text import command_line, escape_controls, json_text
 from gputop_tracker.core.units import UnitError, Units, human_bytes, human_seconds
 
 SESSIONS_EPILOG = f"""\
@@ -253,7 +252,7 @@ def list_sessions(store_dir: Path, fmt: str = "text", *, trunc: bool = False) ->
     piped (`| grep train.py`) every row is whole. Control characters are escaped: one session, one line."""
     entries = store.list_entries(store_dir, timeline=False)
     if fmt == "json":
-        sys.stdout.write(json.dumps([_list_json(e) for e in entries], indent=2) + "\n")
+        sys.stdout.write(json_text([_list_json(e) for e in entries]) + "\n")
         return 0
     if not entries:
         print(f"no sessions in {escape_controls(str(store_dir))}")
@@ -345,5 +344,5 @@ def compare_sessions(store_dir: Path, args: argparse.Namespace) -> int:
         store.check_output(args.output)
     a, b = _open(store_dir, args.a), _open(store_dir, args.b)
     cmp = compare.compare(a, b)
-    text = json.dumps(cmp, indent=2) + "\n" if args.format == "json" else compare.compare_text(cmp, units)
+    text = json_text(cmp) + "\n" if args.format == "json" else compare.compare_text(cmp, units)
     return _write(text, args.output, f"compared {a.meta.id} and {b.meta.id} into {args.output}")

@@ -329,3 +329,67 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path: Path, first: str, sec
     _one_error_line(proc)
     assert "name the same file" in proc.stderr
     assert not (tmp_path / "run.png").exists()
+
+
+def _a_kernel_thread() -> int | None:
+    for pid in (2, *sorted(int(d) for d in os.listdir("/proc") if d.isdigit())[:200]):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if int(f.read().rsplit(b")", 1)[1].split()[6]) & 0x00200000:
+                    return pid
+        except (OSError, IndexError, ValueError):
+            continue
+    return None
+
+
+@pytest.mark.skipif(_a_kernel_thread() is None, reason="no kernel thread visible here (a PID namespace)")
+def test_attach_to_a_kernel_thread_is_refused() -> None:
+    """kthreadd (PID 2) has no memory and its descendants are kernel workers: tracking it (until Ctrl-C) would
+    report 0 B labelled exact for every kworker. One error line instead."""
+    pid = _a_kernel_thread()
+    proc = track("--headless", "--attach", str(pid), timeout=30)
+    _one_error_line(proc)
+    assert "kernel thread" in proc.stderr
+
+
+def test_json_of_a_command_line_that_is_not_utf8_is_valid_unicode(tmp_path: Path) -> None:
+    """An argument of bytes that are not UTF-8 (a file name from another locale): the JSON report, `sessions
+    list -f json` and `sessions export` hold U+FFFD, never a lone surrogate (\\udcff) that strict readers reject
+    and that a Python script cannot print. The text report still shows the bytes ($'\\xff\\xfe')."""
+    store = tmp_path / "store"
+    out = tmp_path / "r.json"
+    odd = os.fsdecode(b"caf\xe9-\xff\xfe")
+    env = {"GPUTOP_TRACKER_STORE": str(store)}
+    proc = track("--headless", "-f", "json", "-o", str(out), "--", "true", odd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    listed = track("sessions", "list", "-f", "json", env=env)
+    sid = json.loads(listed.stdout)[0]["id"]
+    exported = tmp_path / "s.json"
+    assert track("sessions", "export", sid, "-o", str(exported), env=env).returncode == 0
+    for text in (out.read_text(), listed.stdout, exported.read_text()):
+        assert "\\udc" not in text
+        doc = json.loads(text)
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
+    assert json.loads(out.read_text())["command"] == ["true", "caf\ufffd-\ufffd\ufffd"]
+    shown = track("sessions", "show", sid, env=env)
+    assert "$'caf\\xe9-\\xff\\xfe'" in shown.stdout + shown.stderr
+
+
+def test_a_reader_that_goes_away_mid_report_is_told_on_stderr(tmp_path: Path) -> None:
+    """`-f json | head -c 100` with a report larger than the pipe: the kernel cuts the write short rather than
+    failing it, and Python's text layer used to drop the rest silently. One line on stderr says the report was
+    not written (where the session is), and the exit code is still the command's."""
+    big = "x" * 100_000  # the command line is in the report: > 200 kB of JSON, more than a pipe holds
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "--", "sh", "-c", "exit 3", big, big],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "GPUTOP_TRACKER_STORE": str(tmp_path / "store")},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100).startswith(b"{")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 3, err
+    assert "cannot write the report to stdout" in err, err
+    assert "Traceback" not in err

@@ -232,3 +232,66 @@ def test_child_peak_is_not_credited_to_main(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert r["max_ram"]["main"]["total_rss"] < 100 * MB
     assert r["max_ram"]["combined"]["total_rss"] >= 500 * MB
+
+
+def test_children_reaped_by_the_kernel_make_cpu_time_a_lower_bound(tmp_path: Path) -> None:
+    """SIGCHLD ignored: the kernel reaps the children itself and their CPU time reaches no one's cutime (nor
+    getrusage's). The tree's CPU time cannot then be called exact; what the samples saw of them is kept."""
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, WORKLOADS, "autoreap", str(k), "6", "150", "250")
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    truth = kf["cpu_self"] + kf["autoreaped_cpu"]
+    assert kf["autoreaped_cpu"] >= 6 * 0.15 - 0.01
+    assert r["cpu_time"]["source"] == "lower bound"
+    assert "SIGCHLD" in r["sources"]["cpu_time"]
+    assert r["cpu_time"]["total"] <= truth + 0.03
+    # children seen by a sample keep their last reading: more than the parent's own time alone
+    assert r["cpu_time"]["total"] > kf["cpu_self"] + 0.1
+
+
+def test_upper_bound_is_withheld_when_a_live_process_reaped_an_unseen_child(tmp_path: Path) -> None:
+    """A worker alive at the end (exact VmHWM) forked and reaped a child between two samples: no sample saw
+    it, yet it held memory beside main's. Σ of the seen peaks is then no upper bound of the tree."""
+    k = tmp_path / "k.json"
+    proc, r = track_json(
+        tmp_path,
+        "--interval",
+        "1",
+        "--",
+        PY,
+        WORKLOADS,
+        "hidden_grandchild",
+        str(k),
+        "60",
+        "100",
+        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    assert kf["child_maxrss"] >= 100 * MB
+    upper = r["max_ram"]["combined_upper_bound"]
+    # main's 60 MB and the child's 100 MB of its own were held at once
+    assert upper is None or upper >= kf["self_maxrss"] + 100 * MB, r["sources"]["max_ram.combined.total_rss"]
+    assert not r["sources"]["max_ram.combined.total_rss"].startswith("exact")
+
+
+@pytest.mark.skipif(not _can_create_cgroup(), reason="this machine cannot create a memory cgroup")
+def test_cgroup_peak_is_not_exact_when_an_unseen_child_mapped_cached_file_pages(tmp_path: Path) -> None:
+    """The run's cgroup is not charged for file pages another cgroup cached first. A child no sample saw mapped
+    such a file, reaped by a worker that outlived tracking: no counter we read has its peak, so the cgroup's
+    figure (far below that child's own VmHWM) must not be called the tree's exact peak."""
+    data = tmp_path / "cached.bin"
+    with open(data, "wb") as f:
+        for _ in range(150):
+            f.write(os.urandom(1 << 20))
+    data.read_bytes()  # into the page cache, charged to the test's cgroup, not the run's
+    k = tmp_path / "k.json"
+    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "hidden_file_child", str(k), "60", str(data))
+    assert proc.returncode == 0, proc.stderr
+    kf = kernel_figures(k)
+    assert kf["child_hwm"] >= 150 * (1 << 20)
+    combined = r["max_ram"]["combined"]["total_rss"]
+    label = r["sources"]["max_ram.combined.total_rss"]
+    assert combined >= kf["child_hwm"] or not label.startswith("exact"), label
+    assert r["max_ram"]["peak_source"] != "cgroup"

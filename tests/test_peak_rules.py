@@ -25,6 +25,21 @@ def bounds(single: int, sampled: int, seen: int, upper: int | None, why: str = "
     return TreeBounds(largest_single=single, sampled=sampled, seen_sum=seen, upper=upper, upper_why=why)
 
 
+@pytest.mark.parametrize("cgroup", [60 * MB, 75 * MB, 400 * MB])
+def test_a_peak_no_counter_reports_means_the_cgroup_is_not_exact(cgroup: int) -> None:
+    """A child reaped by a process still running (or by the kernel) may have mapped file pages charged to other
+    cgroups: whatever the cgroup reads, below, at or above the processes' figures, it cannot be confirmed."""
+    b = TreeBounds(
+        largest_single=60 * MB,
+        sampled=70 * MB,
+        seen_sum=75 * MB,
+        upper=None,
+        hidden="PID 7 (worker) reaped children and outlived tracking",
+    )
+    pk = combined_peak(b, cgroup, "cgroup v2 memory.peak")
+    assert not pk.exact and pk.value == 70 * MB and "outlived tracking" in pk.label
+
+
 def test_no_cgroup_one_process_is_exact() -> None:
     pk = combined_peak(bounds(500 * MB, 480 * MB, 500 * MB, 500 * MB))
     assert pk.exact and pk.value == 500 * MB and pk.label.startswith("exact")

@@ -400,3 +400,15 @@ def test_every_sessions_action_and_option_is_described() -> None:
     for action in ("list", "show", "export", "events", "delete"):
         sub = subprocess.run([PY, "-m", "gputop_tracker", "sessions", action, "--help"], capture_output=True, text=True)
         assert sub.returncode == 0 and "usage:" in sub.stdout
+
+
+def test_command_not_found_with_a_newline_and_odd_bytes_is_one_line(store: Path) -> None:
+    """README: 127 with one line on stderr. A name holding a newline or bytes that are not UTF-8 is escaped
+    (\\n, \\xff), not printed raw over two lines with Python's `\\udcff` stand-in."""
+    proc = track("--headless", "--", os.fsdecode(b"no-such-\xff\nprog"))
+    assert proc.returncode == 127, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert "command not found" in line and "\\xff" in line and "\\n" in line, line
+    assert "\\udcff" not in line

@@ -409,3 +409,45 @@ def test_an_interrupt_wrapped_by_class_creation_is_still_an_interrupt(monkeypatc
     monkeypatch.setitem(sys.modules, "gputop_tracker.cli", raising(RuntimeError("a real bug")))
     with pytest.raises(RuntimeError, match="a real bug"):
         _entry.main()
+
+
+USR_COUNTER = r"""
+import json, os, signal, sys, time
+out = sys.argv[1]
+got = []
+def on(sig, _frame):
+    got.append(signal.Signals(sig).name)
+    with open(out + ".tmp", "w") as f:
+        json.dump(got, f)
+    os.replace(out + ".tmp", out)
+signal.signal(signal.SIGUSR1, on)
+signal.signal(signal.SIGUSR2, on)
+with open(out + ".ready", "w") as f:
+    f.write(str(os.getpid()))
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline and len(got) < 2:
+    time.sleep(0.02)
+time.sleep(0.3)
+sys.exit(7)
+"""
+
+
+def test_sigusr1_and_sigusr2_are_passed_to_the_command_and_tracking_goes_on(tmp_path: Path) -> None:
+    """SLURM's --signal=USR1@T or `scancel --signal=USR1` (a checkpoint request) reaches gputop-track too: it
+    used to kill it (exit 138, no report; the command ran on, its exit code lost). Now both are passed on, and
+    the run ends with the command: its exit code, the report written."""
+    out, report = tmp_path / "usr.json", tmp_path / "r.txt"
+    proc = subprocess.Popen(
+        [*TRACK, "--headless", "--interval", "0.1", "-o", str(report), "--", PY, "-c", USR_COUNTER, str(out)],
+        env={**os.environ, "GPUTOP_TRACKER_STORE": str(tmp_path / "store")},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: Path(f"{out}.ready").exists(), what="the command to start")
+    proc.send_signal(signal.SIGUSR1)
+    wait_for(lambda: out.exists(), what="SIGUSR1 to reach the command")
+    proc.send_signal(signal.SIGUSR2)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 7, err
+    assert sorted(json.loads(out.read_text())) == ["SIGUSR1", "SIGUSR2"]
+    assert "exited with code 7" in report.read_text(), err

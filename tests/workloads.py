@@ -156,5 +156,79 @@ def burner(out: str, cpu_s: str) -> None:
     write(out, rusage())
 
 
+def autoreap(out: str, n: str, cpu_ms: str, gap_ms: str) -> None:
+    """SIGCHLD ignored: N children, each burning CPU_MS, are reaped by the kernel itself (no wait), so their
+    time never reaches our cutime. Each child sends its own CPU time through a pipe."""
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    r, w = os.pipe()
+    for _ in range(int(n)):
+        if os.fork() == 0:
+            os.close(r)
+            burn(float(cpu_ms) / 1000)
+            s = resource.getrusage(resource.RUSAGE_SELF)
+            os.write(w, f"{s.ru_utime + s.ru_stime}\n".encode())
+            os._exit(0)
+        time.sleep(float(gap_ms) / 1000)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 4096):
+        data += chunk
+    time.sleep(0.3)
+    write(out, {**rusage(), "autoreaped_cpu": sum(float(x) for x in data.split())})
+
+
+def hidden_grandchild(out: str, main_mb: str, child_mb: str) -> None:
+    """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that holds CHILD_MB
+    for a moment between samples. The worker writes the child's ru_maxrss; main writes its own figures."""
+    buf = bytearray(int(main_mb) * MB)
+    touch(buf)
+    side = out + ".child"
+    if os.fork() == 0:
+        time.sleep(1.2)
+        pid = os.fork()
+        if pid == 0:
+            b2 = bytearray(int(child_mb) * MB)
+            touch(b2)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        write(side, {"child_maxrss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024})
+        time.sleep(2)
+        os._exit(0)
+    while not os.path.exists(side):
+        time.sleep(0.05)
+    time.sleep(1)
+    with open(side) as f:
+        child = json.load(f)
+    write(out, {**rusage(), **child})
+
+
+def hidden_file_child(out: str, main_mb: str, path: str) -> None:
+    """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that maps PATH (a
+    file already in the page cache, charged to another cgroup) and reads every page, between two samples.
+    The child's VmHWM counts those pages; a memory cgroup made for the run does not."""
+    buf = bytearray(int(main_mb) * MB)
+    touch(buf)
+    side = out + ".child"
+    if os.fork() == 0:
+        time.sleep(1.2)
+        pid = os.fork()
+        if pid == 0:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                total = sum(m[i] for i in range(0, len(m), 4096))
+                write(side, {"child_hwm": vmhwm(), "sum": total})
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(2)
+        os._exit(0)
+    while not os.path.exists(side):
+        time.sleep(0.05)
+    time.sleep(1)
+    with open(side) as f:
+        child = json.load(f)
+    write(out, {**rusage(), **child})
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]](*sys.argv[2:])

@@ -110,6 +110,8 @@ class ProcessStats:
     """Everything the summary keeps about one process of the tree."""
 
     __slots__ = (
+        "autoreaps",
+        "child_faults0",
         "cmdline",
         "cpu_base",
         "cpu_seconds",
@@ -137,6 +139,7 @@ class ProcessStats:
         "role",
         "rusage_maxrss",
         "trend",
+        "waited",
         "waited_for_children",
     )
 
@@ -159,6 +162,10 @@ class ProcessStats:
         # attached to a process that ran before: its CPU counts from the attach, and a VmHWM above its RSS
         # at the attach is a peak from before it (reported apart, never as the peak while attached)
         self.cpu_base = r.utime_stime if attached else 0.0
+        # cminflt + cmajflt of the children it waited for: a rise means it reaped one (attached: from now on)
+        self.child_faults0 = r.child_faults if attached else 0
+        self.waited = False  # it reaped a child itself (its cminflt rose): maybe one no sample saw
+        self.autoreaps = False  # seen ignoring SIGCHLD: the kernel reaps its children, unaccounted
         self.hwm_at_attach = r.hwm if attached and r.hwm > r.rss else None
         self.peak_before_attach: int | None = self.hwm_at_attach
         self.max_cpu = 0.0
@@ -189,6 +196,10 @@ class ProcessStats:
         self.ppid = h.ppid
         self.name = h.name
         self.cmdline = h.cmdline
+        if r.child_faults > self.child_faults0:
+            self.waited = True
+        if r.autoreaps:
+            self.autoreaps = True
         rss = r.rss
         if rss > self.max_sampled_rss:
             self.max_sampled_rss = rss
@@ -291,8 +302,15 @@ class CpuLedger:
         self.reaped.add(pid)
         self.source = "exact"
 
-    def vanish(self, gone: Collection[int], parent_of: Mapping[int, int], alive: Collection[int]) -> None:
-        """Processes that disappeared since the last sample without us reaping them (one batch)."""
+    def vanish(
+        self,
+        gone: Collection[int],
+        parent_of: Mapping[int, int],
+        alive: Collection[int],
+        autoreapers: Collection[int] = (),
+    ) -> None:
+        """Processes that disappeared since the last sample without us reaping them (one batch). A parent in
+        `autoreapers` ignores SIGCHLD: the kernel reaped its child, whose time reached no cutime."""
         gone_set = set(gone)
         memo: dict[int, bool] = {}
 
@@ -301,7 +319,7 @@ class CpuLedger:
             if pid in memo:
                 return memo[pid]
             parent = parent_of.get(pid)
-            if parent is None or depth > 4096:
+            if parent is None or depth > 4096 or parent in autoreapers:
                 ok = False
             elif parent in alive or parent in self.reaped:
                 ok = True

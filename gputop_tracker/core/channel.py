@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gputop_tracker.core.config import STOP_SIGNAL as STOP_SIGNAL  # re-exported: the front ends stop with it
 from gputop_tracker.core.config import EngineConfig, config_json
 from gputop_tracker.core.framing import LineFramer
 
@@ -241,6 +241,3 @@ def start_spawned(cfg: EngineConfig) -> SamplerHandle:
     assert popen.stdout is not None
     # the handle reads the number; popen.stdout keeps owning it and is what `close()` closes
     return SamplerHandle(popen.pid, popen.stdout.fileno(), popen)
-
-
-STOP_SIGNAL = signal.SIGUSR1  # "stop tracking now" (attach, detach, API stop)

@@ -4,8 +4,16 @@ forks the sampler, and the sampler's own modules load in the child while the fro
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+# "Stop tracking now" (attach, detach, the API's stop), from the front end to the sampler: a real-time signal no
+# one else sends. Not SIGUSR1: that one belongs to the job (SLURM's --signal=USR1@T, checkpoint hooks), and
+# `scancel --signal=USR1` reaches every process of the step, the sampler included.
+STOP_SIGNAL = signal.SIGRTMIN + 4
+# passed on to the command, and never an interruption (they do not stop --wait-descendants or an attach)
+JOB_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
 MIN_INTERVAL = 0.05
 # EngineConfig.mode: start the command and track its tree, or track a process that already runs

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from gputop_tracker.core import store
 from gputop_tracker.core.models import Event, Session
+from gputop_tracker.core.text import json_text
 
 EVENT_COLUMNS = [
     "time",
@@ -47,11 +47,11 @@ def timeline_csv(session: Session) -> str:
 
 def session_json(session: Session) -> str:
     """Everything saved about the session, indented."""
-    return json.dumps(session.model_dump(mode="json"), indent=2) + "\n"
+    return json_text(session.model_dump(mode="json")) + "\n"
 
 
 def events_json(events: Iterable[Event]) -> str:
-    return json.dumps([e.model_dump(mode="json", exclude_none=True) for e in events], indent=2) + "\n"
+    return json_text([e.model_dump(mode="json", exclude_none=True) for e in events]) + "\n"
 
 
 def events_csv(events: Iterable[Event]) -> str:

@@ -15,11 +15,12 @@ import subprocess
 from collections.abc import Callable
 
 from gputop_tracker.core import cgroup as cgroups
-from gputop_tracker.core.config import ATTACH, LAUNCH, EngineConfig
+from gputop_tracker.core.config import ATTACH, JOB_SIGNALS, LAUNCH, STOP_SIGNAL, EngineConfig
 from gputop_tracker.core.procfs import own_peak_rss, parse_stat
+from gputop_tracker.core.text import escape_controls
 
 PR_SET_CHILD_SUBREAPER = 36
-RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)  # SIGUSR1: stop tracking
+RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS, STOP_SIGNAL)
 
 # (pid, user seconds, system seconds, peak RSS bytes, exit code as waitstatus_to_exitcode gives it)
 # (pid, user s, system s, ru_maxrss bytes, exit code, (name, ppid, had children) read from its zombie or None)
@@ -59,9 +60,9 @@ class Launcher:
         signal.set_wakeup_fd(-1)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
-        if signum == signal.SIGUSR1 or self.cfg.mode == ATTACH:
+        if signum == STOP_SIGNAL or (self.cfg.mode == ATTACH and signum not in JOB_SIGNALS):
             self.stop_requested = True
-        else:
+        elif self.cfg.mode != ATTACH:  # an attached process is not ours to signal
             self.to_forward.append(signum)
 
     def forward_signals(self) -> None:
@@ -109,12 +110,13 @@ class Launcher:
                 start_new_session=cfg.new_session,
                 preexec_fn=_cgroup_joiner(join_fd) if join_fd >= 0 else None,
             )
-        except FileNotFoundError:
-            return self._failed(127, f"{cfg.argv[0]}: command not found")
-        except PermissionError:
-            return self._failed(126, f"{cfg.argv[0]}: permission denied")
         except OSError as e:
-            return self._failed(126, f"{cfg.argv[0]}: cannot run: {e.strerror}")
+            name = escape_controls(cfg.argv[0])  # one line, whatever bytes the name holds
+            if isinstance(e, FileNotFoundError):
+                return self._failed(127, f"{name}: command not found")
+            if isinstance(e, PermissionError):
+                return self._failed(126, f"{name}: permission denied")
+            return self._failed(126, f"{name}: cannot run: {e.strerror}")
         finally:
             for fd in (join_fd, *(output_ends or ())):
                 if fd >= 0:

@@ -55,6 +55,9 @@ class TreeBounds:
     upper: int | None  # that Σ when every one is exact and no process went unseen: an upper bound; else None
     upper_why: str = ""  # why there is no upper bound
     largest_exact: bool = True  # largest_single is a kernel figure, not a lower bound
+    # why some process's peak reaches no counter we read ("" if none does): a child reaped by a process still
+    # running at the end (its cmaxrss is not in /proc), or by the kernel (its parent ignored SIGCHLD)
+    hidden: str = ""
 
 
 def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: str | None = None) -> Peak:
@@ -66,6 +69,16 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
         where = cgroup_source or "the job's cgroup"
         ceiling = upper if upper is not None else max(b.seen_sum, low)
         above = cgroup_peak > ceiling + PAGE_SLACK and not agree(cgroup_peak, ceiling)
+        if b.hidden and not one_process:
+            # A peak no counter reports may hold file pages charged to other cgroups, which the cgroup does not
+            # count: nothing can confirm the cgroup's figure, nor bound the tree from above.
+            return Peak(
+                low,
+                False,
+                "sampled",
+                f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
+                f"({cgroup_peak} bytes) cannot be confirmed: {b.hidden}",
+            )
         if not b.largest_exact and not one_process and not above:
             # Nothing exact to check the cgroup against: it leaves out library pages charged to other cgroups
             # (a small process can be mostly those), so it may read below the largest process's own peak.

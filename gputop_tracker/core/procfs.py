@@ -9,6 +9,7 @@ grows with RSS (~8.7 ms per GiB), so it is read under a CPU budget and carried f
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -109,6 +110,7 @@ class ProcHandle:
 
     __slots__ = (
         "anon0",
+        "autoreaps",
         "cmdline",
         "cpu_ticks",
         "faults",
@@ -164,6 +166,7 @@ class ProcHandle:
         self.stat_rss = -1  # stat's own rss field (a slightly different approximation than statm's)
         self.threads = 0
         self.zombie = False
+        self.autoreaps = False  # SIGCHLD ignored: the kernel reaps its children, their time reaches no cutime
         self.uss = -1  # -1 = smaps_rollup never read
         self.anon0 = -1  # RssAnon when first read: until smaps is read, only growth past it is surely private
         self.pss = 0
@@ -186,6 +189,7 @@ class Reading:
     """What one sample read of one process (plain slots: this runs for every process every sample)."""
 
     __slots__ = (
+        "autoreaps",
         "bound",
         "child_faults",
         "cpu_percent",
@@ -213,10 +217,23 @@ class Reading:
         self.threads = 0
         self.utime_stime = 0.0
         self.child_faults = 0
+        self.autoreaps = False  # it ignores SIGCHLD (at its last status read): its children vanish unaccounted
         self.user_total = 0.0  # utime + cutime, seconds (reaped children's time is in cutime)
         self.system_total = 0.0  # stime + cstime
         self.cpu_percent = 0.0
         self.bound = False  # private, pss and shared are lower bounds: carried forward, or smaps never read
+
+
+SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
+
+
+def _sigchld_ignored(status: bytes, start: int) -> bool:
+    """SigIgn's hex mask (from `start`) has SIGCHLD: the kernel reaps the process's children itself, adding
+    their CPU time and peak to no one's cutime / ru_maxrss."""
+    try:
+        return bool(int(status[start : status.index(b"\n", start)], 16) & SIGCHLD_BIT)
+    except ValueError:
+        return False
 
 
 def _is_subreaper() -> bool:
@@ -451,6 +468,9 @@ class ProcessTree:
                 hwm = int(status[i + 6 : status.index(b"kB", i)]) * 1024
                 if hwm > h.hwm:
                     h.hwm = hwm
+            if status is not None and (i := status.find(b"SigIgn:")) >= 0:
+                h.autoreaps = _sigchld_ignored(status, i + 7)
+            r.autoreaps = h.autoreaps
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads

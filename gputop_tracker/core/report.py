@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from gputop_tracker.core.gpu import vendor_label
 from gputop_tracker.core.jobreport import job_lines
 from gputop_tracker.core.models import BlockSummary, Event, GpuSummary, ResourceUsage
-from gputop_tracker.core.text import command_line, escape_controls
+from gputop_tracker.core.text import command_line, escape_controls, json_text
 from gputop_tracker.core.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
 
 # gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
@@ -26,7 +25,7 @@ def to_json_dict(usage: ResourceUsage, units: Units = DEFAULT_UNITS) -> dict[str
 
 
 def to_json(usage: ResourceUsage, units: Units = DEFAULT_UNITS) -> str:
-    return json.dumps(to_json_dict(usage, units), indent=2)
+    return json_text(to_json_dict(usage, units))
 
 
 class _Fmt:

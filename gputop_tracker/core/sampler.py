@@ -32,7 +32,7 @@ from gputop_tracker.core import paths, slurm, store
 from gputop_tracker.core.blockrelay import BlockRelay
 from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
 from gputop_tracker.core.cgroup import JobCgroup, PeakWindows
-from gputop_tracker.core.config import ATTACH, LAUNCH, MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.config import ATTACH, JOB_SIGNALS, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.endwatch import EndWatch
 from gputop_tracker.core.gpu import GpuBackend, resolve_gpu_selection
 from gputop_tracker.core.gpuopen import open_backend
@@ -226,7 +226,7 @@ class Engine:
     def _step(self, s: _Sampling) -> bool:
         """One pass of the loop: relay signals, reap, take one sample. False once tracking is over."""
         launcher = self.launcher
-        interrupted = bool(launcher.to_forward)
+        interrupted = any(s not in JOB_SIGNALS for s in launcher.to_forward)
         launcher.forward_signals()
         launcher.reap(self._on_reaped)
         if self.stop_mirror is not None:

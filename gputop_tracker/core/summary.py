@@ -274,7 +274,7 @@ class SummaryBuilder:
     def vanished(self, pids: Collection[int], alive: Collection[int]) -> None:
         """Processes that disappeared since the last sample without us reaping them (their parent did)."""
         parent_of = {pid: p.ppid for pid in pids if (p := self.procs.get(pid)) is not None}
-        self.ledger.vanish(pids, parent_of, alive)
+        self.ledger.vanish(pids, parent_of, alive, {pid for pid, p in self.procs.items() if p.autoreaps})
         for pid in pids:
             p = self.procs.get(pid)
             if p is not None and not p.reaped:
@@ -571,6 +571,13 @@ def _has_descendants(b: SummaryBuilder) -> bool:
     return any(q.role == "descendant" for q in b.procs.values())
 
 
+def _autoreapers(b: SummaryBuilder) -> str:
+    """The tracked processes seen ignoring SIGCHLD, named ("" if none)."""
+    pids = [p for p in b.procs.values() if p.autoreaps]
+    named = [f"PID {p.pid} ({p.name})" for p in pids[:3]]
+    return ", ".join(named) + (f" and {len(pids) - 3} more" if len(pids) > 3 else "")
+
+
 def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
     singles = [pk.value for pk in peaks.values()]
     largest = max([*singles, *b.reaped_maxrss.values(), 0])
@@ -579,6 +586,10 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
     why = ""
     if b.vanished_by_others:
         why = f"processes reaped by their parents ({b.vanished_by_others}) have lower-bound peaks"
+    elif autoreapers := _autoreapers(b):
+        why = f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
+    elif any(p.waited for p in b.procs.values()):
+        why = "a tracked process reaped children no sample saw"
     elif b.unseen_reaped:
         why = f"processes lived and died between samples ({b.unseen_reaped})"
     elif any(not pk.exact for pk in peaks.values()):
@@ -590,7 +601,20 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         upper=None if why else (max(seen_sum, largest) or None),
         upper_why=why,
         largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
+        hidden=_hidden_peaks(b),
     )
+
+
+def _hidden_peaks(b: SummaryBuilder) -> str:
+    """Why a process's peak may reach no counter we read ("" if every one does). A child's ru_maxrss goes to
+    its reaper's cmaxrss and, reaper by reaper, up to a wait4 of ours — unless the chain ends in a process
+    still running (its cmaxrss is not in /proc) or the kernel reaped the child (SIGCHLD ignored)."""
+    if autoreapers := _autoreapers(b):
+        return f"{autoreapers} ignored SIGCHLD, so the peaks of its children reach no counter"
+    for p in b.procs.values():
+        if p.waited and not p.reaped and not p.exit_reported:
+            return f"PID {p.pid} ({p.name}) reaped children and outlived tracking: their peaks reach no counter"
+    return ""
 
 
 # ------------------------------------------------------------------ the report
@@ -708,11 +732,15 @@ def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
     sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
     sources["max_gpu_ram"] = "sampled (NVML running processes)"
     sources["cpu_utilization"] = "sampled percentages per interval"
-    sources["cpu_time"] = (
-        "exact (rusage of reaped children + utime/stime/cutime/cstime of live processes)"
-        if b.ledger.source == "exact"
-        else "kernel counters of live processes (/proc stat), read each sample"
-    )
+    if autoreapers := _autoreapers(b):
+        sources["cpu_time"] = (
+            f"lower bound: {autoreapers} ignored SIGCHLD, so the kernel reaped its children itself and their "
+            "CPU time reached no parent's cutime; each counts only up to the last sample that saw it"
+        )
+    elif b.ledger.source == "exact":
+        sources["cpu_time"] = "exact (rusage of reaped children + utime/stime/cutime/cstime of live processes)"
+    else:
+        sources["cpu_time"] = "kernel counters of live processes (/proc stat), read each sample"
     sources["peak_threads"] = "sampled"
     return sources
 
@@ -752,7 +780,7 @@ def _cpu_time(b: SummaryBuilder, wall: float) -> dict[str, Any]:
         "system": ledger.system,
         "total": ledger.total,
         "mean_percent": 100.0 * ledger.total / wall,
-        "source": ledger.source,
+        "source": "lower bound" if _autoreapers(b) else ledger.source,
     }
 
 
@@ -811,6 +839,11 @@ def _notes(b: SummaryBuilder, leaks: list[dict[str, Any]]) -> list[str]:
                 f"process {p.pid} ({p.name}) had a peak RSS of {p.peak_before_attach} bytes before the attach "
                 "(VmHWM then above its RSS); its peak here is what was seen while attached"
             )
+    if autoreapers := _autoreapers(b):
+        notes.append(
+            f"{autoreapers} ignored SIGCHLD: the kernel reaped its children itself, so their CPU time reached "
+            "no parent (getrusage and /usr/bin/time miss it too); CPU time is a lower bound"
+        )
     if b.events.dropped:
         notes.append(f"{b.events.dropped} process/peak events not kept (more than the cap per session)")
     notes += sorted(b.gpu_problems)

@@ -7,6 +7,7 @@ Light on purpose: no imports beyond the standard library.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterable
@@ -60,3 +61,34 @@ def clean_output(text: str) -> str:
     rewrites its line, `tui.output_pane.OutputPane` does that) are kept; other terminal control sequences
     would draw over the view."""
     return _CONTROLS.sub("", text).replace("\r\n", "\n")
+
+
+def _valid(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")  # the bytes the command line really held
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "replace")
+        return raw.decode("utf-8", "replace")
+
+
+def unicode_safe(obj: object) -> object:
+    """`obj` (JSON-shaped) with every string valid Unicode, for a JSON document a user reads: an argument that
+    was not UTF-8 becomes U+FFFD, as the processes' command lines read from /proc do. Python keeps such bytes
+    as lone surrogates (surrogateescape), which json.dumps writes as `\\udcff`: strict readers (serde_json)
+    reject that, and a Python script printing the string to a UTF-8 terminal fails."""
+    if isinstance(obj, str):
+        return _valid(obj)
+    if isinstance(obj, dict):
+        return {_valid(k) if isinstance(k, str) else k: unicode_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [unicode_safe(v) for v in obj]
+    return obj
+
+
+def json_text(obj: object, indent: int | None = 2) -> str:
+    """A JSON document for the user (reports, exports, lists): valid Unicode throughout."""
+    return json.dumps(unicode_safe(obj), indent=indent)

@@ -87,6 +87,9 @@ def choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     return value
 
 
+PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (kthreadd, kworkers)
+
+
 def check_pid(pid: object) -> int:
     """A PID that names a live (not zombie) process we can read; ValueError otherwise."""
     if isinstance(pid, bool) or not isinstance(pid, int):
@@ -95,13 +98,18 @@ def check_pid(pid: object) -> int:
         raise ValueError(f"a PID must be positive, not {pid}")
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
+            head, tail = f.read().rsplit(b")", 1)
+        fields = tail.split()
+        state, flags = fields[0], int(fields[6])
     except FileNotFoundError:
         raise ValueError(f"no process with PID {pid}") from None
     except OSError as e:
         raise ValueError(f"cannot read process {pid}: {e.strerror}") from None
-    except IndexError:
+    except (IndexError, ValueError):
         raise ValueError(f"cannot read process {pid}: unexpected /proc/{pid}/stat") from None
     if state == b"Z":
         raise ValueError(f"process {pid} has already exited (zombie)")
+    if flags & PF_KTHREAD:
+        name = head.split(b"(", 1)[-1].decode(errors="replace")
+        raise ValueError(f"process {pid} ({name}) is a kernel thread: it has no memory or CPU time of a program")
     return pid
