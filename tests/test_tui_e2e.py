@@ -293,3 +293,34 @@ def test_sampler_killed_under_the_live_view_the_job_is_not_orphaned(tmp_path: Pa
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
         if command and alive(command):
             os.kill(command, signal.SIGKILL)
+
+
+TRAPS_USR1 = (  # writes the file argv[2] on SIGUSR1, exits 4 once argv[1] exists
+    "import os, signal, sys, time\n"
+    "signal.signal(signal.SIGUSR1, lambda *a: open(sys.argv[2], 'a').write('usr1\\n'))\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.02)\n"
+    "sys.exit(4)\n"
+)
+
+
+def test_sigusr1_to_the_live_view_reaches_the_command_and_the_view_goes_on(tmp_path: Path) -> None:
+    """SLURM's --signal=USR1@T (a checkpoint request) killed the live view by its default action: the terminal
+    left in raw mode, the command running on without its signal. It is the command's; the view goes on."""
+    go, got = tmp_path / "go", tmp_path / "got"
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, "-c", TRAPS_USR1]
+    session, rc_file = start_in_tmux(tmp_path, [*track, str(go), str(got)], size=(120, 40))
+    try:
+        wait_for(session, r"● running", 30)
+        meta = _checkpoint(tmp_path / "store", 30)["meta"]
+        front = _ppid(meta["engine_pid"])
+        os.kill(front, signal.SIGUSR1)
+        assert wait_file(got, 30) == "usr1"
+        time.sleep(0.5)
+        assert alive(front) and "● running" in screen(session)
+        go.touch()
+        wait_for(session, r"exited with code 4", 30)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        assert wait_file(rc_file, 30) == "4"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from gputop_tracker import console
 from gputop_tracker.core import channel, orphans, paths
 from gputop_tracker.core.channel import STOP_SIGNAL, SamplerHandle, start_forked
-from gputop_tracker.core.config import EngineConfig
+from gputop_tracker.core.config import JOB_SIGNALS, EngineConfig
 from gputop_tracker.core.filewatch import FileWatch
 from gputop_tracker.core.framing import LineFramer
 from gputop_tracker.core.orphans import become_subreaper
@@ -204,7 +204,7 @@ class HeldSignals:
     (`forward_to`; its own session: keys pressed here never reached it), or dropped when tracking ended (the
     sampler saved the session; we are about to exit)."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS)
 
     def __init__(self) -> None:
         self.held: list[int] = []
@@ -238,6 +238,13 @@ def _to_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
     except OSError:  # gone meanwhile: our wait ends with it
         pass
+
+
+def _pass_job_signals(handle: SamplerHandle, launch: bool) -> None:
+    """SIGUSR1/2 (a checkpoint request: SLURM's --signal=USR1@T) ended the view by their default action: they
+    are the command's, passed on through the sampler (launch), or ignored (attach: the process is not ours)."""
+    for sig in JOB_SIGNALS:
+        signal.signal(sig, (lambda s, _f: handle.signal(s)) if launch else signal.SIG_IGN)
 
 
 def _say_how_it_ended(final: ResourceUsage | None, save: bool) -> None:
@@ -280,6 +287,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
     become_subreaper()  # should the sampler die, the command comes to us (`orphans.Takeover`)
     handle = start_forked(cfg, requests=True)  # before any thread: the App starts several
     hangup = HangUp(handle)
+    _pass_job_signals(handle, cfg.mode == "launch")
     if exporter is not None:
         exporter.start()  # its threads only after the fork
     for fd in (write_fd, devnull):
@@ -307,7 +315,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
         exporter.set_reporter(report)
     code = None if hangup.seen else app.run()  # hung up already: no terminal to draw on
     held = HeldSignals()
-    held.hold(signal.SIGINT, signal.SIGTERM)  # a hang-up stays HangUp's until `release`
+    held.hold(signal.SIGINT, signal.SIGTERM, *JOB_SIGNALS)  # a hang-up stays HangUp's until `release`
     if exporter is not None:
         exporter.set_reporter(console.say)  # the view is gone: its last writes are told on stderr
     hangup.closed.set()
