@@ -393,3 +393,11 @@ def test_a_reader_that_goes_away_mid_report_is_told_on_stderr(tmp_path: Path) ->
     assert proc.wait(timeout=60) == 3, err
     assert "cannot write the report to stdout" in err, err
     assert "Traceback" not in err
+
+
+def test_the_text_report_counts_in_words_that_agree() -> None:
+    """'1 samples every 0.5 s, 1 processes seen'."""
+    from gputop_tracker.core.report import _count
+
+    assert _count(1, "sample") == "1 sample" and _count(0, "sample") == "0 samples"
+    assert _count(1, "process", "processes") == "1 process" and _count(40, "process", "processes") == "40 processes"

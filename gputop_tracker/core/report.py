@@ -124,7 +124,7 @@ def _head_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
         f"{'command':<14}{cmd}",
         f"{'status':<14}{_status(u)}   (pid {u.pid}, {u.mode}, host {u.host})",
         f"{'wall time':<14}{f.time(u.compute_time.time)}   started {started}, "
-        f"{u.n_samples} samples every {u.interval:g} s, {u.n_processes} processes seen",
+        f"{_count(u.n_samples, 'sample')} every {u.interval:g} s, {_count(u.n_processes, 'process', 'processes')} seen",
     ]
 
 
@@ -365,3 +365,8 @@ def _gpu_details(gs: GpuSummary) -> str:
     if gs.tree_peak_sm_utilization is not None:
         parts.append(f"tree's peak per-process SM {gs.tree_peak_sm_utilization:.0f}%")
     return ", ".join(parts)
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    """'1 sample', '3 samples'."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
