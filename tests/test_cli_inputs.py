@@ -401,3 +401,21 @@ def test_the_text_report_counts_in_words_that_agree() -> None:
 
     assert _count(1, "sample") == "1 sample" and _count(0, "sample") == "0 samples"
     assert _count(1, "process", "processes") == "1 process" and _count(40, "process", "processes") == "40 processes"
+
+
+def test_an_output_directory_removed_during_the_run_is_not_made_again(tmp_path: Path) -> None:
+    """`-o DIR/r.json` with DIR removed while the job ran: the report came back in a fresh DIR (made by the
+    store's writer), where a shell's `>` fails. Now: one line saying so, the report on the terminal."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "r.json"
+    script = f"import shutil; shutil.rmtree({str(out_dir)!r})"
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(out), "--store", str(tmp_path / "s"),
+         "--", PY, "-c", script],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0 and not out_dir.exists()
+    first, _, rest = proc.stderr.partition("\n")
+    assert f"cannot write {out}" in first and "report follows" in first
+    assert json.loads(rest)["exit_code"] == 0  # nothing measured is lost

@@ -35,10 +35,14 @@ def new_session_id(now: float | None = None) -> str:
     return f"{stamp}-{host}-{os.getpid()}-{secrets.token_hex(2)}"
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None, *, durable: bool = True) -> None:
+def write_atomic(
+    path: Path, data: bytes, mode: int | None = None, *, durable: bool = True, make_dirs: bool = True
+) -> None:
     """Write `path` whole or not at all: a temporary file beside it, renamed over it. The file gets `mode`
-    (else mkstemp's 0600). `durable=False` skips the fsync (a checkpoint the final save will supersede)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    (else mkstemp's 0600). `durable=False` skips the fsync (a checkpoint the final save will supersede).
+    `make_dirs`: its directory is made when missing (the store's; never a directory the user named)."""
+    if make_dirs:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -137,7 +141,7 @@ def write_output(path: Path, data: bytes) -> None:
         return
     target = Path(os.path.realpath(path))  # a (dangling) symlink: write its target
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-    write_atomic(target, data, mode)
+    write_atomic(target, data, mode, make_dirs=False)  # as `>`: a directory removed meanwhile is an error
 
 
 def save_session(store: Path, session: dict[str, Any], *, durable: bool = True) -> Path:
