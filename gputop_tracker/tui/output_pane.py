@@ -18,7 +18,10 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-?]*[ -/]*)?$")  # an escape sequence cut at the end of a chunk
+from gputop_tracker.core.text import clean_output
+
+_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|[ -/]+)?$")  # an escape sequence cut at the end of a chunk
+_NOT_SGR = re.compile(r"\x1b(?!\[[0-?]*[ -/]*m)")  # what is left of an escape that is no colour
 MATCH_STYLE = Style(bgcolor="yellow", color="black", bold=True)
 
 
@@ -65,6 +68,8 @@ class OutputPane(ScrollView, can_focus=True):
         self._carry = text[m.start() :] if m else ""
         if m:
             text = text[: m.start()]
+        # the halves of a sequence cut between two reads are whole only now: clean them together
+        text = _NOT_SGR.sub("", clean_output(text))
         if not text:
             return
         follow = self.scroll_y >= self.max_scroll_y - 0.5
@@ -145,6 +150,9 @@ class OutputPane(ScrollView, can_focus=True):
             if row >= len(lines):
                 return Strip.blank(width, self.rich_style)
             text = lines[row]
+            if "\t" in text.plain:  # a tab would move the terminal's cursor past the pane's border
+                text = text.copy()
+                text.expand_tabs(8)
             if self.term:
                 text = text.copy()
                 text.highlight_words([self.term], MATCH_STYLE, case_sensitive=False)

@@ -1,0 +1,58 @@
+"""A demanding terminal user's findings in the live view: hostile output, tiny terminals, resize storms."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+from gputop_tracker.core.text import clean_output
+from gputop_tracker.tui.fake import FakeSource
+from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.output_pane import OutputPane
+
+HOSTILE = (
+    "a\x1bcb"  # RIS: resets the viewer's whole terminal
+    "\x1b7\x1b8\x1b=\x1b>\x1bM"  # save/restore cursor, keypad modes, reverse index
+    "\x1b(0q\x1b(B"  # G0 = DEC line drawing: every later letter would be a box piece
+    "\x0eshift\x0f"  # SO/SI: switch to the G1 character set and back
+    "\x1b#8"  # DECALN: fill the screen with E
+    "\x07\x08\x0b\x0c\x00\x7f"  # bell, backspace, VT, FF, NUL, DEL
+    "\u009b2J\u009d0;t\u009c"  # C1 controls in UTF-8: an 8-bit CSI and OSC
+    "\x1bP1$r\x1b\\"  # DCS string
+    "\x1b[?1049h\x1b[?1000h"  # alternate screen, mouse reporting
+    "\x1b[31mred\x1b[0m"  # colours stay
+)
+
+
+def has_control(s: str) -> bool:
+    return any(unicodedata.category(c) == "Cc" for c in s)
+
+
+def test_clean_output_leaves_no_terminal_control_but_colours() -> None:
+    out = clean_output(HOSTILE + "\r\n")
+    assert out.count("\x1b") == 2 and "\x1b[31m" in out and "\x1b[0m" in out
+    rest = out.replace("\x1b[31m", "").replace("\x1b[0m", "")
+    assert not has_control(rest.replace("\n", "").replace("\r", "").replace("\t", "")), repr(rest)
+    assert rest.startswith("ab") and "shift" in rest and "red" in rest
+
+
+async def test_output_pane_sends_no_control_character_to_the_terminal() -> None:
+    src = FakeSource(2, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(100, 30)) as pilot:
+        out = app.query_one("#output", OutputPane)
+        # an escape cut between two reads: the pane joins the halves, they must be cleaned as a whole
+        for chunk in [
+            clean_output(HOSTILE),
+            "\x1b",
+            "czz",
+            "\tcol\there\n",
+            clean_output(bytes(range(256)).decode("utf-8", "replace")),
+        ]:
+            out.write(chunk)
+        await pilot.pause()
+        for y in range(len(out.lines)):
+            strip = out.render_line(y - round(out.scroll_y))
+            text = "".join(seg.text for seg in strip)
+            assert not has_control(text), repr(text)
+            assert strip.cell_length == out.size.width
