@@ -5,6 +5,10 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
+import pytest
+from test_tui import settle
+from textual.widgets import Footer
+
 from gputop_tracker.core.text import clean_output
 from gputop_tracker.tui.fake import FakeSource
 from gputop_tracker.tui.live_app import LiveApp
@@ -56,3 +60,37 @@ async def test_output_pane_sends_no_control_character_to_the_terminal() -> None:
             text = "".join(seg.text for seg in strip)
             assert not has_control(text), repr(text)
             assert strip.cell_length == out.size.width
+
+
+@pytest.mark.parametrize("size", [(40, 12), (60, 15), (79, 20), (100, 20), (120, 24), (250, 16), (300, 90), (80, 24)])
+async def test_small_terminals_keep_the_header_the_table_and_the_footer_on_screen(size: tuple[int, int]) -> None:
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        check_layout(app, size)
+        for other in [(300, 90), (40, 12), (120, 40), (60, 15), size]:  # a resize storm, back to the size
+            await pilot.resize_terminal(*other)
+            await pilot.pause()
+        await pilot.pause()
+        check_layout(app, size)
+
+
+def check_layout(app: LiveApp, size: tuple[int, int]) -> None:
+    height = size[1]
+    screen = app.screen
+    assert screen.max_scroll_y == 0, f"the screen scrolls by {screen.max_scroll_y} rows at {size}"
+    header = app.query_one("#header").region
+    assert header.y == 0 and header.height == 2
+    footer = app.query_one(Footer).region
+    assert footer.bottom == height
+    procs = app.query_one("#procs").region
+    assert procs.height >= 4, f"table {procs} at {size}: not one process row"
+    main = app.query_one("#main").region
+    assert procs.bottom <= main.bottom, f"table {procs} cut by the panels under it ({main}) at {size}"
+    side = app.query_one("#side")
+    if side.display and side.region.height:
+        assert side.region.bottom <= main.bottom, f"side panels {side.region} cut ({main}) at {size}"
+    for widget in app.query("#main, #charts, #output").results():
+        if widget.display and widget.region.height:
+            assert widget.region.bottom <= footer.y, f"{widget.id} {widget.region} under the footer at {size}"

@@ -84,6 +84,23 @@ def freeze_startup_objects() -> None:
         gc.set_threshold(threshold0 * 10, *older)
 
 
+def fit_heights(height: int, narrow: bool) -> tuple[int, int, int]:
+    """Rows of the charts, the output pane and (narrow: stacked under the table) the side panels. They grow with
+    the terminal (the side panels keep what they need at 120x40); on a short one the header, the footer and a
+    table with three process rows come first, then the output, then the charts, then the side panels, so
+    nothing is cut off and the screen never scrolls."""
+    if narrow:
+        charts, output, side = 5, 4, 8
+    else:
+        charts, output, side = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6)), 0
+    room = height - 3 - 6  # the header (2), the footer (1), the table (its borders, labels and three rows)
+    output = min(output, room) if room >= 3 else 0  # a border and one line at least
+    room -= output
+    charts = min(charts, room) if room >= 5 else 0  # a title, two plot rows, the axis and its labels
+    room -= charts
+    return charts, output, max(0, min(side, room))
+
+
 class SamplerEvent(Message):
     """One message from the sampler, handed to the UI thread."""
 
@@ -256,10 +273,10 @@ class LiveApp(ViewKeys):
         height = self.view_size[1]
         narrow = width < NARROW
         self.set_class(narrow, "narrow")
-        # the charts and the output grow with the terminal; the side panels keep what they need at 120x40
-        self.query_one("#charts").styles.height = 5 if narrow else min(14, max(7, (height - 19) // 3))
-        output_h = 4 if narrow else min(12, max(6, height // 6))
+        charts_h, output_h, side_h = fit_heights(height, narrow)
+        self.query_one("#charts").styles.height = charts_h
         self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
+        self.query_one("#side").styles.max_height = side_h if narrow else None
         side = 0 if narrow else side_width(width)
         self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
         cols, name_w = fit_columns(width - side)
