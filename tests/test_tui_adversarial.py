@@ -94,3 +94,21 @@ def check_layout(app: LiveApp, size: tuple[int, int]) -> None:
     for widget in app.query("#main, #charts, #output").results():
         if widget.display and widget.region.height:
             assert widget.region.bottom <= footer.y, f"{widget.id} {widget.region} under the footer at {size}"
+
+
+def test_a_command_line_with_newlines_and_escapes_stays_on_its_row() -> None:
+    from gputop_tracker.tui.fake import make_sample
+    from gputop_tracker.tui.process_rows import process_cells
+
+    base = make_sample(3).processes[0]
+    script = "import time\nfor i in range(30):\n\tprint('\x1b[2J', i)"
+    for p in (
+        base.model_copy(update={"cmdline": ["python3", "-c", script], "name": "python3"}),
+        base.model_copy(update={"cmdline": ["\x1bc\rx"], "name": "x"}),
+        base.model_copy(update={"cmdline": [], "name": "evil\x1b[2J\n"}),  # a comm set by prctl
+    ):
+        for room in (0, 30):
+            cells = process_cells(p, 1, ["pid", "name", "state"], name_width=room)
+            assert not any(has_control(text) for text, _style in cells), cells
+    cells = process_cells(base.model_copy(update={"cmdline": ["python3", "-c", script]}), 0, ["name"], name_width=200)
+    assert cells[0][0].startswith("python3 -c import time\\nfor i in range(30):\\n\\tprint('\\x1b[2J', i)")
