@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
 import unicodedata
 from pathlib import Path
 
@@ -112,3 +118,75 @@ def test_a_command_line_with_newlines_and_escapes_stays_on_its_row() -> None:
             assert not any(has_control(text) for text, _style in cells), cells
     cells = process_cells(base.model_copy(update={"cmdline": ["python3", "-c", script]}), 0, ["name"], name_width=200)
     assert cells[0][0].startswith("python3 -c import time\\nfor i in range(30):\\n\\tprint('\\x1b[2J', i)")
+
+
+def test_a_flood_of_output_reaches_the_view_in_a_few_tail_batches(tmp_path: Path) -> None:
+    """`yes | head -c 200M`: the reader handed the view every 64 kB (3,200 messages, 100 million lines, each
+    parsed), so samples waited behind them for many minutes. A flood is read in large batches, and only its
+    last lines (more than the pane keeps) are handed on: the whole output stays in the log file."""
+    from gputop_tracker.tui.live import TAIL_LINES, SamplerSource
+
+    path = tmp_path / "out.log"
+    path.write_bytes(b"y\n" * 20_000_000 + b"DONE\n")
+    r = os.open(path, os.O_RDONLY)
+    source = SamplerSource(handle=None, output_fd=r)  # type: ignore[arg-type]  # output() needs no sampler
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(source.output()), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not "".join(got[-1:]).endswith("DONE\n") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        source.close()
+        reader.join(10)
+        os.close(r)
+    assert "".join(got).endswith("y\ny\nDONE\n")
+    assert len(got) <= 10, f"{len(got)} batches"
+    assert all(text.count("\n") <= TAIL_LINES for text in got)
+
+
+async def test_the_output_pane_parses_only_the_lines_it_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.text import Text
+
+    calls = 0
+    from_ansi = Text.from_ansi
+
+    def counting(*args: object, **kwargs: object) -> Text:
+        nonlocal calls
+        calls += 1
+        return from_ansi(*args, **kwargs)  # type: ignore[arg-type]
+
+    src = FakeSource(2, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(100, 30)) as pilot:
+        out = app.query_one("#output", OutputPane)
+        out.write("first\npartial ")
+        monkeypatch.setattr(Text, "from_ansi", counting)
+        out.write("".join(f"\x1b[32mline {i}\x1b[0m\n" for i in range(50_000)) + "last\r")
+        await pilot.pause()
+        assert calls <= out.max_lines + 1
+        assert out.lines[0] == "line 48000" and out.lines[-2:] == ["line 49999", "last"]
+        assert len(out.lines) == out.max_lines + 1  # and the unfinished line
+        out.write("over\n")
+        assert out.lines[-1] == "over" and out.lines[-2] == "line 49999"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_a_flood_of_output_does_not_hold_up_the_view_in_a_terminal(tmp_path: Path) -> None:
+    """`yes | head -c 50M` (25 million lines): the header, the table and the final summary keep up."""
+    from test_tui_e2e import start_in_tmux, wait_file, wait_for
+
+    job = "yes | head -c 50M; echo; echo DONE; sleep 3"
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", "bash", "-c", job]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(120, 40))
+    try:
+        wait_for(session, r"exited with code 0", 90)
+        wait_for(session, r"│DONE\s", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        assert wait_file(rc_file, 20) == "0"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    log = next((tmp_path / "store").glob("*.output.log"))
+    assert log.stat().st_size == 50 * 1024 * 1024 + len("\nDONE\n")

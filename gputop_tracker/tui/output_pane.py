@@ -73,15 +73,21 @@ class OutputPane(ScrollView, can_focus=True):
         if not text:
             return
         follow = self.scroll_y >= self.max_scroll_y - 0.5
+        pieces = text.split("\n")
+        if len(pieces) > self.max_lines + 1:  # more lines than the pane keeps: parse only those it will keep
+            pieces = pieces[-self.max_lines - 1 :]
+            self._lines.clear()
+            self._current = None
+            self._rewrite = False
         first_dirty = len(self._lines)
         n_before = len(self._lines)
-        for i, piece in enumerate(text.split("\n")):
+        for i, piece in enumerate(pieces):
             if i:  # a newline: the current line is done
                 self._lines.append(self._current if self._current is not None else Text())
                 self._current = None
                 self._rewrite = False
             self._put(piece)
-        dropped = n_before + (len(text.split("\n")) - 1) - len(self._lines)
+        dropped = n_before + (len(pieces) - 1) - len(self._lines)
         if dropped > 0:  # the oldest lines left the ring: every line moved up
             self._strips.clear()
             first_dirty = 0
