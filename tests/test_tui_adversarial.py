@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -190,3 +191,48 @@ def test_a_flood_of_output_does_not_hold_up_the_view_in_a_terminal(tmp_path: Pat
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     log = next((tmp_path / "store").glob("*.output.log"))
     assert log.stat().st_size == 50 * 1024 * 1024 + len("\nDONE\n")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_ctrl_z_suspends_the_view_and_fg_draws_it_whole_again(tmp_path: Path) -> None:
+    """As htop: Ctrl-Z gives the shell back (the command runs on, still sampled), `fg` returns to the view,
+    drawn whole (not only the cells that changed while the shell wrote over it)."""
+    from test_tui_e2e import screen, wait_for
+
+    log = tmp_path / "ticks"
+    job = f"import time\nfor i in range(600):\n    print(i, file=open({str(log)!r}, 'w'), flush=True); time.sleep(0.1)"
+    track = [
+        sys.executable,
+        "-m",
+        "gputop_tracker",
+        "--store",
+        str(tmp_path / "store"),
+        "--",
+        sys.executable,
+        "-c",
+        job,
+    ]
+    session = f"gputop-adv-{tmp_path.name[-12:]}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", "bash --norc"], check=True)
+    subprocess.run(["tmux", "resize-window", "-t", session, "-x", "100", "-y", "30"], check=False)
+    try:
+        subprocess.run(["tmux", "send-keys", "-t", session, shlex.join(track), "Enter"], check=True)
+        wait_for(session, r"● running", 30)
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-z"], check=True)
+        wait_for(session, r"Stopped", 15)
+        before = int(log.read_text() or 0)
+        deadline = time.monotonic() + 15
+        while int(log.read_text() or 0) < before + 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert int(log.read_text() or 0) >= before + 5, "the command stopped with the view"
+        subprocess.run(["tmux", "send-keys", "-t", session, "clear; fg", "Enter"], check=True)
+        wait_for(session, r"\A ▶ \S*python", 15)  # the header, first line, drawn again
+        wait_for(session, r"╭─ processes", 5)
+        assert "Stopped" not in screen(session)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        wait_for(session, r"exited|signal|SIGTERM", 20)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -38,6 +38,7 @@ BINDINGS: list[BindingType] = [
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
     Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
+    Binding("ctrl+z", "suspend_process", "Suspend", id="suspend", show=False, tooltip="Back to the shell (fg)"),
 ]
 
 
@@ -236,6 +237,12 @@ class ViewKeys(RunControl):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_suspend_process(self) -> None:
+        """Ctrl-Z: the view stops (the sampler, a process of its own, samples on); after `fg` the whole screen
+        is drawn again, not only what changed meanwhile: the shell wrote over it."""
+        super().action_suspend_process()  # returns once continued
+        self.call_after_refresh(self.screen.refresh, repaint=True, layout=True)
 
     # ------------------------------------------------------------------ code blocks (b)
 

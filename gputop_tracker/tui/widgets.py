@@ -502,6 +502,7 @@ and the session is saved by the sampler whatever happens here.
 [b]h[/b]        saved sessions (history)
 [b]b[/b]        the code blocks table (`with block()`, `@tracked`, `mark()`): calls, open now, time,
          peaks, CPU-seconds, marks; under the process table on a large terminal (again: hidden)
+[b]ctrl+z[/b]   suspend the view, back to the shell ([b]fg[/b] returns); the command runs on, still sampled
 [b]?[/b] [b]f1[/b]     this help; [b]esc[/b] closes dialogs, the filter and the search
 
 [b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
