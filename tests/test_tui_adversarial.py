@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_tui import settle
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from gputop_tracker.core.text import clean_output
 from gputop_tracker.tui.fake import FakeSource
@@ -236,3 +238,46 @@ def test_ctrl_z_suspends_the_view_and_fg_draws_it_whole_again(tmp_path: Path) ->
         wait_for(session, r"exited|signal|SIGTERM", 20)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -> None:
+    """`?` did nothing in `--history` and, opened from the live view, showed the live view's keys; the
+    history's hidden keys (g jobs, j job, f5 reload) were nowhere to be found."""
+    from test_tui import make_app
+
+    from gputop_tracker.tui.history import HistoryApp, HistoryScreen
+    from gputop_tracker.tui.widgets import HelpScreen
+
+    def help_text(app: object) -> str:
+        screen = app.screen  # type: ignore[attr-defined]
+        assert isinstance(screen, HelpScreen), screen
+        return str(screen.query_one(Static).render())
+
+    history = HistoryApp(tmp_path / "empty")
+    async with history.run_test(size=(80, 24)) as pilot:
+        await history.workers.wait_for_complete()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = help_text(history)
+        for key in ("space", "g", "j", "f5", "⏎", "/", "d"):
+            assert re.search(rf"(^|\s){re.escape(key)}(\s|$)", text, re.MULTILINE), (key, text)
+        assert "gputop-track live view" not in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(history.screen, HistoryScreen)
+
+    src = FakeSource(2, store=str(tmp_path))
+    live = make_app(src)
+    async with live.run_test(size=(120, 40)) as pilot:
+        await settle(live, pilot, src.n_scripted)
+        await pilot.press("h")
+        for _ in range(300):  # the list loads in a worker
+            if isinstance(live.screen, HistoryScreen) and live.screen.loaded:
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(live.screen, HistoryScreen)
+        await pilot.press("f1")
+        await pilot.pause()
+        text = help_text(live)
+        assert "Mark" in text or "mark" in text
+        assert "pause the display" not in text  # the live view's keys do not act here

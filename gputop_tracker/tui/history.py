@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -48,6 +49,7 @@ from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.charts import Series, TimeChart, session_charts, short_time
 from gputop_tracker.tui.job_panel import job_headline
 from gputop_tracker.tui.output_pane import OutputPane
+from gputop_tracker.tui.widgets import HelpScreen
 
 CSS_FILE = "history.tcss"
 NARROW = 100  # columns: under this the list and the detail use their compact layouts
@@ -79,9 +81,26 @@ class _HistoryScreenBase(Screen[None]):
     """Every history screen: shares history.tcss and switches to the compact layout in narrow terminals."""
 
     CSS_PATH = CSS_FILE
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,f1", "keys_help", "Help", key_display="?", id="history.help", show=False)
+    ]
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW, "narrow")
+
+    def action_keys_help(self) -> None:
+        """Every key of this screen, those the footer has no room for included (from its bindings: complete
+        and remapped as they are); a live view's own keys under it are left out."""
+        rows: dict[tuple[str, str], list[str]] = {}
+        for active in self.active_bindings.values():
+            b = active.binding
+            if active.node is self.app or b.system or b.action == "keys_help":
+                continue
+            text = b.tooltip or b.description
+            rows.setdefault((b.action, text), []).append(self.app.get_key_display(b))
+        lines = [f"[b]{escape(' '.join(keys))}[/b]  {escape(text)}" for (_a, text), keys in rows.items()]
+        title = f"[b]{escape((type(self).__doc__ or 'Keys').splitlines()[0])}[/b]"
+        self.app.push_screen(HelpScreen("\n".join([title, "", *lines, "", "Press escape or ? to close."])))
 
 
 class SessionDetailScreen(_HistoryScreenBase):

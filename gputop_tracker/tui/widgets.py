@@ -523,9 +523,13 @@ Press escape or ? to close."""
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
+    def __init__(self, text: str = HELP) -> None:
+        super().__init__()
+        self.text = text
+
     def compose(self) -> ComposeResult:
         with Grid(id="help-dialog", classes="dialog"):
-            yield Static(HELP, markup=True)
+            yield Static(self.text, markup=True)
 
     def action_close(self) -> None:
         self.dismiss(None)
