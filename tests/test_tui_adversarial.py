@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shlex
@@ -281,3 +282,37 @@ async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -
         text = help_text(live)
         assert "Mark" in text or "mark" in text
         assert "pause the display" not in text  # the live view's keys do not act here
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_closing_the_terminal_hangs_up_the_whole_job_not_only_its_first_process(tmp_path: Path) -> None:
+    """`bash -c 'worker & wait'` in the live view and the terminal closes: without the tool the kernel hangs up
+    the job's whole process group and the worker ends with bash; the view passed SIGHUP to bash alone, and the
+    worker ran on, orphaned. The session is saved all the same."""
+    from test_tui_e2e import alive, start_in_tmux, wait_file, wait_for
+
+    pid_file = tmp_path / "worker.pid"
+    worker = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    job = f"{shlex.quote(sys.executable)} -c {shlex.quote(worker)} & wait"
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", "bash", "-c", job]
+    session, _rc = start_in_tmux(tmp_path, track, size=(100, 30))
+    try:
+        wait_for(session, r"● running", 30)
+        pid = int(wait_file(pid_file, 30))
+        wait_for(session, rf"^│\s+{pid}\s", 15)  # tracked
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    deadline = time.monotonic() + 30
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        assert not alive(pid), "the worker survived the hang-up"
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)
+    deadline = time.monotonic() + 30
+    while not list((tmp_path / "store").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    saved = json.loads(next((tmp_path / "store").glob("*.json")).read_text())
+    assert saved["meta"]["exit_code"] is not None or saved["meta"].get("signal")
