@@ -316,3 +316,28 @@ def test_closing_the_terminal_hangs_up_the_whole_job_not_only_its_first_process(
         time.sleep(0.1)
     saved = json.loads(next((tmp_path / "store").glob("*.json")).read_text())
     assert saved["meta"]["exit_code"] is not None or saved["meta"].get("signal")
+
+
+def test_a_job_that_exits_at_once_gets_a_readable_chart() -> None:
+    """`gputop-track -- true`: one sample of 0 B, 20 ms. The RAM chart's axis read 1 B, 0.75 B, 0.5 B (a
+    fraction of a byte) and its time axis 0s 0s 0s."""
+    from textual.app import App, ComposeResult
+
+    from gputop_tracker.tui.charts import Series, TimeChart
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield TimeChart("RAM", [0.0], [Series("Σ PSS", [0.0], "green")], id="ram")
+            yield TimeChart("RAM", [0.0, 0.02], [Series("Σ PSS", [0.0, 0.0], "green")], id="ram2")
+
+    async def run() -> None:
+        app = One()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            for chart in app.query(TimeChart).results():
+                text = chart.render().plain
+                assert not re.search(r"\b0\.\d+ B\b", text), text
+                axis = text.splitlines()[-1].split()
+                assert len(set(axis)) == len(axis) >= 2, axis
+
+    asyncio.run(run())
