@@ -341,3 +341,33 @@ def test_a_job_that_exits_at_once_gets_a_readable_chart() -> None:
                 assert len(set(axis)) == len(axis) >= 2, axis
 
     asyncio.run(run())
+
+
+NASTY = 'print("\x1b[31mstep\x1b[0m", i, "\\r", end="", flush=True)  [b]x[/b] [link=foo] [/]'
+
+
+async def test_square_brackets_in_a_command_a_filter_or_a_search_do_not_crash_the_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A `python -c` script with `[0m", …, flush=True)` in it was read as Textual markup in the table's
+    subtitle: MarkupError, the view died with a traceback (exit 1) while the job ran on."""
+    from gputop_tracker.tui import fake
+
+    monkeypatch.setattr(fake, "COMMAND", ["python3", "-c", NASTY])
+    src = FakeSource(3)
+    app = LiveApp(src, interval=1.0, command=["python3", "-c", NASTY], store_dir=Path(src.store))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs")
+        assert "[link=foo]" in table.border_subtitle  # shown as written
+        await pilot.press("slash", *"[x=1]", "enter")
+        await pilot.pause()
+        await pilot.press("escape", "f", *"[/b] [x=", "enter")
+        await pilot.pause()
+        await pilot.press("tab", "enter")  # the process in full
+        await pilot.pause()
+        await pilot.press("escape", "k")  # the signal dialog names it
+        await pilot.pause()
+        await pilot.press("escape", "q")  # and the quit dialog
+        await pilot.pause()
+        assert app.is_running and app.return_code is None

@@ -58,6 +58,7 @@ from gputop_tracker.tui.widgets import (
     Panel,
     SummaryPanel,
     clock,
+    plain,
     side_width,
 )
 
@@ -245,7 +246,7 @@ class LiveApp(ViewKeys):
         log = OutputPane(LOG_LINES, id="output")
         log.border_title = "output"
         if self.output_path is not None:
-            log.border_subtitle = str(self.output_path)
+            log.border_subtitle = plain(str(self.output_path))
         yield log
         prompt = Input(id="prompt")
         prompt.display = False
@@ -542,8 +543,8 @@ class LiveApp(ViewKeys):
         room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
         if len(text) > room:
             text = text[: room - 1] + "…"
-        subtitle = f"{pid}: {text}" if text else None
-        if table.border_subtitle != subtitle:  # setting it repaints the whole table, even unchanged
+        subtitle = plain(f"{pid}: {text}" if text else None)
+        if table.border_subtitle != (subtitle.markup if subtitle else None):  # setting it repaints the whole table
             table.border_subtitle = subtitle
 
     def _process(self, pid: int | None) -> ProcessSample | None:

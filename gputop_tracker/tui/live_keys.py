@@ -17,7 +17,7 @@ from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows, ProcessDetailScreen, detail_text
 from gputop_tracker.tui.process_rows import SORT_LABEL, SORTS, short_command
 from gputop_tracker.tui.proctable import ProcessTable
-from gputop_tracker.tui.widgets import HelpScreen, side_width
+from gputop_tracker.tui.widgets import HelpScreen, plain, side_width
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
 BINDINGS: list[BindingType] = [
@@ -120,7 +120,7 @@ class ViewKeys(RunControl):
 
     def watch_row_filter(self) -> None:
         table = self.query_one("#procs", ProcessTable)
-        table.border_title = f"processes matching “{self.row_filter}”" if self.row_filter else "processes"
+        table.border_title = plain(f"processes matching “{self.row_filter}”" if self.row_filter else "processes")
         self._rows_changed()
 
     def keep_row(self, p: ProcessSample) -> bool:
@@ -201,7 +201,7 @@ class ViewKeys(RunControl):
         output = self.query_one("#output", OutputPane)
         line = output.search(term)
         n = output.count(term)
-        output.border_subtitle = (
+        output.border_subtitle = plain(
             f"“{term}”: {n} found" if term and line is not None else (f"“{term}”: not found" if term else None)
         )
 
