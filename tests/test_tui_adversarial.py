@@ -371,3 +371,22 @@ async def test_square_brackets_in_a_command_a_filter_or_a_search_do_not_crash_th
         await pilot.press("escape", "q")  # and the quit dialog
         await pilot.pause()
         assert app.is_running and app.return_code is None
+
+
+async def test_a_store_path_with_brackets_is_shown_not_parsed(tmp_path: Path) -> None:
+    """`--store '/data/run[x=1]/'`: the notification 'session saved: …' at the end crashed the view."""
+    store = tmp_path / 'st[x="1"' / "a[b=c"
+    store.mkdir(parents=True)
+    src = FakeSource(3, store=str(store), finished=True)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=store)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.pause()
+        assert app.is_running and app.return_code is None
+        from textual.content import Content
+
+        notes = list(app._notifications)
+        assert any('st[x="1"' in n.message for n in notes), notes
+        for n in notes:  # as a toast draws it
+            shown = Content.from_markup(n.message) if n.markup else Content(n.message)
+            assert n.message == shown.plain

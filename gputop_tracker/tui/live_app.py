@@ -361,6 +361,7 @@ class LiveApp(ViewKeys):
             e.message + (f"\ndump: {e.dump}" if e.dump else ""),
             title=e.type.upper(),
             severity="warning" if rank[e.type] == 1 else "error",
+            markup=False,  # a process's name, a CUDA error line: text, not markup
         )
         self._draw_header()
 
@@ -376,6 +377,7 @@ class LiveApp(ViewKeys):
                 title="the sampler process stopped",
                 severity="error",
                 timeout=3600,
+                markup=False,
             )
 
     def tell(self, text: str, title: str = "") -> bool:
@@ -400,9 +402,11 @@ class LiveApp(ViewKeys):
             return
         if self.final is not None:
             where = self.final.session_path
-            self.notify(f"session saved: {where}" if where else "session not saved", title=self._status_text())
+            self.notify(
+                f"session saved: {where}" if where else "session not saved", title=self._status_text(), markup=False
+            )
         elif self.failure is not None:
-            self.notify(self.failure.message, severity="error", title="could not track")
+            self.notify(self.failure.message, severity="error", title="could not track", markup=False)
 
     # ------------------------------------------------------------------ drawing
 
