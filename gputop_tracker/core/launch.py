@@ -70,9 +70,21 @@ class Launcher:
             sig = self.to_forward.pop(0)
             if self.main_pid and self.main_exit is None:
                 try:
-                    os.kill(self.main_pid, sig)
+                    if not (sig == signal.SIGHUP and self.cfg.new_session and self._hang_up_group()):
+                        os.kill(self.main_pid, sig)
                 except ProcessLookupError:
                     pass
+
+    def _hang_up_group(self) -> bool:
+        """The command's session has no terminal (the live view's): our terminal's hang-up is its job's, which the
+        kernel would send to the whole foreground process group. False where the command left its group."""
+        try:
+            if os.getpgid(self.main_pid) != self.main_pid:
+                return False
+            os.killpg(self.main_pid, signal.SIGHUP)
+        except OSError:
+            return False
+        return True
 
     # ------------------------------------------------------------------ launch / attach
 

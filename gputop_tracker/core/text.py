@@ -52,8 +52,17 @@ def command_line(argv: Iterable[str]) -> str:
     return " ".join(quote_arg(a) for a in argv)
 
 
-# escape sequences but colours (SGR, CSI ... m): they would move the cursor or change the viewer's terminal
-_CONTROLS = re.compile(r"\x1b\[[0-?]*[ -/]*[@-ln-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# escape sequences but colours (SGR, CSI ... m) and control characters but tab, newline and carriage return:
+# they would move the cursor or change the viewer's terminal (`ESC c` resets it, `ESC ( 0` and SO switch it to
+# line drawing, C1 bytes are 8-bit escapes)
+_CONTROLS = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-ln-~]"  # CSI but SGR
+    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC, DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]+[0-~]"  # nF: character set designations, DECALN
+    r"|\x1b[0-Z\\-~]"  # two-character escapes: RIS, DECSC/DECRC, keypad modes, a string's bare start
+    r"|\x1b(?![ -~]|$)"  # an escape that starts nothing (an escape cut at the end is left to the reader)
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]"  # C0 but tab, newline, CR and escape; DEL; C1
+)
 
 
 def clean_output(text: str) -> str:

@@ -119,8 +119,9 @@ class TimeChart(Widget):
         if self.unit == "percent":
             top = max(self.y_top, nice_ceiling(peak))
             return top, lambda v: f"{v:.0f}%"
-        name, factor = next(((n, f) for n, f in _BYTE_UNITS if peak >= f), ("B", 1.0))
-        top = max(self.y_top, nice_ceiling(peak / factor) * factor if peak > 0 else 1.0)
+        # under 1 kB (nothing held yet, a job that exited at once): a kB axis, never fractions of a byte
+        name, factor = next(((n, f) for n, f in _BYTE_UNITS if peak >= f and f > 1), ("kB", 1e3))
+        top = max(self.y_top, nice_ceiling(peak / factor) * factor if peak > 0 else factor)
         return top, lambda v: f"{v / factor:g} {name}" if v else "0"
 
     def _exact(self, v: float) -> str:
@@ -175,9 +176,9 @@ class TimeChart(Widget):
         cells = [[0] * plot_w for _ in range(plot_h)]
         colors: list[list[str | None]] = [[None] * plot_w for _ in range(plot_h)]
         px_w, px_h = plot_w * 2, plot_h * 4
-        x_end = max([self.xs[-1], *(s.xs[-1] for s in self.series if s.xs)], default=0.0) or 1e-9
-        if self.stepped_axis:
-            x_end = stepped_end(x_end)
+        x_end = max([self.xs[-1], *(s.xs[-1] for s in self.series if s.xs)], default=0.0)
+        x_end = stepped_end(x_end) if self.stepped_axis else x_end
+        x_end = max(x_end, 1.0)  # a run shorter than a second: a 1 s axis, not 0s 0s 0s
 
         def dot(px: int, py: int, color: str) -> None:
             py = min(max(py, 0), px_h - 1)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -48,6 +49,7 @@ from gputop_tracker.core.units import human_bytes, human_seconds
 from gputop_tracker.tui.charts import Series, TimeChart, session_charts, short_time
 from gputop_tracker.tui.job_panel import job_headline
 from gputop_tracker.tui.output_pane import OutputPane
+from gputop_tracker.tui.widgets import HelpScreen
 
 CSS_FILE = "history.tcss"
 NARROW = 100  # columns: under this the list and the detail use their compact layouts
@@ -79,9 +81,26 @@ class _HistoryScreenBase(Screen[None]):
     """Every history screen: shares history.tcss and switches to the compact layout in narrow terminals."""
 
     CSS_PATH = CSS_FILE
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,f1", "keys_help", "Help", key_display="?", id="history.help", show=False)
+    ]
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW, "narrow")
+
+    def action_keys_help(self) -> None:
+        """Every key of this screen, those the footer has no room for included (from its bindings: complete
+        and remapped as they are); a live view's own keys under it are left out."""
+        rows: dict[tuple[str, str], list[str]] = {}
+        for active in self.active_bindings.values():
+            b = active.binding
+            if active.node is self.app or b.system or b.action == "keys_help":
+                continue
+            text = b.tooltip or b.description
+            rows.setdefault((b.action, text), []).append(self.app.get_key_display(b))
+        lines = [f"[b]{escape(' '.join(keys))}[/b]  {escape(text)}" for (_a, text), keys in rows.items()]
+        title = f"[b]{escape((type(self).__doc__ or 'Keys').splitlines()[0])}[/b]"
+        self.app.push_screen(HelpScreen("\n".join([title, "", *lines, "", "Press escape or ? to close."])))
 
 
 class SessionDetailScreen(_HistoryScreenBase):
@@ -364,12 +383,12 @@ class ExportScreen(ModalScreen[Path | None]):
 
 def _ask_export(screen: Screen[Any], entry: store.Entry) -> None:
     if entry.session is None:
-        screen.notify(f"cannot export an unreadable session: {entry.error}", severity="error")
+        screen.notify(f"cannot export an unreadable session: {entry.error}", severity="error", markup=False)
         return
 
     def done(path: Path | None) -> None:
         if path is not None:
-            screen.notify(f"exported {entry.id} to {path}")
+            screen.notify(f"exported {entry.id} to {path}", markup=False)
 
     screen.app.push_screen(ExportScreen(entry), done)
 
@@ -641,7 +660,7 @@ class HistoryScreen(_HistoryScreenBase):
             self._rebuild()
             return
         if row.error is not None:
-            self.notify(f"{row.id} is unreadable: {row.error}", severity="error")
+            self.notify(f"{row.id} is unreadable: {row.error}", severity="error", markup=False)
             return
         self.app.push_screen(SessionDetailScreen(row.entry, self.store_dir))
 
@@ -649,7 +668,9 @@ class HistoryScreen(_HistoryScreenBase):
         """The session under the cursor; on a job's group row, None and a word on what to do."""
         row = self._cursor_row()
         if row is not None and is_group(row):
-            self.notify(f"job {row.job} is {len(row.members or [])} sessions: ⏎ shows them", severity="warning")
+            self.notify(
+                f"job {row.job} is {len(row.members or [])} sessions: ⏎ shows them", severity="warning", markup=False
+            )
             return None
         return row
 
@@ -663,7 +684,7 @@ class HistoryScreen(_HistoryScreenBase):
         flt = self.query_one("#history-filter", Input)
         want = f"job:{row.job}" if row is not None and row.job else ""
         if not want and not flt.value.startswith("job:"):
-            self.notify("this session ran in no SLURM job", severity="warning")
+            self.notify("this session ran in no SLURM job", severity="warning", markup=False)
             return
         if flt.value == want or not want:
             self.expanded.discard(flt.value.removeprefix("job:"))  # the job it opened closes again
@@ -679,7 +700,7 @@ class HistoryScreen(_HistoryScreenBase):
         if row.id in self.marked:
             self.marked.remove(row.id)
         elif row.error is not None:
-            self.notify("an unreadable session cannot be compared", severity="warning")
+            self.notify("an unreadable session cannot be compared", severity="warning", markup=False)
             return
         else:
             self.marked.append(row.id)
@@ -698,7 +719,7 @@ class HistoryScreen(_HistoryScreenBase):
             if cur is not None and cur.id != ids[0] and cur.error is None and not is_group(cur):
                 ids.append(cur.id)
         if len(ids) != 2:
-            self.notify("mark two sessions with space, then press c", severity="warning")
+            self.notify("mark two sessions with space, then press c", severity="warning", markup=False)
             return
         # A is the earlier run, B the later: "did the change help?" reads B against A
         a, b = sorted((by_id[i] for i in ids), key=lambda r: (r.start or 0, r.id))
@@ -714,7 +735,7 @@ class HistoryScreen(_HistoryScreenBase):
         if row is None:
             return
         if row.running:
-            self.notify("this session is still running; stop its gputop-track first", severity="warning")
+            self.notify("this session is still running; stop its gputop-track first", severity="warning", markup=False)
             return
         detail = f"{row.command or row.error}\nThe file {row.entry.path} is removed; this cannot be undone."
 
@@ -729,7 +750,7 @@ class HistoryScreen(_HistoryScreenBase):
             store.delete(self.store_dir, row.id)
         except (OSError, LookupError) as e:
             msg = e.strerror if isinstance(e, OSError) else str(e)
-            self.notify(f"cannot delete {row.id}: {msg}", severity="error")
+            self.notify(f"cannot delete {row.id}: {msg}", severity="error", markup=False)
             return
         self.rows = [r for r in self.rows if r.id != row.id]
         self.shown = [r for r in self.shown if r.id != row.id]
@@ -740,7 +761,7 @@ class HistoryScreen(_HistoryScreenBase):
         else:
             self.query_one("#history-table", DataTable).remove_row(row.id)
             self._status()
-        self.notify(f"deleted {row.id}")
+        self.notify(f"deleted {row.id}", markup=False)
 
     def action_reload(self) -> None:
         self._load()

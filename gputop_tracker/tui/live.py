@@ -40,6 +40,18 @@ OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not gr
 OUTPUT_GAP = 0.1  # seconds at least between two batches of output handed to the view (a chatty command)
 CHUNK = 1 << 16
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
+BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads
+TAIL_LINES = 4096  # lines of such a batch handed to the view (its pane keeps 2000): all of them are in the log
+
+
+def tail_lines(text: str, n: int) -> str:
+    """The last `n` lines of `text` (and the unfinished one after them)."""
+    cut = len(text)
+    for _ in range(n + 1):
+        cut = text.rfind("\n", 0, cut)
+        if cut < 0:
+            return text
+    return text[cut + 1 :]
 
 
 class SamplerSource:
@@ -94,11 +106,16 @@ class SamplerSource:
                         else:
                             watch.wait(None, self._wake_r)
                         continue
-                text = decoder.decode(data)
+                    chunks = [data]
+                    while len(data) == CHUNK and len(chunks) < BATCH // CHUNK:  # a flood: one batch, its tail
+                        data = os.read(self.output_fd, CHUNK)
+                        chunks.append(data)
+                text = decoder.decode(b"".join(chunks))
+                if len(chunks) > 1:
+                    text = tail_lines(text, TAIL_LINES)
                 if text:
                     yield clean_output(text)
-                if len(data) < CHUNK:  # all read for now: let more gather before the next batch
-                    self._closed.wait(OUTPUT_GAP)
+                self._closed.wait(OUTPUT_GAP)  # let more gather before the next batch
         finally:
             watch.close()
 

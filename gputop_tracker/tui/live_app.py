@@ -58,6 +58,7 @@ from gputop_tracker.tui.widgets import (
     Panel,
     SummaryPanel,
     clock,
+    plain,
     side_width,
 )
 
@@ -82,6 +83,23 @@ def freeze_startup_objects() -> None:
         gc.freeze()
         threshold0, *older = gc.get_threshold()
         gc.set_threshold(threshold0 * 10, *older)
+
+
+def fit_heights(height: int, narrow: bool) -> tuple[int, int, int]:
+    """Rows of the charts, the output pane and (narrow: stacked under the table) the side panels. They grow with
+    the terminal (the side panels keep what they need at 120x40); on a short one the header, the footer and a
+    table with three process rows come first, then the output, then the charts, then the side panels, so
+    nothing is cut off and the screen never scrolls."""
+    if narrow:
+        charts, output, side = 5, 4, 8
+    else:
+        charts, output, side = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6)), 0
+    room = height - 3 - 6  # the header (2), the footer (1), the table (its borders, labels and three rows)
+    output = min(output, room) if room >= 3 else 0  # a border and one line at least
+    room -= output
+    charts = min(charts, room) if room >= 5 else 0  # a title, two plot rows, the axis and its labels
+    room -= charts
+    return charts, output, max(0, min(side, room))
 
 
 class SamplerEvent(Message):
@@ -228,7 +246,7 @@ class LiveApp(ViewKeys):
         log = OutputPane(LOG_LINES, id="output")
         log.border_title = "output"
         if self.output_path is not None:
-            log.border_subtitle = str(self.output_path)
+            log.border_subtitle = plain(str(self.output_path))
         yield log
         prompt = Input(id="prompt")
         prompt.display = False
@@ -256,10 +274,10 @@ class LiveApp(ViewKeys):
         height = self.view_size[1]
         narrow = width < NARROW
         self.set_class(narrow, "narrow")
-        # the charts and the output grow with the terminal; the side panels keep what they need at 120x40
-        self.query_one("#charts").styles.height = 5 if narrow else min(14, max(7, (height - 19) // 3))
-        output_h = 4 if narrow else min(12, max(6, height // 6))
+        charts_h, output_h, side_h = fit_heights(height, narrow)
+        self.query_one("#charts").styles.height = charts_h
         self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
+        self.query_one("#side").styles.max_height = side_h if narrow else None
         side = 0 if narrow else side_width(width)
         self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
         cols, name_w = fit_columns(width - side)
@@ -343,6 +361,7 @@ class LiveApp(ViewKeys):
             e.message + (f"\ndump: {e.dump}" if e.dump else ""),
             title=e.type.upper(),
             severity="warning" if rank[e.type] == 1 else "error",
+            markup=False,  # a process's name, a CUDA error line: text, not markup
         )
         self._draw_header()
 
@@ -358,6 +377,7 @@ class LiveApp(ViewKeys):
                 title="the sampler process stopped",
                 severity="error",
                 timeout=3600,
+                markup=False,
             )
 
     def tell(self, text: str, title: str = "") -> bool:
@@ -382,9 +402,11 @@ class LiveApp(ViewKeys):
             return
         if self.final is not None:
             where = self.final.session_path
-            self.notify(f"session saved: {where}" if where else "session not saved", title=self._status_text())
+            self.notify(
+                f"session saved: {where}" if where else "session not saved", title=self._status_text(), markup=False
+            )
         elif self.failure is not None:
-            self.notify(self.failure.message, severity="error", title="could not track")
+            self.notify(self.failure.message, severity="error", title="could not track", markup=False)
 
     # ------------------------------------------------------------------ drawing
 
@@ -525,8 +547,8 @@ class LiveApp(ViewKeys):
         room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
         if len(text) > room:
             text = text[: room - 1] + "…"
-        subtitle = f"{pid}: {text}" if text else None
-        if table.border_subtitle != subtitle:  # setting it repaints the whole table, even unchanged
+        subtitle = plain(f"{pid}: {text}" if text else None)
+        if table.border_subtitle != (subtitle.markup if subtitle else None):  # setting it repaints the whole table
             table.border_subtitle = subtitle
 
     def _process(self, pid: int | None) -> ProcessSample | None:

@@ -84,7 +84,7 @@ class RunControl(App[int]):
             else:
                 return
             self._draw_header()
-            self.notify("waiting for the sampler to save the session…", timeout=3)
+            self.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
 
         self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
 
@@ -105,7 +105,7 @@ class RunControl(App[int]):
         def chosen(choice: str | None) -> None:
             if choice == "kill":
                 self.stop_tree(signal.SIGKILL)
-                self.notify("SIGKILL sent to the tree", severity="warning")
+                self.notify("SIGKILL sent to the tree", severity="warning", markup=False)
             elif choice == "detach":
                 self.quit_choice = "detach"
                 self.source.stop()
@@ -121,10 +121,10 @@ class RunControl(App[int]):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            self.notify(f"process {pid} has already exited", severity="warning")
+            self.notify(f"process {pid} has already exited", severity="warning", markup=False)
             return False
         except PermissionError:
-            self.notify(f"not allowed to signal process {pid}", severity="error")
+            self.notify(f"not allowed to signal process {pid}", severity="error", markup=False)
             return False
         return True
 
@@ -133,7 +133,7 @@ class RunControl(App[int]):
         s = self.latest
         proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
         if pid is None or proc is None or not self.running:
-            self.notify("select a running process of the tracked tree first", severity="warning")
+            self.notify("select a running process of the tracked tree first", severity="warning", markup=False)
             return
         subtree = subtree_pids(s.processes if s else [], pid)
 
@@ -144,13 +144,13 @@ class RunControl(App[int]):
             # re-check: rows may have left the tree while the dialog was open
             alive = set(self.tree_pids())
             if pid not in alive:
-                self.notify(f"process {pid} is no longer in the tracked tree", severity="warning")
+                self.notify(f"process {pid} is no longer in the tracked tree", severity="warning", markup=False)
                 return
             targets = [p for p in (subtree if whole else [pid]) if p in alive]
             sent = [p for p in targets if self._kill(p, sig)]
             what = f"{pid} ({proc.name})" + (f" and {len(sent) - 1} descendants" if whole else "")
             if sent:
-                self.notify(f"sent {signal.Signals(sig).name} to {what}")
+                self.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
 
         self.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1), chosen)
 

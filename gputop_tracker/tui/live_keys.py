@@ -17,7 +17,7 @@ from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows, ProcessDetailScreen, detail_text
 from gputop_tracker.tui.process_rows import SORT_LABEL, SORTS, short_command
 from gputop_tracker.tui.proctable import ProcessTable
-from gputop_tracker.tui.widgets import HelpScreen, side_width
+from gputop_tracker.tui.widgets import HelpScreen, plain, side_width
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
 BINDINGS: list[BindingType] = [
@@ -38,6 +38,7 @@ BINDINGS: list[BindingType] = [
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
     Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
+    Binding("ctrl+z", "suspend_process", "Suspend", id="suspend", show=False, tooltip="Back to the shell (fg)"),
 ]
 
 
@@ -119,7 +120,7 @@ class ViewKeys(RunControl):
 
     def watch_row_filter(self) -> None:
         table = self.query_one("#procs", ProcessTable)
-        table.border_title = f"processes matching “{self.row_filter}”" if self.row_filter else "processes"
+        table.border_title = plain(f"processes matching “{self.row_filter}”" if self.row_filter else "processes")
         self._rows_changed()
 
     def keep_row(self, p: ProcessSample) -> bool:
@@ -200,7 +201,7 @@ class ViewKeys(RunControl):
         output = self.query_one("#output", OutputPane)
         line = output.search(term)
         n = output.count(term)
-        output.border_subtitle = (
+        output.border_subtitle = plain(
             f"“{term}”: {n} found" if term and line is not None else (f"“{term}”: not found" if term else None)
         )
 
@@ -236,6 +237,12 @@ class ViewKeys(RunControl):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_suspend_process(self) -> None:
+        """Ctrl-Z: the view stops (the sampler, a process of its own, samples on); after `fg` the whole screen
+        is drawn again, not only what changed meanwhile: the shell wrote over it."""
+        super().action_suspend_process()  # returns once continued
+        self.call_after_refresh(self.screen.refresh, repaint=True, layout=True)
 
     # ------------------------------------------------------------------ code blocks (b)
 

@@ -18,7 +18,10 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-?]*[ -/]*)?$")  # an escape sequence cut at the end of a chunk
+from gputop_tracker.core.text import clean_output
+
+_PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|[ -/]+)?$")  # an escape sequence cut at the end of a chunk
+_NOT_SGR = re.compile(r"\x1b(?!\[[0-?]*[ -/]*m)")  # what is left of an escape that is no colour
 MATCH_STYLE = Style(bgcolor="yellow", color="black", bold=True)
 
 
@@ -65,18 +68,26 @@ class OutputPane(ScrollView, can_focus=True):
         self._carry = text[m.start() :] if m else ""
         if m:
             text = text[: m.start()]
+        # the halves of a sequence cut between two reads are whole only now: clean them together
+        text = _NOT_SGR.sub("", clean_output(text))
         if not text:
             return
         follow = self.scroll_y >= self.max_scroll_y - 0.5
+        pieces = text.split("\n")
+        if len(pieces) > self.max_lines + 1:  # more lines than the pane keeps: parse only those it will keep
+            pieces = pieces[-self.max_lines - 1 :]
+            self._lines.clear()
+            self._current = None
+            self._rewrite = False
         first_dirty = len(self._lines)
         n_before = len(self._lines)
-        for i, piece in enumerate(text.split("\n")):
+        for i, piece in enumerate(pieces):
             if i:  # a newline: the current line is done
                 self._lines.append(self._current if self._current is not None else Text())
                 self._current = None
                 self._rewrite = False
             self._put(piece)
-        dropped = n_before + (len(text.split("\n")) - 1) - len(self._lines)
+        dropped = n_before + (len(pieces) - 1) - len(self._lines)
         if dropped > 0:  # the oldest lines left the ring: every line moved up
             self._strips.clear()
             first_dirty = 0
@@ -145,6 +156,9 @@ class OutputPane(ScrollView, can_focus=True):
             if row >= len(lines):
                 return Strip.blank(width, self.rich_style)
             text = lines[row]
+            if "\t" in text.plain:  # a tab would move the terminal's cursor past the pane's border
+                text = text.copy()
+                text.expand_tabs(8)
             if self.term:
                 text = text.copy()
                 text.highlight_words([self.term], MATCH_STYLE, case_sensitive=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from gputop_tracker.core.models import ProcessSample, ResourceUsage
+from gputop_tracker.core.text import escape_controls
 from gputop_tracker.tui.proctable import Cell, Column
 from gputop_tracker.tui.widgets import short_bytes
 
@@ -140,11 +141,12 @@ def short_command(p: ProcessSample, room: int = 0) -> str:
     A process that renamed itself (its comm is not the program's name) shows that name first. With `room`
     (cells) and a line still too long: paths lose their directory, then an interpreter gives way to its
     script, so the arguments that tell workers apart stay in view."""
+    name = escape_controls(p.name)  # a newline or an escape (in a `python -c` script) must not leave the row
     if not p.cmdline:
-        return p.name  # unreadable (another user's, or gone): the kernel's name
-    prog = p.cmdline[0].rsplit("/", 1)[-1]
-    args = [short_arg(a) for a in p.cmdline[1:]]
-    renamed = p.name and not prog.startswith(p.name[:15]) and not p.name.startswith(prog[:15])
+        return name  # unreadable (another user's, or gone): the kernel's name
+    prog = escape_controls(p.cmdline[0].rsplit("/", 1)[-1])
+    args = [escape_controls(short_arg(a)) for a in p.cmdline[1:]]
+    renamed = name and not prog.startswith(name[:15]) and not name.startswith(prog[:15])
     text = " ".join([prog, *args])
     if room and len(text) > room and not renamed:
         args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
@@ -152,7 +154,7 @@ def short_command(p: ProcessSample, room: int = 0) -> str:
         script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
         if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
             text = " ".join(args[script:])
-    return f"{p.name}: {text}" if renamed else text
+    return f"{name}: {text}" if renamed else text
 
 
 def process_state(p: ProcessSample) -> str:

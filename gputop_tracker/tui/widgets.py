@@ -5,13 +5,13 @@ from __future__ import annotations
 import signal
 
 from rich.cells import cell_len
-from rich.markup import escape
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
+from textual.content import Content
 from textual.geometry import Region
 from textual.screen import ModalScreen
 from textual.strip import Strip
@@ -69,12 +69,20 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
+def plain(text: str | None) -> Content | None:
+    """A border title as written: a str would be read as Textual markup (a command line's `[0m", end="")`,
+    a job's or a GPU's name, a filter typed: a MarkupError that ends the view)."""
+    return None if text is None else Content(text)
+
+
 def set_border(widget: Widget, title: str | None, subtitle: str | None) -> None:
-    """Border texts, set only when they change: setting one repaints the whole widget, even unchanged."""
-    if widget.border_title != title:
-        widget.border_title = title
-    if widget.border_subtitle != subtitle:
-        widget.border_subtitle = subtitle
+    """Border texts (plain text, not markup), set only when they change: setting one repaints the whole widget,
+    even unchanged."""
+    new_title, new_subtitle = plain(title), plain(subtitle)
+    if widget.border_title != (new_title.markup if new_title else None):
+        widget.border_title = new_title
+    if widget.border_subtitle != (new_subtitle.markup if new_subtitle else None):
+        widget.border_subtitle = new_subtitle
 
 
 class Panel(Static):
@@ -305,7 +313,7 @@ class SummaryPanel(Panel):
                 parts += ["\n", (saved, "italic")]
             self.update(Text.assemble(*parts))
             return
-        set_border(self, "run so far" if live else "final summary", self.border_subtitle)
+        set_border(self, "run so far" if live else "final summary", None)
         lines = [
             f"peak RAM    {human_bytes(ram.combined.total_rss)} (tree)",
             f"  private   {human_bytes(ram.combined.private_rss)}",
@@ -357,7 +365,7 @@ class QuitScreen(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-dialog", classes="dialog"):
-            yield Label(f"[b]{escape(self.what)}[/b] is still running.", markup=True)
+            yield Label(Content.from_markup("[b]$what[/b] is still running.", what=self.what))
             left = "the process" if self.attach else "the command"
             yield Label(
                 f"[b]s[/b]    stop: SIGTERM to {left} and every process of its tree;\n"
@@ -450,7 +458,7 @@ class SignalScreen(ModalScreen[tuple[int, bool] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="signal-dialog", classes="dialog"):
-            yield Label(f"Send a signal to PID [b]{self.pid}[/b] ({escape(self.proc_name)})?", markup=True)
+            yield Label(Content.from_markup(f"Send a signal to PID [b]{self.pid}[/b] ($name)?", name=self.proc_name))
             yield Label(self._target_text(), id="signal-target")
             yield Label(
                 "[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  [b]a[/b] process/subtree  esc cancel",
@@ -502,6 +510,7 @@ and the session is saved by the sampler whatever happens here.
 [b]h[/b]        saved sessions (history)
 [b]b[/b]        the code blocks table (`with block()`, `@tracked`, `mark()`): calls, open now, time,
          peaks, CPU-seconds, marks; under the process table on a large terminal (again: hidden)
+[b]ctrl+z[/b]   suspend the view, back to the shell ([b]fg[/b] returns); the command runs on, still sampled
 [b]?[/b] [b]f1[/b]     this help; [b]esc[/b] closes dialogs, the filter and the search
 
 [b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
@@ -522,9 +531,13 @@ Press escape or ? to close."""
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
+    def __init__(self, text: str = HELP) -> None:
+        super().__init__()
+        self.text = text
+
     def compose(self) -> ComposeResult:
         with Grid(id="help-dialog", classes="dialog"):
-            yield Static(HELP, markup=True)
+            yield Static(self.text, markup=True)
 
     def action_close(self) -> None:
         self.dismiss(None)
