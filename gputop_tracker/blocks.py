@@ -31,11 +31,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 class _Sink:
     """Where this process reports: the FIFO, opened lazily (once per process), and what it dropped."""
 
-    __slots__ = ("dropped", "fd", "lock", "lost_hwm", "open_blocks", "path", "pid", "seq")
+    __slots__ = ("dropped", "fd", "ident", "lock", "lost_hwm", "open_blocks", "path", "pid", "seq")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd = -1
+        self.ident = (0, 0)  # (st_dev, st_ino) of the FIFO `fd` was opened on: the number may be closed under us
         self.pid = 0
         self.dropped = 0
         self.lost_hwm = 0  # the largest VmHWM of a dropped message: the next message carries it
@@ -63,6 +64,8 @@ class _Sink:
             if self.lost_hwm > msg.get("hwm", 0):  # a reset's VmHWM must reach the sampler (the run's peak)
                 msg["hwm"] = self.lost_hwm
         data = json.dumps(msg, separators=(",", ":")).encode() + b"\n"
+        if not _owned(self.fd, self.ident) and not self._regain():
+            return
         try:
             _write(self.fd, data)
         except OSError as e:  # full: dropped and counted; anything else: the sampler is gone, stop reporting
@@ -70,24 +73,53 @@ class _Sink:
                 self.dropped += 1
                 self.lost_hwm = max(self.lost_hwm, msg.get("hwm", 0))
             else:
-                os.close(self.fd)
+                _close(self.fd)
                 self.fd = -2
         else:
             if "dropped" in msg:
                 self.dropped = self.lost_hwm = 0
 
+    def _regain(self) -> bool:
+        """The program closed our fd (`os.closerange`; its number may be a file of its own by now, never
+        written to nor closed by us): the FIFO is opened again. False when it cannot be (the sampler is gone)."""
+        self.fd, self.ident = _open_fifo(self.path)
+        return self.fd >= 0
+
     def _reopen(self, pid: int) -> None:
         # the parent's fd was closed at the fork (`_after_fork_in_child`), while its number was surely still ours:
         # closed here, at the child's first block, it might be a file the child opened since
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            fd = -2  # no reader (the sampler is gone) or no FIFO: a no-op from now on
+        fd, self.ident = _open_fifo(self.path)
         self.dropped = self.lost_hwm = 0
         self.open_blocks = {}
         self.lock = threading.Lock()  # the parent's may have been held by a thread the fork did not copy
         self.fd = fd
         self.pid = pid  # last (see `here`)
+
+
+def _open_fifo(path: str) -> tuple[int, tuple[int, int]]:
+    """A non-blocking write end and what it is; -2 when there is no reader (the sampler is gone) or no FIFO."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return -2, (0, 0)
+    st = os.fstat(fd)  # a fresh fd of ours
+    return fd, (st.st_dev, st.st_ino)
+
+
+def _owned(fd: int, ident: tuple[int, int]) -> bool:
+    """`fd` is still the FIFO we opened (a program may close every fd and open a file that takes the number)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == ident
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 # taken by the one thread that opens the FIFO for this process; a new one in a forked child (a thread of the
@@ -101,10 +133,8 @@ def _after_fork_in_child() -> None:
     _open_lock[0] = threading.Lock()
     sink = _sink
     if sink is not None and sink.fd >= 0:
-        try:
-            os.close(sink.fd)
-        except OSError:
-            pass
+        if _owned(sink.fd, sink.ident):
+            _close(sink.fd)
         sink.fd = -1
 
 
@@ -136,11 +166,8 @@ def _activate(path: str | None) -> None:
     _sink = _Sink(path) if path else None
     if old is not None and old.pid == os.getpid():  # its fd is ours: closed, not leaked (one per Tracker run)
         with old.lock:
-            if old.fd >= 0:
-                try:
-                    os.close(old.fd)
-                except OSError:
-                    pass
+            if old.fd >= 0 and _owned(old.fd, old.ident):
+                _close(old.fd)
             old.fd = -2  # a block still open on it ends as a no-op
 
 

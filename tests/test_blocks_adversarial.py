@@ -1,0 +1,75 @@
+"""Code blocks and the Tracker used the way real programs misuse them: fds closed under the FIFO, a relative
+TMPDIR and a chdir, generators, odd names, nested Trackers, a signal handler that marks, an exception inside
+`with Tracker()` while the sampler is gone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputop_tracker import blocks
+from gputop_tracker.core.blockinbox import BlockInbox
+
+
+@pytest.fixture
+def inbox() -> Iterator[BlockInbox]:
+    box = BlockInbox.create()
+    assert box is not None
+    saved = blocks._sink
+    blocks._activate(box.path)
+    try:
+        yield box
+    finally:
+        blocks._sink = saved
+        box.close()
+
+
+def _run_script(
+    body: str, env: dict[str, str], tmp_path: Path, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(body))
+    return subprocess.run(
+        [sys.executable, str(script)], env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_a_program_that_closes_every_fd_keeps_its_own_files(inbox: BlockInbox, tmp_path: Path) -> None:
+    """`os.closerange(3, 1024)`, then a file opened (it gets the FIFO's old number), then a block: the block's
+    messages went into the program's file, and a second closerange made `with block()` raise EBADF. Now the
+    program's files are its own, no block raises, and blocks after the closerange still reach the sampler."""
+    user = tmp_path / "user.txt"
+    proc = _run_script(
+        f"""
+        import os
+        from gputop_tracker import block, mark
+        with block("before"):
+            pass
+        os.closerange(3, 1024)
+        fd = os.open({str(user)!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with block("reused"):
+            pass
+        mark("m")
+        os.write(fd, b"mine\\n")
+        os.close(fd)
+        os.closerange(3, 1024)
+        with block("closed"):
+            pass
+        print("ok")
+        """,
+        {blocks.ENV: inbox.path},
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ok\n"
+    assert user.read_bytes() == b"mine\n"
+    names = [(m["k"], m["name"]) for m in inbox.read()]
+    assert names == [
+        ("s", "before"), ("e", "before"), ("s", "reused"), ("e", "reused"), ("m", "m"), ("s", "closed"), ("e", "closed")
+    ]  # fmt: skip
