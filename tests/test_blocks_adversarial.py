@@ -73,3 +73,26 @@ def test_a_program_that_closes_every_fd_keeps_its_own_files(inbox: BlockInbox, t
     assert names == [
         ("s", "before"), ("e", "before"), ("s", "reused"), ("e", "reused"), ("m", "m"), ("s", "closed"), ("e", "closed")
     ]  # fmt: skip
+
+
+def test_a_relative_tmpdir_gives_an_absolute_fifo_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TMPDIR=tmp (relative): the FIFO was named `tmp/gputop-blocks-…/blocks` in GPUTOP_TRACKER_BLOCKS, so a
+    program that changed its cwd afterwards (or a child started elsewhere) lost every block, silently."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", "tmp")
+    box = BlockInbox.create()
+    assert box is not None
+    try:
+        assert os.path.isabs(box.path) and box.path.startswith(str(tmp_path / "tmp"))
+        monkeypatch.chdir("/")
+        saved = blocks._sink
+        blocks._activate(box.path)
+        try:
+            blocks.mark("after chdir")
+        finally:
+            blocks._activate(None)
+            blocks._sink = saved
+        assert [m["name"] for m in box.read()] == ["after chdir"]
+    finally:
+        box.close()

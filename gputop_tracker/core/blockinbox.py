@@ -35,7 +35,9 @@ class BlockInbox:
         """A fresh FIFO in a directory only we can enter; None when the machine does not allow one."""
         # as tempfile.mkdtemp (a random name, mode 0700), without loading tempfile into the sampler before the
         # fork: the command's ru_maxrss is judged against our own size then
-        base = os.environ.get("TMPDIR") or "/tmp"
+        # absolute: a relative TMPDIR would name a FIFO that a program changing its cwd (or a child started
+        # elsewhere) could no longer find
+        base = os.path.abspath(os.environ.get("TMPDIR") or "/tmp")
         sweep(base)
         directory = os.path.join(base, f"{PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
         path = os.path.join(directory, "blocks")
