@@ -96,3 +96,28 @@ def test_a_relative_tmpdir_gives_an_absolute_fifo_path(tmp_path: Path, monkeypat
         assert [m["name"] for m in box.read()] == ["after chdir"]
     finally:
         box.close()
+
+
+def test_an_exception_inside_with_tracker_propagates_unchanged(store: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The sampler died (killed) while the body raised: `__exit__`'s stop() raised TrackerError, which replaced
+    the program's own exception. Now the program's exception propagates unchanged and the tracker's failure is
+    one line on stderr; without an exception, the failure is raised as before."""
+    import signal as _signal
+
+    from gputop_tracker import Tracker
+    from gputop_tracker.core.tracker import TrackerError
+
+    mine = ValueError("the program's own")
+    tracker = Tracker(sleep_time=0.1, save=False, join_timeout=5, n_join_attempts=1)
+    with pytest.raises(ValueError) as got, tracker as t:
+        assert t._handle is not None
+        os.kill(t._handle.pid, _signal.SIGKILL)
+        t._handle.wait()
+        raise mine
+    assert got.value is mine
+    err = capfd.readouterr().err
+    assert "gputop-tracker:" in err and "sampler" in err
+    with pytest.raises(TrackerError), Tracker(sleep_time=0.1, save=False, join_timeout=5, n_join_attempts=1) as t:
+        assert t._handle is not None
+        os.kill(t._handle.pid, _signal.SIGKILL)
+        t._handle.wait()

@@ -310,8 +310,14 @@ class Tracker:
     def __enter__(self) -> Tracker:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        try:  # the program's own exception goes on unchanged: a tracking failure must not replace it
+            self.stop()
+        except TrackerError as e:
+            print(f"gputop-tracker: {e}", file=sys.stderr)
 
     # ------------------------------------------------------------------ events
 
