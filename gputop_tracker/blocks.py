@@ -300,12 +300,20 @@ def tracked(func: Any = None) -> Any:
     return decorate
 
 
-CO_COROUTINE = 0x80  # an `async def` function (inspect.iscoroutinefunction, without importing inspect)
+# code flags (as inspect reads them, without importing inspect)
+CO_GENERATOR = 0x20  # a generator function
+CO_COROUTINE = 0x80  # an `async def` function
+CO_ASYNC_GENERATOR = 0x200  # an `async def` with `yield`
 
 
 def _wrap(f: F, name: str) -> F:
-    if getattr(getattr(f, "__code__", None), "co_flags", 0) & CO_COROUTINE:
+    flags = getattr(getattr(f, "__code__", None), "co_flags", 0)
+    if flags & CO_COROUTINE:
         return _wrap_async(f, name)
+    if flags & CO_GENERATOR:
+        return _wrap_generator(f, name)
+    if flags & CO_ASYNC_GENERATOR:
+        return _wrap_async_generator(f, name)
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -328,6 +336,48 @@ def _wrap_async(f: F, name: str) -> F:
             return await f(*args, **kwargs)
         with _Block(sink, name):
             return await f(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _wrap_generator(f: F, name: str) -> F:
+    """`@tracked` on a generator function: a run lasts from its first item until it is exhausted, closed or
+    collected, not just the call that creates it. `send`/`throw` reach it through `yield from`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sink = _sink
+        if sink is None or sink.fd == -2:
+            return (yield from f(*args, **kwargs))
+        with _Block(sink, name):
+            return (yield from f(*args, **kwargs))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _wrap_async_generator(f: F, name: str) -> F:
+    """`@tracked` on an async generator: a run lasts until it is exhausted or closed; `asend`, `athrow` and
+    `aclose` are passed on (an async generator has no `yield from`)."""
+
+    @functools.wraps(f)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sink = _sink
+        agen = f(*args, **kwargs)
+        with _Block(sink, name) if sink is not None and sink.fd != -2 else _NOOP:
+            try:
+                value = await agen.__anext__()
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        await agen.aclose()
+                        raise
+                    except BaseException as e:
+                        value = await agen.athrow(e)
+                    else:
+                        value = await agen.asend(sent)
+            except StopAsyncIteration:
+                return
 
     return wrapper  # type: ignore[return-value]
 
