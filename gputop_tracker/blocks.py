@@ -207,7 +207,7 @@ class _Block:
 
     def __init__(self, sink: _Sink, name: str) -> None:
         self.sink = sink
-        self.name = name[:MAX_NAME]
+        self.name = (name if isinstance(name, str) else str(name))[:MAX_NAME]  # 42, b"x": as outside tracking
         self.id = 0
         self.pid = 0
 

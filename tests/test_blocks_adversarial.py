@@ -201,3 +201,34 @@ def test_a_tracked_async_generator_runs_until_it_is_exhausted(inbox: BlockInbox)
     finally:
         blocks._sink = saved
     assert inbox.read() == []
+
+
+def test_a_name_that_is_not_a_str_is_its_str_as_outside_tracking(inbox: BlockInbox) -> None:
+    """`block(123)`, `block(b"x")`, `@tracked(42)` work outside tracking (a no-op) but raised TypeError under
+    tracking (`123[:200]`, bytes not JSON): the program must not behave differently when tracked."""
+
+    @blocks.tracked(42)  # type: ignore[call-overload]
+    def f() -> int:
+        return 1
+
+    with blocks.block(123):  # type: ignore[arg-type]
+        pass
+    with blocks.block(b"x"):  # type: ignore[arg-type]
+        pass
+    assert f() == 1
+    blocks.mark(b"m")  # type: ignore[arg-type]
+    names = [m["name"] for m in inbox.read() if m["k"] != "e"]
+    assert names == ["123", "b'x'", "42", "b'm'"]
+
+
+def test_odd_names_never_crash_and_are_kept(inbox: BlockInbox) -> None:
+    """10,000 characters, newlines, NUL, a lone surrogate, 4-byte characters: one message each (cut to
+    MAX_NAME), never split, never a crash."""
+    odd = ["x" * 10_000, "a\nb\x00c", "\udcff", "\U0001f600" * 300]
+    for name in odd:
+        with blocks.block(name):
+            pass
+        blocks.mark(name)
+    got = inbox.read()
+    assert inbox.bad == 0 and len(got) == 3 * len(odd)
+    assert [m["name"] for m in got if m["k"] == "m"] == [n[: blocks.MAX_NAME] for n in odd]
