@@ -223,15 +223,15 @@ class _Block:
                 if hwm > peak[0]:
                     peak[0] = hwm
             sink.open_blocks[self.id] = [0 if reset else -1]
-            self.cpu0 = time.process_time()
-            self.t0 = time.perf_counter()
+            self.t0 = time.perf_counter()  # the wall-clock window holds the CPU window (never more CPU than
+            self.cpu0 = time.process_time()  # wall time for one thread)
             msg = {"k": "s", "pid": sink.pid, "id": self.id, "name": self.name, "t": time.time(), "hwm": hwm}
             sink.send(msg)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        t1 = time.perf_counter()
         cpu = time.process_time() - self.cpu0
+        t1 = time.perf_counter()
         sink = self.sink
         if os.getpid() != self.pid:
             return  # a forked child leaving its parent's block: not its run (even once it has blocks of its own)

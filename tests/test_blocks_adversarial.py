@@ -232,3 +232,15 @@ def test_odd_names_never_crash_and_are_kept(inbox: BlockInbox) -> None:
     got = inbox.read()
     assert inbox.bad == 0 and len(got) == 3 * len(odd)
     assert [m["name"] for m in got if m["k"] == "m"] == [n[: blocks.MAX_NAME] for n in odd]
+
+
+def test_a_single_threaded_block_never_uses_more_cpu_than_wall_time(inbox: BlockInbox) -> None:
+    """The CPU clock was read outside the wall clock at both ends (entry: CPU then wall; exit: wall then CPU),
+    so a short busy block of a one-thread program reported more CPU than wall time (`mean_cpu_percent` 108 %
+    for a 0.1 ms block, labelled exact). Now the wall-clock window holds the CPU window."""
+    for _ in range(3000):
+        with blocks.block("busy"):
+            sum(range(50))
+    ends = [m for m in inbox.read() if m["k"] == "e"]
+    assert len(ends) == 3000
+    assert sum(m["cpu"] for m in ends) <= sum(m["dur"] for m in ends)
