@@ -40,7 +40,9 @@ class _Sink:
         self.pid = 0
         self.dropped = 0
         self.lost_hwm = 0  # the largest VmHWM of a dropped message: the next message carries it
-        self.lock = threading.Lock()
+        # re-entrant: a signal handler that marks, or a collection that ends a @tracked generator, may run in
+        # the thread that holds it (between two bytecodes of a block's entry)
+        self.lock = threading.RLock()
         self.seq = itertools.count(1)
         self.open_blocks: dict[int, list[int]] = {}  # block id -> [its peak so far], this process's open blocks
 
@@ -88,10 +90,15 @@ class _Sink:
     def _reopen(self, pid: int) -> None:
         # the parent's fd was closed at the fork (`_after_fork_in_child`), while its number was surely still ours:
         # closed here, at the child's first block, it might be a file the child opened since
-        fd, self.ident = _open_fifo(self.path)
+        fd, ident = _open_fifo(self.path)
+        if self.pid == pid:  # a signal handler's block, in this thread, opened it meanwhile
+            if fd >= 0:
+                _close(fd)
+            return
+        self.ident = ident
         self.dropped = self.lost_hwm = 0
         self.open_blocks = {}
-        self.lock = threading.Lock()  # the parent's may have been held by a thread the fork did not copy
+        self.lock = threading.RLock()  # the parent's may have been held by a thread the fork did not copy
         self.fd = fd
         self.pid = pid  # last (see `here`)
 
@@ -124,13 +131,13 @@ def _close(fd: int) -> None:
 
 # taken by the one thread that opens the FIFO for this process; a new one in a forked child (a thread of the
 # parent may have held it at the fork)
-_open_lock = [threading.Lock()]
+_open_lock = [threading.RLock()]  # re-entrant, as `_Sink.lock`
 
 
 def _after_fork_in_child() -> None:
     """A forked child: a fresh open lock, and the parent's fd closed now, before the child can reuse its number
     (a daemon that closes every fd and opens a log); the child opens its own at its first block."""
-    _open_lock[0] = threading.Lock()
+    _open_lock[0] = threading.RLock()
     sink = _sink
     if sink is not None and sink.fd >= 0:
         if _owned(sink.fd, sink.ident):

@@ -244,3 +244,64 @@ def test_a_single_threaded_block_never_uses_more_cpu_than_wall_time(inbox: Block
     ends = [m for m in inbox.read() if m["k"] == "e"]
     assert len(ends) == 3000
     assert sum(m["cpu"] for m in ends) <= sum(m["dur"] for m in ends)
+
+
+REENTRY = """
+import gc, os, signal, sys
+from gputop_tracker import blocks, block, mark, tracked
+
+def handler(signum, frame):
+    mark("in the handler")
+
+signal.signal(signal.SIGUSR1, handler)
+real_read_hwm = blocks._read_hwm
+armed = []
+
+def read_hwm():
+    # what could come at any bytecode boundary while a block holds its lock: a signal whose Python handler
+    # marks, or a garbage collection that finishes a @tracked generator left in a reference cycle
+    if armed:
+        what = armed.pop()
+        if what == "signal":
+            os.kill(os.getpid(), signal.SIGUSR1)
+        else:
+            gc.collect()
+    return real_read_hwm()
+
+blocks._read_hwm = read_hwm
+
+@tracked("gen")
+def gen():
+    yield 1
+    yield 2
+
+class Cycle:
+    pass
+
+armed.append("signal")
+with block("outer"):
+    pass
+c = Cycle()
+c.me = c
+c.g = gen()
+next(c.g)
+del c
+armed.append("gc")
+with block("collects"):
+    pass
+print("done", flush=True)
+"""
+
+
+def test_a_signal_handler_or_a_collection_that_reports_while_a_block_holds_the_lock(
+    inbox: BlockInbox, tmp_path: Path
+) -> None:
+    """A Python signal handler that calls mark(), or a garbage collection that finishes a @tracked generator,
+    runs in the thread that holds the sink's lock (inside a block's entry): the lock was not re-entrant and
+    the program hung for ever. Now it finishes and every message arrives."""
+    proc = _run_script(REENTRY, {blocks.ENV: inbox.path}, tmp_path, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr
+    got = [(m["k"], m["name"]) for m in inbox.read()]
+    assert ("m", "in the handler") in got and ("e", "gen") in got
+    assert got.count(("s", "outer")) == got.count(("e", "outer")) == 1
+    assert got.count(("s", "collects")) == got.count(("e", "collects")) == 1
