@@ -171,14 +171,56 @@ def _activate(path: str | None) -> None:
     global _sink
     old = _sink
     _sink = _Sink(path) if path else None
-    if old is not None and old.pid == os.getpid():  # its fd is ours: closed, not leaked (one per Tracker run)
-        with old.lock:
-            if old.fd >= 0 and _owned(old.fd, old.ident):
-                _close(old.fd)
-            old.fd = -2  # a block still open on it ends as a no-op
+    if old is not None:
+        _retire(old)
 
 
 _activate(os.environ.get(ENV))
+
+# the Trackers running in this process, oldest first (each its own FIFO), and what was there before the first
+# (gputop-track's FIFO, or nothing): blocks report to the newest; a Tracker's stop, in any order, closes only
+# its own sink and leaves the others open (a block started under an outer Tracker ends there)
+_stack: list[_Sink] = []
+_base: list[tuple[_Sink | None, str | None]] = []
+
+
+def _push(path: str) -> _Sink:
+    """A Tracker starts: its FIFO gets this process's blocks (and its children's, through the environment)."""
+    global _sink
+    if not _stack:
+        _base[:] = [(_sink, os.environ.get(ENV))]
+    sink = _Sink(path)
+    _stack.append(sink)
+    _sink = sink
+    os.environ[ENV] = path
+    return sink
+
+
+def _pop(sink: _Sink) -> None:
+    """That Tracker stopped: its sink closes; the newest one still running (or what was there before) is back."""
+    global _sink
+    if sink in _stack:
+        _stack.remove(sink)
+    path: str | None
+    if _stack:
+        _sink, path = _stack[-1], _stack[-1].path
+    else:
+        ((_sink, path),) = _base or [(None, None)]
+        _base.clear()
+    if path is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = path
+    _retire(sink)
+
+
+def _retire(old: _Sink) -> None:
+    """Close a sink's fd (ours: not leaked, one per Tracker run); a block still open on it ends as a no-op."""
+    if old.pid == os.getpid():
+        with old.lock:
+            if old.fd >= 0 and _owned(old.fd, old.ident):
+                _close(old.fd)
+            old.fd = -2
 
 
 def _read_hwm() -> int:

@@ -305,3 +305,68 @@ def test_a_signal_handler_or_a_collection_that_reports_while_a_block_holds_the_l
     assert ("m", "in the handler") in got and ("e", "gen") in got
     assert got.count(("s", "outer")) == got.count(("e", "outer")) == 1
     assert got.count(("s", "collects")) == got.count(("e", "collects")) == 1
+
+
+NESTED = """
+import json, os, time
+from gputop_tracker import Tracker, block, blocks
+
+ENV = blocks.ENV
+out = {}
+with Tracker(sleep_time=0.2, save=False, time_unit="seconds") as outer:
+    outer_path = os.environ[ENV]
+    with block("a"):
+        pass
+    with block("epoch"):
+        with Tracker(sleep_time=0.2, save=False, time_unit="seconds") as inner:
+            with block("inner"):
+                pass
+        out["env_after_inner"] = os.environ.get(ENV) == outer_path
+        time.sleep(0.05)
+    with block("b"):
+        pass
+out["env_after_outer"] = os.environ.get(ENV)
+out["sink_after_outer"] = blocks._sink is None
+# stopped out of order: the outer first, the inner's blocks still reach the inner
+first, second = Tracker(sleep_time=0.2, save=False), Tracker(sleep_time=0.2, save=False)
+first.start()
+second.start()
+first.stop()
+with block("second only"):
+    pass
+second.stop()
+out["env_after_both"] = os.environ.get(ENV)
+out["sink_after_both"] = blocks._sink is None
+for name, t in (("outer", outer), ("inner", inner), ("first", first), ("second", second)):
+    d = t.to_json()
+    out[name] = {
+        "blocks": {b["name"]: [b["calls"], b["duration"]["total"]] for b in d["blocks"]},
+        "notes": d["notes"],
+        "pids": [p.pid for p in t.raw_usage.processes],
+    }
+out["inner_sampler"] = inner._handle.pid
+out["outer_sampler"] = outer._handle.pid
+print(json.dumps(out))
+"""
+
+
+def test_nested_trackers_each_get_their_blocks(tmp_path: Path) -> None:
+    """A Tracker inside another: the inner's start closed the outer's FIFO fd, so a block open across the inner
+    run ("epoch") never ended for the outer ("1 block runs had not ended"), and the outer's FIFO was named in
+    the environment again after both stopped; the inner counted the outer's sampler as a process of its tree
+    (and `wait_descendants` would wait for it for ever). Now each gets its own blocks, in any stop order, and
+    an inner Tracker leaves the outer's sampler out (the outer still counts the inner's: a child the program
+    started)."""
+    proc = _run_script(NESTED, {}, tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    import json as _json
+
+    out = _json.loads(proc.stdout)
+    assert out["env_after_inner"] and out["env_after_outer"] is None and out["sink_after_outer"]
+    assert out["env_after_both"] is None and out["sink_after_both"]
+    outer, inner = out["outer"], out["inner"]
+    assert sorted(outer["blocks"]) == ["a", "b", "epoch"] and outer["blocks"]["epoch"][1] >= 0.05
+    assert list(inner["blocks"]) == ["inner"]
+    assert not any("had not ended" in n for n in outer["notes"] + inner["notes"])
+    assert out["outer_sampler"] not in inner["pids"]
+    assert list(out["second"]["blocks"]) == ["second only"] and out["first"]["blocks"] == {}

@@ -51,6 +51,9 @@ EventCallback = Callable[[Event], object]
 SampleCallback = Callable[[Sample], object]
 
 
+_SAMPLERS: set[int] = set()  # pids of the samplers of the Trackers running in this process
+
+
 class TrackerError(RuntimeError):
     pass
 
@@ -151,7 +154,7 @@ class Tracker:
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None
-        self._blocks_prev: tuple[str | None] | None = None  # GPUTOP_TRACKER_BLOCKS before start(), while set
+        self._blocks_sink: Any = None  # blocks._Sink of this run, while it tracks
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -166,7 +169,11 @@ class Tracker:
             self._blocks_inbox = BlockInbox.create()
             self._cfg.blocks_fifo = self._blocks_inbox.path if self._blocks_inbox is not None else None
         self._open_exporter()
+        # another Tracker's sampler running in this process is its child, not part of the program: left out
+        # (else counted, and waited for by wait_descendants until that Tracker stops: never, when it is outer)
+        self._cfg.exclude = sorted(_SAMPLERS)
         self._handle = start_spawned(self._cfg)
+        _SAMPLERS.add(self._handle.pid)
         messages = self._handle.messages()
         for msg in messages:
             if self._exporter is not None:
@@ -180,9 +187,11 @@ class Tracker:
                 self._reader.start()
                 return self
             if isinstance(msg, Failed):
+                _SAMPLERS.discard(self._handle.pid)
                 self._close_blocks()
                 self._close_exporter()
                 raise TrackerError(msg.message)
+        _SAMPLERS.discard(self._handle.pid)
         self._close_blocks()
         self._close_exporter()
         raise TrackerError("the sampler process exited before it started tracking")
@@ -245,6 +254,7 @@ class Tracker:
         self._close_exporter()  # after the reader: it feeds the exporter to its last message
         self._handle.close()
         self._handle.wait()
+        _SAMPLERS.discard(self._handle.pid)
         self._close_blocks()  # the sampler is done with the FIFO
         if self._failure is not None and self._usage is None:
             raise TrackerError(self._failure.message)
@@ -263,7 +273,7 @@ class Tracker:
 
     def _report_blocks(self, on: bool) -> None:
         """Code blocks of this process (and of the children it starts from now on) report to the sampler while
-        tracking (`on`); after, what was there before is back (no-ops, or an outer gputop-track's)."""
+        tracking (`on`); after, what was there before is back (no-ops, an outer Tracker's or gputop-track's)."""
         from gputop_tracker import blocks
 
         inbox = self._blocks_inbox
@@ -271,16 +281,10 @@ class Tracker:
             return
         if on:
             inbox.close_fds()  # the sampler reads it now
-            self._blocks_prev = (os.environ.get(blocks.ENV),)
-            os.environ[blocks.ENV] = inbox.path
-        elif self._blocks_prev is not None:
-            (prev,) = self._blocks_prev
-            self._blocks_prev = None
-            if prev is None:
-                os.environ.pop(blocks.ENV, None)
-            else:
-                os.environ[blocks.ENV] = prev
-        blocks._activate(os.environ.get(blocks.ENV))
+            self._blocks_sink = blocks._push(inbox.path)
+        elif self._blocks_sink is not None:
+            sink, self._blocks_sink = self._blocks_sink, None
+            blocks._pop(sink)
 
     def _open_exporter(self) -> None:
         """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
