@@ -10,11 +10,13 @@ sampler never loses a whole-run peak to a reset. Light on purpose: standard libr
 
 from __future__ import annotations
 
+import atexit
 import errno
 import functools
 import itertools
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -72,6 +74,8 @@ class _Sink:
             _write(self.fd, data)
         except OSError as e:  # full: dropped and counted; anything else: the sampler is gone, stop reporting
             if e.errno == errno.EAGAIN:
+                if not self.dropped:
+                    _tell_drops_at_exit()
                 self.dropped += 1
                 self.lost_hwm = max(self.lost_hwm, msg.get("hwm", 0))
             else:
@@ -80,6 +84,24 @@ class _Sink:
         else:
             if "dropped" in msg:
                 self.dropped = self.lost_hwm = 0
+
+    def flush(self, timeout: float) -> None:
+        """The drops not told yet (they ride on the next message, and there may be none: the program's last
+        blocks, a Tracker stopping) in a message of their own, waiting up to `timeout` s for room in the FIFO."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.dropped and self.fd >= 0 and self.pid == os.getpid():
+                before = self.dropped
+                self.send({"k": "d", "pid": self.pid, "name": "", "t": time.time()})
+                if not self.dropped or self.fd < 0:
+                    return
+                self.dropped = before  # the notice itself found no room: not a drop of the program's
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                poller = select.poll()
+                poller.register(self.fd, select.POLLOUT)
+                poller.poll(min(left, 0.05) * 1000)
 
     def _regain(self) -> bool:
         """The program closed our fd (`os.closerange`; its number may be a file of its own by now, never
@@ -217,10 +239,28 @@ def _pop(sink: _Sink) -> None:
 def _retire(old: _Sink) -> None:
     """Close a sink's fd (ours: not leaked, one per Tracker run); a block still open on it ends as a no-op."""
     if old.pid == os.getpid():
+        old.flush(FLUSH_WAIT)
         with old.lock:
             if old.fd >= 0 and _owned(old.fd, old.ident):
                 _close(old.fd)
             old.fd = -2
+
+
+FLUSH_WAIT = 2.0  # seconds at most for room in the FIFO to tell the last drops (at exit, at a Tracker's stop)
+_exit_hook: list[int] = []  # the pid that registered it (a forked child registers its own)
+
+
+def _tell_drops_at_exit() -> None:
+    """At the first drop of a process: its drops are told at exit too (`os._exit` skips it: a forked worker's
+    last drops stay untold)."""
+    if _exit_hook != [os.getpid()]:
+        _exit_hook[:] = [os.getpid()]
+        atexit.register(_flush_all)
+
+
+def _flush_all() -> None:
+    for sink in {id(s): s for s in (_sink, *_stack) if s is not None}.values():
+        sink.flush(FLUSH_WAIT)
 
 
 def _read_hwm() -> int:

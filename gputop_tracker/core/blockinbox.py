@@ -143,11 +143,11 @@ _INTS = ("pid", "id", "hwm", "peak", "dropped")
 
 def _valid(msg: Any) -> bool:
     """A block message as `gputop_tracker.blocks` writes it (anything else in the FIFO is counted and left)."""
-    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m") or not isinstance(msg.get("name"), str):
+    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m", "d") or not isinstance(msg.get("name"), str):
         return False
     if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):
         return False
-    if msg["k"] != "m" and not isinstance(msg.get("id"), int):
+    if msg["k"] in ("s", "e") and not isinstance(msg.get("id"), int):
         return False
     for k in _NUMBERS:
         v = msg.get(k)
