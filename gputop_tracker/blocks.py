@@ -221,8 +221,9 @@ def _push(path: str) -> _Sink:
 def _pop(sink: _Sink) -> None:
     """That Tracker stopped: its sink closes; the newest one still running (or what was there before) is back."""
     global _sink
-    if sink in _stack:
-        _stack.remove(sink)
+    if sink not in _stack:  # popped already
+        return
+    _stack.remove(sink)
     path: str | None
     if _stack:
         _sink, path = _stack[-1], _stack[-1].path
