@@ -406,3 +406,39 @@ def test_drops_of_the_last_blocks_are_told_at_exit(inbox: BlockInbox, tmp_path: 
     got += inbox.read()
     assert dropped >= 10
     assert sum(m.get("dropped", 0) for m in got) == dropped
+
+
+def test_an_interrupted_start_leaves_no_sampler_running(
+    store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A Ctrl-C while start() waits for the sampler (it takes a second to load): the sampler went on tracking
+    the process until it exited (a notebook kernel: for days), its FIFO stayed, and the Tracker could not be
+    used. Now the interrupt propagates and the sampler is stopped and reaped, its FIFO removed."""
+    from gputop_tracker import Tracker
+    from gputop_tracker.core import channel, tracker
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    spawned: list[channel.SamplerHandle] = []
+    real = channel.start_spawned
+
+    def start_spawned(cfg: object) -> channel.SamplerHandle:
+        handle = real(cfg)  # type: ignore[arg-type]
+        spawned.append(handle)
+
+        def interrupted() -> Iterator[object]:
+            raise KeyboardInterrupt
+            yield
+
+        handle.messages = interrupted  # type: ignore[method-assign]
+        return handle
+
+    monkeypatch.setattr(tracker, "start_spawned", start_spawned)
+    t = Tracker(sleep_time=0.1)
+    with pytest.raises(KeyboardInterrupt):
+        t.start()
+    (handle,) = spawned
+    assert handle.exit_status is not None  # reaped
+    assert not os.path.exists(f"/proc/{handle.pid}")
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("gputop-blocks-")]
+    assert os.environ.get(blocks.ENV) is None and blocks._sink is None
+    assert handle.pid not in tracker._SAMPLERS

@@ -180,6 +180,17 @@ class SamplerHandle:
                     self.exit_status = 0
         return self.exit_status
 
+    def end(self, sig: int, timeout: float) -> None:
+        """Stop it with `sig`, SIGKILL past `timeout` s; close our ends and reap it."""
+        self.signal(sig)
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+        self.close()
+        self.wait()
+
     def close(self) -> None:
         """Close the read end once, through its owner: a spawned sampler's pipe belongs to its `Popen`
         (whose file object would close the same number again when collected, maybe by then another file)."""

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from gputop_tracker.core.columns import TimelineColumns
     from gputop_tracker.core.models import Session
 
+ABANDON_WAIT = 5.0  # seconds for a sampler whose start failed or was interrupted to stop, before SIGKILL
 READER_DRAIN = 10.0  # seconds for the reader to see the end of a killed sampler's pipe
 
 EventCallback = Callable[[Event], object]
@@ -174,7 +175,18 @@ class Tracker:
         self._cfg.exclude = sorted(_SAMPLERS)
         self._handle = start_spawned(self._cfg)
         _SAMPLERS.add(self._handle.pid)
-        messages = self._handle.messages()
+        try:
+            failure = self._await_started(self._handle.messages())
+        except BaseException:  # a Ctrl-C while the sampler loads: it must not track on until we exit
+            self._abandon()
+            raise
+        if failure is not None:
+            self._abandon()
+            raise TrackerError(failure)
+        return self
+
+    def _await_started(self, messages: Iterator[Message]) -> str | None:
+        """Until the sampler tracks (then the reader thread takes the messages on); the failure, if any."""
         for msg in messages:
             if self._exporter is not None:
                 self._exporter.observe(msg)
@@ -185,16 +197,21 @@ class Tracker:
                     target=self._read, args=(messages,), name="gputop-tracker-events", daemon=True
                 )
                 self._reader.start()
-                return self
+                return None
             if isinstance(msg, Failed):
-                _SAMPLERS.discard(self._handle.pid)
-                self._close_blocks()
-                self._close_exporter()
-                raise TrackerError(msg.message)
-        _SAMPLERS.discard(self._handle.pid)
+                return msg.message
+        return "the sampler process exited before it started tracking"
+
+    def _abandon(self) -> None:
+        """start() failed or was interrupted: the sampler stopped (killed if it does not stop within
+        ABANDON_WAIT s) and reaped, this process's blocks back where they were, the FIFO and the exporter closed."""
+        handle = self._handle
+        assert handle is not None
+        self._report_blocks(False)
+        handle.end(STOP_SIGNAL, ABANDON_WAIT)
+        _SAMPLERS.discard(handle.pid)
         self._close_blocks()
         self._close_exporter()
-        raise TrackerError("the sampler process exited before it started tracking")
 
     def _read(self, messages: Iterator[Message]) -> None:
         """The reader thread: streamed events go to the callbacks; the summary is kept for stop()."""
