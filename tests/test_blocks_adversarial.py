@@ -442,3 +442,20 @@ def test_an_interrupted_start_leaves_no_sampler_running(
     assert not [n for n in os.listdir(tmp_path) if n.startswith("gputop-blocks-")]
     assert os.environ.get(blocks.ENV) is None and blocks._sink is None
     assert handle.pid not in tracker._SAMPLERS
+
+
+def test_the_fifo_is_usable_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a umask such as 0o277 the private directory was made 0o500 and the FIFO could not be made in it
+    (for anyone but root): blocks silently went unreported. The modes are now set, not masked."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    old = os.umask(0o777)
+    try:
+        box = BlockInbox.create()
+    finally:
+        os.umask(old)
+    assert box is not None
+    try:
+        assert os.stat(box.directory).st_mode & 0o777 == 0o700
+        assert os.stat(box.path).st_mode & 0o777 == 0o600
+    finally:
+        box.close()

@@ -43,10 +43,13 @@ class BlockInbox:
         path = os.path.join(directory, "blocks")
         try:
             os.mkdir(directory, 0o700)
+            os.chmod(directory, 0o700)  # the modes as given, whatever the program's umask (0o277: no FIFO)
         except OSError:
+            _remove(directory, path)
             return None
         try:
             os.mkfifo(path, 0o600)
+            os.chmod(path, 0o600)
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
