@@ -281,6 +281,8 @@ class Tracker:
                     f"the sampler did not finish within join_timeout × n_join_attempts ({self.join_timeout:g} s) "
                     "and was killed; its session keeps the figures of its last checkpoint"
                 )
+            if self._handle.lost:
+                raise TrackerError("this program closed the pipe to the sampler (every fd closed?): no summary")
             raise TrackerError("the sampler process ended without a summary")
         if self.resource_usage_file is not None:
             from gputop_tracker.core.store import write_output
