@@ -493,3 +493,15 @@ def test_a_tracker_never_closes_the_files_that_took_its_pipes_numbers(tmp_path: 
     assert proc.stdout.startswith("failed: this program closed the pipe to the sampler"), proc.stdout
     for i in range(12):
         assert (tmp_path / "files" / f"f{i}").read_bytes() == b"mine\n"
+
+
+def test_a_tmpdir_that_cannot_be_used_falls_back_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TMPDIR naming a directory that is gone (a job's scratch, cleaned): no FIFO, blocks silently off. Now the
+    next usable place is taken, as tempfile does."""
+    monkeypatch.setenv("TMPDIR", "/nonexistent/scratch")
+    box = BlockInbox.create()
+    assert box is not None
+    try:
+        assert os.path.dirname(box.directory) in ("/tmp", "/var/tmp", "/dev/shm")
+    finally:
+        box.close()

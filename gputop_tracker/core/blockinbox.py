@@ -34,20 +34,26 @@ class BlockInbox:
     def create(cls) -> BlockInbox | None:
         """A fresh FIFO in a directory only we can enter; None when the machine does not allow one."""
         # as tempfile.mkdtemp (a random name, mode 0700), without loading tempfile into the sampler before the
-        # fork: the command's ru_maxrss is judged against our own size then
-        # absolute: a relative TMPDIR would name a FIFO that a program changing its cwd (or a child started
-        # elsewhere) could no longer find
-        base = os.path.abspath(os.environ.get("TMPDIR") or "/tmp")
+        # fork: the command's ru_maxrss is judged against our own size then. TMPDIR first, then the usual
+        # places, as tempfile does (a TMPDIR that is gone must not turn blocks off); absolute: a relative TMPDIR
+        # would name a FIFO that a program changing its cwd (or a child started elsewhere) could not find
+        for base in dict.fromkeys(os.path.abspath(b) for b in (os.environ.get("TMPDIR"), *FALLBACKS) if b):
+            made = cls._make(base)
+            if made is not None:
+                return made
+        return None
+
+    @classmethod
+    def _make(cls, base: str) -> BlockInbox | None:
         sweep(base)
         directory = os.path.join(base, f"{PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
         path = os.path.join(directory, "blocks")
         try:
             os.mkdir(directory, 0o700)
-            os.chmod(directory, 0o700)  # the modes as given, whatever the program's umask (0o277: no FIFO)
         except OSError:
-            _remove(directory, path)
             return None
         try:
+            os.chmod(directory, 0o700)  # the modes as given, whatever the program's umask (0o277: no FIFO)
             os.mkfifo(path, 0o600)
             os.chmod(path, 0o600)
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -114,6 +120,7 @@ class BlockInbox:
         _remove(self.directory, self.path)
 
 
+FALLBACKS = ("/tmp", "/var/tmp", "/dev/shm")  # after TMPDIR
 PREFIX = "gputop-blocks-"  # + the sampler's pid + a random part
 
 
