@@ -291,43 +291,49 @@ def _reset_hwm() -> bool:
 
 
 class _Block:
-    """One run of a block (a context manager used once)."""
+    """A block: each `with` is one run. The same object may be entered again before it ends (recursion, several
+    threads or asyncio tasks): each run is paired with its own end, per thread and per task."""
 
-    __slots__ = ("cpu0", "id", "name", "pid", "sink", "t0")
+    __slots__ = ("name", "runs", "sink")
 
     def __init__(self, sink: _Sink, name: str) -> None:
         self.sink = sink
         self.name = (name if isinstance(name, str) else str(name))[:MAX_NAME]  # 42, b"x": as outside tracking
-        self.id = 0
-        self.pid = 0
+        self.runs: dict[Any, list[tuple[int, int, float, float]]] = {}  # whose -> open runs (id, pid, t0, cpu0)
 
     def __enter__(self) -> _Block:
         sink = self.sink
         sink.here()
-        self.pid = sink.pid
         with sink.lock:
-            self.id = next(sink.seq)
+            run_id = next(sink.seq)
             hwm = _read_hwm()
             reset = _reset_hwm()
             for peak in sink.open_blocks.values():  # an enclosing block keeps what the reset clears
                 if hwm > peak[0]:
                     peak[0] = hwm
-            sink.open_blocks[self.id] = [0 if reset else -1]
-            self.t0 = time.perf_counter()  # the wall-clock window holds the CPU window (never more CPU than
-            self.cpu0 = time.process_time()  # wall time for one thread)
-            msg = {"k": "s", "pid": sink.pid, "id": self.id, "name": self.name, "t": time.time(), "hwm": hwm}
+            sink.open_blocks[run_id] = [0 if reset else -1]
+            msg = {"k": "s", "pid": sink.pid, "id": run_id, "name": self.name, "t": time.time(), "hwm": hwm}
+            # the wall-clock window holds the CPU window (never more CPU than wall time for one thread)
+            self.runs.setdefault(_whose(), []).append((run_id, sink.pid, time.perf_counter(), time.process_time()))
             sink.send(msg)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cpu = time.process_time() - self.cpu0
+        cpu1 = time.process_time()
         t1 = time.perf_counter()
-        sink = self.sink
-        if os.getpid() != self.pid:
+        whose = _whose()
+        stack = self.runs.get(whose)
+        if not stack:
+            return  # an exit without its entry
+        run_id, pid, t0, cpu0 = stack.pop()
+        if not stack:
+            del self.runs[whose]
+        if os.getpid() != pid:
             return  # a forked child leaving its parent's block: not its run (even once it has blocks of its own)
+        sink = self.sink
         with sink.lock:
             hwm = _read_hwm()
-            peak = sink.open_blocks.pop(self.id, [-1])[0]
+            peak = sink.open_blocks.pop(run_id, [-1])[0]
             if peak >= 0:
                 peak = max(peak, hwm)
             for other in sink.open_blocks.values():
@@ -336,15 +342,23 @@ class _Block:
             msg = {
                 "k": "e",
                 "pid": sink.pid,
-                "id": self.id,
+                "id": run_id,
                 "name": self.name,
                 "t": time.time(),
-                "dur": t1 - self.t0,
-                "cpu": cpu,
+                "dur": t1 - t0,
+                "cpu": cpu1 - cpu0,
                 "peak": peak if peak >= 0 else None,
                 "hwm": hwm,
             }
             sink.send(msg)
+
+
+def _whose() -> Any:
+    """Whose run: this thread's, or this asyncio task's (tasks interleave in one thread)."""
+    aio = sys.modules.get("asyncio")
+    if aio is not None and aio._get_running_loop() is not None:
+        return threading.get_ident(), id(aio.current_task())
+    return threading.get_ident()
 
 
 class _NoBlock:

@@ -505,3 +505,53 @@ def test_a_tmpdir_that_cannot_be_used_falls_back_to_tmp(monkeypatch: pytest.Monk
         assert os.path.dirname(box.directory) in ("/tmp", "/var/tmp", "/dev/shm")
     finally:
         box.close()
+
+
+def test_one_block_object_used_by_threads_tasks_and_recursion(inbox: BlockInbox) -> None:
+    """`shared = block("x")` used from 4 threads, recursively, and by interleaved asyncio tasks: each `with`
+    overwrote the object's one run, so runs were lost, ends matched the wrong starts ("ends without their
+    start (dropped)", "runs had not ended") and durations were another run's. Outside tracking the same code
+    was fine. Now every run is paired with its own end, per thread and per task."""
+    import asyncio
+    import threading as _threading
+    import time as _time
+
+    shared = blocks.block("shared")
+    gate = _threading.Barrier(4)
+
+    def work() -> None:
+        gate.wait()
+        for _ in range(20):
+            with shared:
+                _time.sleep(0.001)
+
+    threads = [_threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rec = blocks.block("rec")
+
+    def down(n: int) -> None:
+        with rec:
+            if n:
+                down(n - 1)
+
+    down(3)
+    task_block = blocks.block("task")
+
+    async def task(delay: float) -> None:
+        with task_block:
+            await asyncio.sleep(delay)
+
+    async def main() -> None:
+        await asyncio.gather(task(0.3), task(0.05))
+
+    asyncio.run(main())
+    got = inbox.read()
+    starts = {m["id"]: m["name"] for m in got if m["k"] == "s"}
+    ends = {m["id"]: m for m in got if m["k"] == "e"}
+    assert set(starts) == set(ends) and len(starts) == 80 + 4 + 2
+    assert all(ends[i]["name"] == name for i, name in starts.items())
+    durations = sorted(m["dur"] for m in ends.values() if m["name"] == "task")
+    assert 0.05 <= durations[0] < 0.3 <= durations[1]
