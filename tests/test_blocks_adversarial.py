@@ -555,3 +555,35 @@ def test_one_block_object_used_by_threads_tasks_and_recursion(inbox: BlockInbox)
     assert all(ends[i]["name"] == name for i, name in starts.items())
     durations = sorted(m["dur"] for m in ends.values() if m["name"] == "task")
     assert 0.05 <= durations[0] < 0.3 <= durations[1]
+
+
+def test_a_tracker_never_stopped_leaves_no_sampler_and_no_fifo(tmp_path: Path, store: Path) -> None:
+    """The program exits with its Tracker running: the sampler ends on its own (the process it tracks is gone),
+    and the FIFO directory the Tracker made in TMPDIR no longer stays behind until some later run sweeps it.
+    A forked child that exits normally does not remove its parent's FIFO."""
+    import time as _time
+
+    proc = _run_script(
+        """
+        import os, sys
+        from gputop_tracker import Tracker, block
+        t = Tracker(sleep_time=0.1)
+        t.start()
+        if os.fork() == 0:
+            sys.exit(0)  # runs the child's exit handlers
+        os.wait()
+        assert os.path.exists(os.environ["GPUTOP_TRACKER_BLOCKS"])
+        with block("x"):
+            pass
+        print(t._handle.pid, flush=True)
+        """,
+        {"TMPDIR": str(tmp_path)},
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sampler = int(proc.stdout)
+    deadline = _time.monotonic() + 60
+    while os.path.exists(f"/proc/{sampler}") and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{sampler}")
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("gputop-blocks-")]

@@ -8,6 +8,7 @@ select loop. It holds a write end of its own too, so the FIFO never reads as clo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -29,6 +30,7 @@ class BlockInbox:
         self.keep_fd = keep_fd
         self.partial = b""
         self.bad = 0  # lines that were not a block message
+        self._at_exit: Any = None
 
     @classmethod
     def create(cls) -> BlockInbox | None:
@@ -118,6 +120,21 @@ class BlockInbox:
         """No more messages: writers get an error (and stop), the FIFO and its directory go."""
         self.close_fds()
         _remove(self.directory, self.path)
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
+
+    def remove_at_exit(self) -> None:
+        """Should this process exit before close() (a Tracker never stopped), the FIFO and its directory go then
+        (by this process only: a forked child's exit leaves them to us)."""
+        pid, directory, path = os.getpid(), self.directory, self.path
+
+        def remove() -> None:
+            if os.getpid() == pid:
+                _remove(directory, path)
+
+        self._at_exit = remove
+        atexit.register(remove)
 
 
 FALLBACKS = ("/tmp", "/var/tmp", "/dev/shm")  # after TMPDIR

@@ -55,6 +55,14 @@ SampleCallback = Callable[[Sample], object]
 _SAMPLERS: set[int] = set()  # pids of the samplers of the Trackers running in this process
 
 
+def _new_inbox() -> BlockInbox | None:
+    """The FIFO this process's blocks report to; removed at exit should the Tracker never be stopped."""
+    inbox = BlockInbox.create()
+    if inbox is not None:
+        inbox.remove_at_exit()
+    return inbox
+
+
 class TrackerError(RuntimeError):
     pass
 
@@ -167,7 +175,7 @@ class Tracker:
         except ValueError as e:
             raise TrackerError(f"cannot track process_id={self.process_id}: {e}") from None
         if self.process_id == os.getpid():  # blocks of this program: a FIFO the sampler reads
-            self._blocks_inbox = BlockInbox.create()
+            self._blocks_inbox = _new_inbox()
             self._cfg.blocks_fifo = self._blocks_inbox.path if self._blocks_inbox is not None else None
         self._open_exporter()
         # another Tracker's sampler running in this process is its child, not part of the program: left out
