@@ -587,3 +587,32 @@ def test_a_tracker_never_stopped_leaves_no_sampler_and_no_fifo(tmp_path: Path, s
         _time.sleep(0.05)
     assert not os.path.exists(f"/proc/{sampler}")
     assert not [n for n in os.listdir(tmp_path) if n.startswith("gputop-blocks-")]
+
+
+def test_a_stop_interrupted_by_ctrl_c_can_be_finished_by_another(store: Path, tmp_path: Path) -> None:
+    """A Ctrl-C while stop() waits for the summary: the summary still arrived (on the reader thread), so the next
+    stop() returned it at once — without reaping the sampler or writing `resource_usage_file`. Now the next
+    stop() finishes the work."""
+    from gputop_tracker import Tracker
+
+    out = tmp_path / "usage.json"
+    t = Tracker(sleep_time=0.1, resource_usage_file=out)
+    t.start()
+    reader = t._reader
+    assert reader is not None
+    real_join = reader.join
+    calls: list[float | None] = []
+
+    def interrupted_join(timeout: float | None = None) -> None:
+        calls.append(timeout)
+        if len(calls) == 1:
+            real_join(timeout)  # the summary is in
+            raise KeyboardInterrupt
+        real_join(timeout)
+
+    reader.join = interrupted_join  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        t.stop()
+    usage = t.stop()
+    assert usage is not None and out.exists()
+    assert t._handle is not None and t._handle.exit_status is not None

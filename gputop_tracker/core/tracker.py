@@ -74,6 +74,7 @@ class Tracker:
     TrackerError. Make a new Tracker for another run."""
 
     _failure: Failed | None = None
+    _stopped = False
     _reader: threading.Thread | None = None
     _exporter: Exporter | None = None  # Prometheus (`prometheus=`): bound at start()
 
@@ -262,7 +263,7 @@ class Tracker:
     def stop(self) -> ResourceUsage:
         if self._handle is None:
             raise TrackerError("this Tracker was never started")
-        if self._usage is not None:
+        if self._stopped:
             return self.resource_usage
         self._report_blocks(False)
         self._handle.signal(STOP_SIGNAL)
@@ -296,6 +297,7 @@ class Tracker:
             from gputop_tracker.core.store import write_output
 
             write_output(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
+        self._stopped = True  # only now: a stop() interrupted before (Ctrl-C) is finished by the next
         return self.resource_usage
 
     def _report_blocks(self, on: bool) -> None:
