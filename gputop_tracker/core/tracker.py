@@ -184,14 +184,12 @@ class Tracker:
         self._cfg.exclude = sorted(_SAMPLERS)
         self._handle = start_spawned(self._cfg)
         _SAMPLERS.add(self._handle.pid)
-        try:
-            failure = self._await_started(self._handle.messages())
-        except BaseException:  # a Ctrl-C while the sampler loads: it must not track on until we exit
+        try:  # a failure, or a Ctrl-C while the sampler loads: it must not track on until we exit
+            if (failure := self._await_started(self._handle.messages())) is not None:
+                raise TrackerError(failure)
+        except BaseException:
             self._abandon()
             raise
-        if failure is not None:
-            self._abandon()
-            raise TrackerError(failure)
         return self
 
     def _await_started(self, messages: Iterator[Message]) -> str | None:
