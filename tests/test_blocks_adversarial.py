@@ -616,3 +616,30 @@ def test_a_stop_interrupted_by_ctrl_c_can_be_finished_by_another(store: Path, tm
     usage = t.stop()
     assert usage is not None and out.exists()
     assert t._handle is not None and t._handle.exit_status is not None
+
+
+def test_a_callback_that_raises_systemexit_costs_the_summary_nothing(
+    store: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A sample or event callback calling `sys.exit()` (to abort on a critical alert): SystemExit is not an
+    Exception, it ended the reader thread, and stop() raised "the sampler process ended without a summary".
+    Now it is said on stderr like any broken callback, and tracking goes on."""
+    import time as _time
+
+    from gputop_tracker import Tracker
+
+    t = Tracker(sleep_time=0.1, save=False)
+    seen: list[int] = []
+
+    @t.on_sample
+    def abort(sample: object) -> None:
+        seen.append(1)
+        raise SystemExit("abort from a callback")
+
+    t.on_event(abort, types="start")
+    with t:
+        deadline = _time.monotonic() + 60
+        while len(seen) < 3 and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+    assert t.resource_usage is not None and len(seen) >= 3
+    assert "SystemExit" in capfd.readouterr().err

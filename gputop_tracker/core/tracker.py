@@ -248,14 +248,14 @@ class Tracker:
             if types is None or event.type in types:
                 try:
                     callback(event)
-                except Exception as e:  # a broken callback is the caller's bug: say so, keep tracking
+                except BaseException as e:  # a broken callback (sys.exit() too) is the caller's bug: say so, go on
                     print(f"gputop-tracker: event callback {callback!r} raised {e!r}", file=sys.stderr)
 
     def _dispatch_sample(self, sample: Sample) -> None:
         for callback in list(self._sample_callbacks):
             try:
                 callback(sample)
-            except Exception as e:
+            except BaseException as e:
                 print(f"gputop-tracker: sample callback {callback!r} raised {e!r}", file=sys.stderr)
 
     def stop(self) -> ResourceUsage:
