@@ -8,6 +8,7 @@ select loop. It holds a write end of its own too, so the FIFO never reads as clo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -29,13 +30,23 @@ class BlockInbox:
         self.keep_fd = keep_fd
         self.partial = b""
         self.bad = 0  # lines that were not a block message
+        self._at_exit: Any = None
 
     @classmethod
     def create(cls) -> BlockInbox | None:
         """A fresh FIFO in a directory only we can enter; None when the machine does not allow one."""
         # as tempfile.mkdtemp (a random name, mode 0700), without loading tempfile into the sampler before the
-        # fork: the command's ru_maxrss is judged against our own size then
-        base = os.environ.get("TMPDIR") or "/tmp"
+        # fork: the command's ru_maxrss is judged against our own size then. TMPDIR first, then the usual
+        # places, as tempfile does (a TMPDIR that is gone must not turn blocks off); absolute: a relative TMPDIR
+        # would name a FIFO that a program changing its cwd (or a child started elsewhere) could not find
+        for base in dict.fromkeys(os.path.abspath(b) for b in (os.environ.get("TMPDIR"), *FALLBACKS) if b):
+            made = cls._make(base)
+            if made is not None:
+                return made
+        return None
+
+    @classmethod
+    def _make(cls, base: str) -> BlockInbox | None:
         sweep(base)
         directory = os.path.join(base, f"{PREFIX}{os.getpid()}-{os.urandom(6).hex()}")
         path = os.path.join(directory, "blocks")
@@ -44,7 +55,9 @@ class BlockInbox:
         except OSError:
             return None
         try:
+            os.chmod(directory, 0o700)  # the modes as given, whatever the program's umask (0o277: no FIFO)
             os.mkfifo(path, 0o600)
+            os.chmod(path, 0o600)
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
             keep_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
@@ -108,8 +121,24 @@ class BlockInbox:
         """No more messages: writers get an error (and stop), the FIFO and its directory go."""
         self.close_fds()
         _remove(self.directory, self.path)
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
+
+    def remove_at_exit(self) -> None:
+        """Should this process exit before close() (a Tracker never stopped), the FIFO and its directory go then
+        (by this process only: a forked child's exit leaves them to us)."""
+        pid, directory, path = os.getpid(), self.directory, self.path
+
+        def remove() -> None:
+            if os.getpid() == pid:
+                _remove(directory, path)
+
+        self._at_exit = remove
+        atexit.register(remove)
 
 
+FALLBACKS = ("/tmp", "/var/tmp", "/dev/shm")  # after TMPDIR
 PREFIX = "gputop-blocks-"  # + the sampler's pid + a random part
 
 
@@ -142,11 +171,11 @@ _INTS = ("pid", "id", "hwm", "peak", "dropped")
 
 def _valid(msg: Any) -> bool:
     """A block message as `gputop_tracker.blocks` writes it (anything else in the FIFO is counted and left)."""
-    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m") or not isinstance(msg.get("name"), str):
+    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m", "d") or not isinstance(msg.get("name"), str):
         return False
     if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):
         return False
-    if msg["k"] != "m" and not isinstance(msg.get("id"), int):
+    if msg["k"] in ("s", "e") and not isinstance(msg.get("id"), int):
         return False
     for k in _NUMBERS:
         v = msg.get(k)

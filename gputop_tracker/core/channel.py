@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -122,11 +123,24 @@ class SamplerHandle:
         self.request_fd = request_fd  # a forked sampler's request pipe (`start_forked(requests=True)`), or -1
         self._framer = LineFramer()
         self.exit_status: int | None = None
+        # what each of our fds is: a program may close every fd (os.closerange) and open files that take the
+        # numbers; we never read, write or close a number that is no longer ours
+        stdin = popen.stdin if popen is not None else None
+        self._ids = {fd: _ident(fd) for fd in (read_fd, request_fd, stdin.fileno() if stdin else -1) if fd >= 0}
+        self.lost = False  # our pipe was closed under us
+
+    def _ours(self, fd: int) -> bool:
+        if _ident(fd) == self._ids.get(fd):
+            return True
+        self.lost = True
+        return False
 
     def lines(self) -> Iterator[bytes]:
         """Raw lines until the sampler closes the pipe."""
         while True:
             yield from self._framer.lines()
+            if not self._ours(self.read_fd):
+                return
             try:
                 chunk = os.read(self.read_fd, 1 << 16)
             except InterruptedError:
@@ -146,7 +160,7 @@ class SamplerHandle:
         if self.request_fd >= 0:
             return self._write_request(req)
         stdin = self._popen.stdin if self._popen is not None else None
-        if stdin is None:
+        if stdin is None or not self._ours(stdin.fileno()):
             return False
         try:
             stdin.write(json.dumps(req).encode() + b"\n")
@@ -156,6 +170,8 @@ class SamplerHandle:
         return True
 
     def _write_request(self, req: dict[str, Any]) -> bool:
+        if not self._ours(self.request_fd):
+            return False
         try:
             os.write(self.request_fd, json.dumps(req).encode() + b"\n")  # short: one write, never partial
         except OSError:
@@ -180,28 +196,51 @@ class SamplerHandle:
                     self.exit_status = 0
         return self.exit_status
 
+    def end(self, sig: int, timeout: float) -> None:
+        """Stop it with `sig`, SIGKILL past `timeout` s; close our ends and reap it."""
+        self.signal(sig)
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+        self.close()
+        self.wait()
+
     def close(self) -> None:
         """Close the read end once, through its owner: a spawned sampler's pipe belongs to its `Popen`
         (whose file object would close the same number again when collected, maybe by then another file)."""
-        stdout = self._popen.stdout if self._popen is not None else None
-        try:
-            if stdout is not None:
-                stdout.close()
-            else:
+        popen = self._popen
+        if popen is not None:
+            for name in ("stdout", "stdin"):
+                f = getattr(popen, name)
+                if f is None or f.closed:
+                    continue
+                if self._ours(f.fileno()):
+                    with contextlib.suppress(OSError):
+                        f.close()
+                else:  # its number is the program's now: the file object must never close it, not even collected
+                    _KEPT.append(f)
+                    setattr(popen, name, None)
+        elif self._ours(self.read_fd):
+            with contextlib.suppress(OSError):
                 os.close(self.read_fd)
-        except OSError:
-            pass
-        if self._popen is not None and self._popen.stdin is not None:
-            try:
-                self._popen.stdin.close()
-            except OSError:
-                pass
         if self.request_fd >= 0:
-            try:
-                os.close(self.request_fd)
-            except OSError:
-                pass
+            if self._ours(self.request_fd):
+                with contextlib.suppress(OSError):
+                    os.close(self.request_fd)
             self.request_fd = -1
+
+
+_KEPT: list[Any] = []  # file objects over numbers that are no longer ours (never closed)
+
+
+def _ident(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def start_forked(cfg: EngineConfig, *, requests: bool = False) -> SamplerHandle:

@@ -45,10 +45,22 @@ if TYPE_CHECKING:
     from gputop_tracker.core.columns import TimelineColumns
     from gputop_tracker.core.models import Session
 
+ABANDON_WAIT = 5.0  # seconds for a sampler whose start failed or was interrupted to stop, before SIGKILL
 READER_DRAIN = 10.0  # seconds for the reader to see the end of a killed sampler's pipe
 
 EventCallback = Callable[[Event], object]
 SampleCallback = Callable[[Sample], object]
+
+
+_SAMPLERS: set[int] = set()  # pids of the samplers of the Trackers running in this process
+
+
+def _new_inbox() -> BlockInbox | None:
+    """The FIFO this process's blocks report to; removed at exit should the Tracker never be stopped."""
+    inbox = BlockInbox.create()
+    if inbox is not None:
+        inbox.remove_at_exit()
+    return inbox
 
 
 class TrackerError(RuntimeError):
@@ -62,6 +74,7 @@ class Tracker:
     TrackerError. Make a new Tracker for another run."""
 
     _failure: Failed | None = None
+    _stopped = False
     _reader: threading.Thread | None = None
     _exporter: Exporter | None = None  # Prometheus (`prometheus=`): bound at start()
 
@@ -151,7 +164,7 @@ class Tracker:
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None
-        self._blocks_prev: tuple[str | None] | None = None  # GPUTOP_TRACKER_BLOCKS before start(), while set
+        self._blocks_sink: Any = None  # blocks._Sink of this run, while it tracks
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -163,11 +176,24 @@ class Tracker:
         except ValueError as e:
             raise TrackerError(f"cannot track process_id={self.process_id}: {e}") from None
         if self.process_id == os.getpid():  # blocks of this program: a FIFO the sampler reads
-            self._blocks_inbox = BlockInbox.create()
+            self._blocks_inbox = _new_inbox()
             self._cfg.blocks_fifo = self._blocks_inbox.path if self._blocks_inbox is not None else None
         self._open_exporter()
+        # another Tracker's sampler running in this process is its child, not part of the program: left out
+        # (else counted, and waited for by wait_descendants until that Tracker stops: never, when it is outer)
+        self._cfg.exclude = sorted(_SAMPLERS)
         self._handle = start_spawned(self._cfg)
-        messages = self._handle.messages()
+        _SAMPLERS.add(self._handle.pid)
+        try:  # a failure, or a Ctrl-C while the sampler loads: it must not track on until we exit
+            if (failure := self._await_started(self._handle.messages())) is not None:
+                raise TrackerError(failure)
+        except BaseException:
+            self._abandon()
+            raise
+        return self
+
+    def _await_started(self, messages: Iterator[Message]) -> str | None:
+        """Until the sampler tracks (then the reader thread takes the messages on); the failure, if any."""
         for msg in messages:
             if self._exporter is not None:
                 self._exporter.observe(msg)
@@ -178,14 +204,21 @@ class Tracker:
                     target=self._read, args=(messages,), name="gputop-tracker-events", daemon=True
                 )
                 self._reader.start()
-                return self
+                return None
             if isinstance(msg, Failed):
-                self._close_blocks()
-                self._close_exporter()
-                raise TrackerError(msg.message)
+                return msg.message
+        return "the sampler process exited before it started tracking"
+
+    def _abandon(self) -> None:
+        """start() failed or was interrupted: the sampler stopped (killed if it does not stop within
+        ABANDON_WAIT s) and reaped, this process's blocks back where they were, the FIFO and the exporter closed."""
+        handle = self._handle
+        assert handle is not None
+        self._report_blocks(False)
+        handle.end(STOP_SIGNAL, ABANDON_WAIT)
+        _SAMPLERS.discard(handle.pid)
         self._close_blocks()
         self._close_exporter()
-        raise TrackerError("the sampler process exited before it started tracking")
 
     def _read(self, messages: Iterator[Message]) -> None:
         """The reader thread: streamed events go to the callbacks; the summary is kept for stop()."""
@@ -215,20 +248,20 @@ class Tracker:
             if types is None or event.type in types:
                 try:
                     callback(event)
-                except Exception as e:  # a broken callback is the caller's bug: say so, keep tracking
+                except BaseException as e:  # a broken callback (sys.exit() too) is the caller's bug: say so, go on
                     print(f"gputop-tracker: event callback {callback!r} raised {e!r}", file=sys.stderr)
 
     def _dispatch_sample(self, sample: Sample) -> None:
         for callback in list(self._sample_callbacks):
             try:
                 callback(sample)
-            except Exception as e:
+            except BaseException as e:
                 print(f"gputop-tracker: sample callback {callback!r} raised {e!r}", file=sys.stderr)
 
     def stop(self) -> ResourceUsage:
         if self._handle is None:
             raise TrackerError("this Tracker was never started")
-        if self._usage is not None:
+        if self._stopped:
             return self.resource_usage
         self._report_blocks(False)
         self._handle.signal(STOP_SIGNAL)
@@ -245,6 +278,7 @@ class Tracker:
         self._close_exporter()  # after the reader: it feeds the exporter to its last message
         self._handle.close()
         self._handle.wait()
+        _SAMPLERS.discard(self._handle.pid)
         self._close_blocks()  # the sampler is done with the FIFO
         if self._failure is not None and self._usage is None:
             raise TrackerError(self._failure.message)
@@ -254,16 +288,19 @@ class Tracker:
                     f"the sampler did not finish within join_timeout × n_join_attempts ({self.join_timeout:g} s) "
                     "and was killed; its session keeps the figures of its last checkpoint"
                 )
+            if self._handle.lost:
+                raise TrackerError("this program closed the pipe to the sampler (every fd closed?): no summary")
             raise TrackerError("the sampler process ended without a summary")
         if self.resource_usage_file is not None:
             from gputop_tracker.core.store import write_output
 
             write_output(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
+        self._stopped = True  # only now: a stop() interrupted before (Ctrl-C) is finished by the next
         return self.resource_usage
 
     def _report_blocks(self, on: bool) -> None:
         """Code blocks of this process (and of the children it starts from now on) report to the sampler while
-        tracking (`on`); after, what was there before is back (no-ops, or an outer gputop-track's)."""
+        tracking (`on`); after, what was there before is back (no-ops, an outer Tracker's or gputop-track's)."""
         from gputop_tracker import blocks
 
         inbox = self._blocks_inbox
@@ -271,16 +308,10 @@ class Tracker:
             return
         if on:
             inbox.close_fds()  # the sampler reads it now
-            self._blocks_prev = (os.environ.get(blocks.ENV),)
-            os.environ[blocks.ENV] = inbox.path
-        elif self._blocks_prev is not None:
-            (prev,) = self._blocks_prev
-            self._blocks_prev = None
-            if prev is None:
-                os.environ.pop(blocks.ENV, None)
-            else:
-                os.environ[blocks.ENV] = prev
-        blocks._activate(os.environ.get(blocks.ENV))
+            self._blocks_sink = blocks._push(inbox.path)
+        elif self._blocks_sink is not None:
+            sink, self._blocks_sink = self._blocks_sink, None
+            blocks._pop(sink)
 
     def _open_exporter(self) -> None:
         """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
@@ -310,8 +341,14 @@ class Tracker:
     def __enter__(self) -> Tracker:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        try:  # the program's own exception goes on unchanged: a tracking failure must not replace it
+            self.stop()
+        except TrackerError as e:
+            print(f"gputop-tracker: {e}", file=sys.stderr)
 
     # ------------------------------------------------------------------ events
 
