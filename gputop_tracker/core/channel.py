@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
