@@ -66,13 +66,13 @@ def events_csv(events: Iterable[Event]) -> str:
     return buf.getvalue()
 
 
-def export_session(entry: store.Entry, path: Path) -> str:
-    """Write the session (JSON) or its timeline (CSV, by the path's suffix); returns the format written."""
+def export_session(entry: store.Entry, path: Path, *, make_dirs: bool = False) -> str:
+    """Write the session (JSON) or its timeline (CSV, by the path's suffix); returns the format written.
+    `make_dirs`: a missing directory is made (the history view's export dialog; `-o` never makes one)."""
     full = store.load(entry.path)
     if full.session is None:
         raise LookupError(f"session {entry.id} is unreadable: {full.error}")
-    if path.suffix.lower() == ".csv":
-        store.write_output(path, timeline_csv(full.session).encode())
-        return "csv"
-    store.write_output(path, session_json(full.session).encode())
-    return "json"
+    csv_wanted = path.suffix.lower() == ".csv"
+    data = timeline_csv(full.session) if csv_wanted else session_json(full.session)
+    store.write_output(path, data.encode(), make_dirs=make_dirs)
+    return "csv" if csv_wanted else "json"

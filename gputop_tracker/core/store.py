@@ -124,7 +124,7 @@ def check_store(store: Path) -> None:
         raise OutputError(f"the session cannot be saved in {store}: {probe} is not writable")
 
 
-def write_output(path: Path, data: bytes) -> None:
+def write_output(path: Path, data: bytes, *, make_dirs: bool = False) -> None:
     """Write a file the user named (`-o FILE`) as a shell's `>` would leave it, but atomically where it can.
 
     A FIFO, a device or anything else that is not a regular file (also through a symlink: /dev/stdout) is
@@ -141,7 +141,8 @@ def write_output(path: Path, data: bytes) -> None:
         return
     target = Path(os.path.realpath(path))  # a (dangling) symlink: write its target
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-    write_atomic(target, data, mode, make_dirs=False)  # as `>`: a directory removed meanwhile is an error
+    # as `>`: a missing directory (removed during the run) is an error, unless the caller asks for it
+    write_atomic(target, data, mode, make_dirs=make_dirs)
 
 
 def save_session(store: Path, session: dict[str, Any], *, durable: bool = True) -> Path:

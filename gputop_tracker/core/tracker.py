@@ -294,7 +294,8 @@ class Tracker:
         if self.resource_usage_file is not None:
             from gputop_tracker.core.store import write_output
 
-            write_output(self.resource_usage_file, report.to_json(self._usage, self.units).encode())
+            data = report.to_json(self._usage, self.units).encode()
+            write_output(self.resource_usage_file, data, make_dirs=True)  # as it always did: its directory made
         self._stopped = True  # only now: a stop() interrupted before (Ctrl-C) is finished by the next
         return self.resource_usage
 

@@ -366,7 +366,7 @@ class ExportScreen(ModalScreen[Path | None]):
             return
         path = Path(text).expanduser()
         try:
-            export_session(self.entry, path)
+            export_session(self.entry, path, make_dirs=True)  # typed in a dialog: its directory is made
         except (OSError, LookupError) as e:
             msg = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             self._error(f"cannot export: {msg}")
