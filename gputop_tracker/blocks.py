@@ -88,6 +88,8 @@ class _Sink:
     def flush(self, timeout: float) -> None:
         """The drops not told yet (they ride on the next message, and there may be none: the program's last
         blocks, a Tracker stopping) in a message of their own, waiting up to `timeout` s for room in the FIFO."""
+        if self.pid != os.getpid():  # a forked child's copy: not its drops (nor its lock to take, see the fork)
+            return
         deadline = time.monotonic() + timeout
         with self.lock:
             while self.dropped and self.fd >= 0 and self.pid == os.getpid():
@@ -160,11 +162,18 @@ def _after_fork_in_child() -> None:
     """A forked child: a fresh open lock, and the parent's fd closed now, before the child can reuse its number
     (a daemon that closes every fd and opens a log); the child opens its own at its first block."""
     _open_lock[0] = threading.RLock()
-    sink = _sink
-    if sink is not None and sink.fd >= 0:
-        if _owned(sink.fd, sink.ident):
-            _close(sink.fd)
-        sink.fd = -1
+    for sink in _sinks():  # the current one, an outer Tracker's, gputop-track's under the Trackers
+        sink.lock = threading.RLock()  # a thread the fork did not copy may have held the parent's
+        if sink.fd >= 0:
+            if _owned(sink.fd, sink.ident):
+                _close(sink.fd)
+            sink.fd = -1
+
+
+def _sinks() -> list[_Sink]:
+    """Every sink of this process, once each."""
+    base = [b for b, _path in _base]
+    return list({id(s): s for s in (_sink, *_stack, *base) if s is not None}.values())
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -260,7 +269,7 @@ def _tell_drops_at_exit() -> None:
 
 
 def _flush_all() -> None:
-    for sink in {id(s): s for s in (_sink, *_stack) if s is not None}.values():
+    for sink in _sinks():
         sink.flush(FLUSH_WAIT)
 
 
@@ -324,7 +333,12 @@ class _Block:
         whose = _whose()
         stack = self.runs.get(whose)
         if not stack:
-            return  # an exit without its entry
+            only = next(iter(self.runs.items()), None)
+            if len(self.runs) != 1 or only is None or len(only[1]) != 1:
+                return  # an exit without its entry
+            # a generator's block (one run) ended in another task or thread: an async generator closed by the
+            # loop's finalizer after a `break`, a generator collected elsewhere
+            whose, stack = only
         run_id, pid, t0, cpu0 = stack.pop()
         if not stack:
             del self.runs[whose]

@@ -691,3 +691,83 @@ def test_a_program_writing_blocks_without_pause_never_keeps_the_sampler_reading(
     monkeypatch.setattr(blockinbox.os, "read", endless)
     got = inbox.read()
     assert calls[0] == blockinbox.PIPE_SIZE // 65536 and len(got) == calls[0] * (65536 // len(line))
+
+
+def test_an_async_generator_left_by_break_ends_its_run(inbox: BlockInbox) -> None:
+    """`async for … break`: the loop's finalizer closes the generator in a task of its own, which had no run
+    open: the end was dropped and the block stayed open for ever."""
+    import asyncio
+
+    @blocks.tracked
+    async def agen():  # type: ignore[no-untyped-def]
+        for i in range(5):
+            yield i
+
+    async def main() -> None:
+        async for x in agen():
+            if x == 2:
+                break
+        await asyncio.sleep(0.05)  # the finalizer's aclose runs
+
+    asyncio.run(main())
+    got = [(m["k"], m["name"]) for m in inbox.read()]
+    assert got.count(("s", got[0][1])) == 1 and got.count(("e", got[0][1])) == 1, got
+
+
+FORK_WHILE_LOCKED = """
+import os, sys, threading, time
+from gputop_tracker import blocks
+blocks.mark("opened")
+sink = blocks._sink
+sink.dropped = 1  # a drop: its count is told at exit (an atexit hook, inherited by a forked child)
+blocks._tell_drops_at_exit()
+held = threading.Event()
+def hold():
+    with sink.lock:
+        held.set()
+        time.sleep(3)
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a normal exit: atexit runs in the child
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    print("child hung", flush=True)
+"""
+
+
+def test_a_forked_child_never_hangs_at_exit_on_a_lock_held_at_the_fork(inbox: BlockInbox) -> None:
+    """The parent had dropped a message (its drops are told at exit) and a thread held the sink's lock when the
+    program forked: the child's exit waited for that lock for ever (no thread of its own would release it)."""
+    env = {**os.environ, blocks.ENV: inbox.path}
+    proc = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_LOCKED], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "child exit 0", proc.stdout + proc.stderr
+
+
+def test_a_forked_child_keeps_no_fd_of_any_trackers_fifo(inbox: BlockInbox) -> None:
+    """Nested Trackers (each its own sink) and then a fork: the outer sinks' fds stayed open in the child."""
+    outer = blocks._push(inbox.path)
+    blocks.mark("outer")
+    inner = blocks._push(inbox.path)
+    blocks.mark("inner")
+    try:
+        assert len(_fifo_fds(inbox)) == 2
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(len(_fifo_fds(inbox)))
+        _pid, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        blocks._pop(inner)
+        blocks._pop(outer)
+    assert _fifo_fds(inbox) == []
