@@ -541,7 +541,8 @@ class SignalRelay:
 
     def _send(self, sig: int) -> None:
         with self.lock:
-            if self.reaped.is_set():
+            # a sampler that has exited but is not reaped yet takes a signal and passes it nowhere: held too
+            if self.reaped.is_set() or (not self.target and _exited(self.handle.pid)):
                 self.held.append(sig)
             elif self.target:
                 _send(self.target, sig)
@@ -569,6 +570,14 @@ class SignalRelay:
         while True:
             info = signal.sigwaitinfo(FORWARDED)
             self.forward(info.si_signo, info.si_code)
+
+
+def _exited(pid: int) -> bool:
+    """Whether our child `pid` has exited (a zombie, or reaped already), without reaping it."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _send(pid: int, sig: int) -> None:

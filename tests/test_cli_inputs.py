@@ -9,6 +9,8 @@ import stat
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -221,15 +223,27 @@ def test_unsaved_session_says_so(tmp_path: Path) -> None:
 
 
 class _FakeHandle:
-    def __init__(self) -> None:
+    """The sampler's handle, as the relay sees it: a pid (a live child of the test) and what was sent."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
         self.sent: list[int] = []
 
     def signal(self, sig: int) -> None:
         self.sent.append(sig)
 
 
-def test_signal_relay_stops_once_the_sampler_is_reaped() -> None:
-    handle = _FakeHandle()
+@pytest.fixture
+def sampler_pid() -> Iterator[int]:
+    """A live child standing in for the sampler (the relay checks that it has not exited)."""
+    child = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
+    yield child.pid
+    child.kill()
+    child.wait()
+
+
+def test_signal_relay_stops_once_the_sampler_is_reaped(sampler_pid: int) -> None:
+    handle = _FakeHandle(sampler_pid)
     relay = SignalRelay(handle, attach=False)  # type: ignore[arg-type]
     relay.forward(signal.SIGTERM, 0)
     relay.forward(signal.SIGINT, SI_KERNEL)  # Ctrl-C on the terminal: the command has it already
@@ -240,10 +254,10 @@ def test_signal_relay_stops_once_the_sampler_is_reaped() -> None:
     assert relay.interrupted == [signal.SIGTERM, signal.SIGINT, signal.SIGTERM]
 
 
-def test_signals_between_the_samplers_death_and_the_takeover_reach_the_command() -> None:
+def test_signals_between_the_samplers_death_and_the_takeover_reach_the_command(sampler_pid: int) -> None:
     """A SIGTERM that came after the dead sampler was reaped, before the front end took the command over, was
     dropped: the command never got it and gputop-track went on waiting for it untracked (`timeout` overran)."""
-    handle = _FakeHandle()
+    handle = _FakeHandle(sampler_pid)
     relay = SignalRelay(handle, attach=False)  # type: ignore[arg-type]
     command = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
     try:
@@ -255,6 +269,28 @@ def test_signals_between_the_samplers_death_and_the_takeover_reach_the_command()
         relay.forward(signal.SIGINT, 0)  # from now on straight to the command (gone: no error)
         assert relay.held == [] and handle.sent == []
     finally:
+        if command.poll() is None:
+            command.kill()
+
+
+def test_a_signal_to_a_sampler_dead_but_not_reaped_yet_is_held_for_the_command() -> None:
+    """The sampler died (a zombie: the front end has not reaped it yet) when SLURM's SIGTERM came: kill()
+    on a zombie succeeds and the signal went nowhere; the takeover then had nothing to pass on."""
+    zombie = subprocess.Popen([PY, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    handle = _FakeHandle(zombie.pid)
+    relay = SignalRelay(handle, attach=False)  # type: ignore[arg-type]
+    command = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        relay.forward(signal.SIGTERM, 0)
+        assert handle.sent == [] and relay.held == [signal.SIGTERM]
+        relay.retarget(command.pid)
+        assert command.wait(30) == -signal.SIGTERM
+    finally:
+        zombie.wait()
         if command.poll() is None:
             command.kill()
 
