@@ -249,11 +249,13 @@ def _pop(sink: _Sink) -> None:
 def _retire(old: _Sink) -> None:
     """Close a sink's fd (ours: not leaked, one per Tracker run); a block still open on it ends as a no-op."""
     if old.pid == os.getpid():
-        old.flush(FLUSH_WAIT)
-        with old.lock:
-            if old.fd >= 0 and _owned(old.fd, old.ident):
-                _close(old.fd)
-            old.fd = -2
+        try:
+            old.flush(FLUSH_WAIT)
+        finally:  # a Ctrl-C in the flush's wait still closes it
+            with old.lock:
+                if old.fd >= 0 and _owned(old.fd, old.ident):
+                    _close(old.fd)
+                old.fd = -2
 
 
 FLUSH_WAIT = 2.0  # seconds at most for room in the FIFO to tell the last drops (at exit, at a Tracker's stop)

@@ -105,14 +105,15 @@ class Takeover:
         saved = self.cfg.save
         session = f"session {self.session_id} marked interrupted" if saved else "no session saved"
         ours = self.cfg.mode == LAUNCH and is_our_child(self.pid)
-        if ours and retarget is not None:
-            retarget(self.pid)  # first: a signal sent while the session is rewritten reaches the command
+        if ours:
+            say(f"the sampler process was {self.how}: waiting for the command (PID {self.pid}) untracked; {session}")
+            if retarget is not None:
+                retarget(self.pid)  # before the rewrite: a signal sent while the session is rewritten reaches it
         if saved:
             mark_interrupted(self.store_dir, self.session_id, self.why, None)
         if not ours:
             say(f"error: the sampler process was {self.how}; {session} (figures up to its last checkpoint)")
             return EXIT_FAILURE
-        say(f"the sampler process was {self.how}: waiting for the command (PID {self.pid}) untracked; {session}")
         ended = wait_for_command(self.pid)
         if saved:
             mark_interrupted(self.store_dir, self.session_id, self.why, ended)

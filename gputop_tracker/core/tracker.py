@@ -265,14 +265,12 @@ class Tracker:
             return self.resource_usage
         self._report_blocks(False)
         self._handle.signal(STOP_SIGNAL)
-        late = False
         if self._reader is not None:
             # The reader ends when the sampler has sent the summary and exited (end of its pipe): never close the
             # pipe under it (the summary would be lost on the way). Past `join_timeout` the sampler is stuck: it
             # is killed, and its session keeps the last checkpoint.
             self._reader.join(self.join_timeout)
             if self._reader.is_alive():
-                late = True
                 self._handle.signal(signal.SIGKILL)
                 self._reader.join(READER_DRAIN)
         self._close_exporter()  # after the reader: it feeds the exporter to its last message
@@ -283,10 +281,11 @@ class Tracker:
         if self._failure is not None and self._usage is None:
             raise TrackerError(self._failure.message)
         if self._usage is None:
-            if late:
+            if self._handle.exit_status == -signal.SIGKILL:  # by us (a stop() interrupted meanwhile too)
                 raise TrackerError(
-                    f"the sampler did not finish within join_timeout × n_join_attempts ({self.join_timeout:g} s) "
-                    "and was killed; its session keeps the figures of its last checkpoint"
+                    "the sampler was killed: it did not finish within join_timeout × n_join_attempts "
+                    f"({self.join_timeout:g} s), or the kernel's OOM killer ended it; its session keeps the figures "
+                    "of its last checkpoint"
                 )
             if self._handle.lost:
                 raise TrackerError("this program closed the pipe to the sampler (every fd closed?): no summary")
