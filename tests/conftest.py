@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gputop_tracker.core.blockinbox import BlockInbox
+
 
 @pytest.fixture(autouse=True)
 def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -36,3 +38,19 @@ def utc() -> Iterator[None]:
     else:
         os.environ["TZ"] = old
     time.tzset()
+
+
+@pytest.fixture
+def inbox() -> Iterator[BlockInbox]:
+    """A blocks FIFO read by the test itself; this process's blocks report to it meanwhile."""
+    from gputop_tracker import blocks
+
+    box = BlockInbox.create()
+    assert box is not None
+    saved = blocks._sink
+    blocks._activate(box.path)
+    try:
+        yield box
+    finally:
+        blocks._sink = saved
+        box.close()

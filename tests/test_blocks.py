@@ -323,19 +323,6 @@ def test_tracker_in_process_reports_blocks(tmp_path: Path, store: Path) -> None:
 # --------------------------------------------------------------------------- the transport, in this process
 
 
-@pytest.fixture
-def inbox() -> Iterator[BlockInbox]:
-    box = BlockInbox.create()
-    assert box is not None
-    saved = blocks._sink
-    blocks._activate(box.path)
-    try:
-        yield box
-    finally:
-        blocks._sink = saved
-        box.close()
-
-
 def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox, tmp_path: Path) -> None:
     """Nobody reads: the program goes on, drops and counts; its next message says how many, and carries the
     VmHWM a dropped block start read before its reset (the run's peak is never lost with a message)."""

@@ -17,19 +17,6 @@ from gputop_tracker import blocks
 from gputop_tracker.core.blockinbox import BlockInbox
 
 
-@pytest.fixture
-def inbox() -> Iterator[BlockInbox]:
-    box = BlockInbox.create()
-    assert box is not None
-    saved = blocks._sink
-    blocks._activate(box.path)
-    try:
-        yield box
-    finally:
-        blocks._sink = saved
-        box.close()
-
-
 def _run_script(
     body: str, env: dict[str, str], tmp_path: Path, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
