@@ -538,3 +538,11 @@ async def test_q_in_history_opened_from_another_app_goes_back(store_dir: Path) -
         await pilot.press("q")
         await pilot.pause()
         assert app.screen is base and app.is_running
+
+
+def test_a_short_run_reads_its_duration_in_the_list_not_0s() -> None:
+    """A 0.023 s run showed as `0s` in the history list (its detail said 0.023 s)."""
+    from gputop_tracker.tui.history import list_duration
+
+    assert list_duration(0.023) == "0.023s" and list_duration(0.0004) == "0.000s"
+    assert list_duration(2.5) == "2.5s" and list_duration(754) == "12m34s"

@@ -550,7 +550,7 @@ class HistoryScreen(_HistoryScreenBase):
             mark,
             start,
             command,
-            ListCell(short_time(r.duration) if r.duration is not None else "-", right=True),
+            ListCell(list_duration(r.duration) if r.duration is not None else "-", right=True),
             ListCell(r.exit or "-", exit_style, right=True),
             ListCell(human_bytes(r.peak_ram) if r.peak_ram is not None else "-", right=True),
             ListCell(human_bytes(r.peak_gpu) if r.peak_gpu is not None else "-", right=True),
@@ -785,3 +785,9 @@ class HistoryApp(App[None]):
 def run_history(store_dir: Path) -> int:
     HistoryApp(store_dir).run()
     return 0
+
+
+def list_duration(s: float) -> str:
+    """A run's duration in the list: under a second to the millisecond (a 0.02 s run read `0s`), else as the
+    chart axes write it."""
+    return f"{s:.3f}s" if s < 1 else short_time(s)
