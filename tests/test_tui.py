@@ -869,6 +869,34 @@ async def test_filter_reverse_and_function_keys() -> None:
         assert isinstance(app.screen, HelpScreen)
 
 
+async def test_the_filter_stays_in_the_title_and_says_when_nothing_matches() -> None:
+    """The next sample put "processes" back over the filter's title; a filter that matched nothing left an
+    empty table with no word of why."""
+    from textual.content import Content
+
+    def shown_title(table: ProcessTable) -> str:  # as drawn (the title is kept as markup)
+        return Content.from_markup(str(table.border_title)).plain
+
+    src = FakeSource(4)
+    app = make_app(src)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        await pilot.press("slash", *"worker", "enter")
+        await pilot.pause()
+        app._update_table(app.latest)  # a sample comes
+        await pilot.pause()
+        assert shown_title(table) == "processes matching “worker”" and len(row_keys(app)) == 4
+        app.row_filter = "[b]nomatch"  # as typed in the prompt; brackets are plain text, never markup
+        await pilot.pause()
+        app._update_table(app.latest)
+        await pilot.pause()
+        assert row_keys(app) == [] and shown_title(table) == "processes matching “[b]nomatch”: none"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert shown_title(table) == "processes" and len(row_keys(app)) == len(TREE)
+
+
 async def test_sort_and_tree_redraw_while_paused() -> None:
     src = FakeSource(4)
     app = make_app(src)

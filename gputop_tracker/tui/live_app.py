@@ -41,7 +41,6 @@ from gputop_tracker.tui.live_keys import ViewKeys
 from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows
 from gputop_tracker.tui.process_rows import (
-    BOUND_LEGEND,
     COLUMNS,
     final_processes,
     fit_columns,
@@ -486,7 +485,7 @@ class LiveApp(ViewKeys):
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
             summary.show_final(self.final, self.narrow, width=self.panel_width)
-            self.query_one("#procs", ProcessTable).border_title = "processes: peaks over the run"
+            self.show_table_title()
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
@@ -532,9 +531,7 @@ class LiveApp(ViewKeys):
         table.update_rows(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
             self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
-            title = f"processes · {BOUND_LEGEND}" if self._bound_seen else "processes"
-            if table.border_title != title:  # setting it repaints the whole table, even unchanged
-                table.border_title = title
+        self.show_table_title(bool(rows))
         self._show_selected_command()
 
     def _show_selected_command(self) -> None:

@@ -10,12 +10,12 @@ from textual.reactive import reactive
 from textual.widgets import Input
 
 from gputop_tracker.core.livestats import SampleHistory
-from gputop_tracker.core.models import ProcessSample, Sample
+from gputop_tracker.core.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.tui.live_blocks import BlocksPane
 from gputop_tracker.tui.live_control import RunControl
 from gputop_tracker.tui.output_pane import OutputPane
 from gputop_tracker.tui.process_info import ExitedRows, ProcessDetailScreen, detail_text
-from gputop_tracker.tui.process_rows import SORT_LABEL, SORTS, short_command
+from gputop_tracker.tui.process_rows import BOUND_LEGEND, SORT_LABEL, SORTS, short_command
 from gputop_tracker.tui.proctable import ProcessTable
 from gputop_tracker.tui.widgets import HelpScreen, plain, side_width
 
@@ -67,6 +67,9 @@ class ViewKeys(RunControl):
     _prompt_mode: str  # "filter" or "find" while the prompt is open
     blocks_pane: BlocksPane
     view_size: tuple[int, int]
+    final: ResourceUsage | None
+    _bound_seen: bool
+    _table_title = ""
 
     # drawn by LiveApp
     @property
@@ -119,9 +122,20 @@ class ViewKeys(RunControl):
         self._rows_changed()
 
     def watch_row_filter(self) -> None:
-        table = self.query_one("#procs", ProcessTable)
-        table.border_title = plain(f"processes matching “{self.row_filter}”" if self.row_filter else "processes")
-        self._rows_changed()
+        self._rows_changed()  # the table's title follows with its rows (`show_table_title`)
+
+    def show_table_title(self, any_row: bool = True) -> None:
+        """What the process table shows: the ≥ legend once a row showed one, the peaks once the run is over, and
+        the filter with whether anything matched (the next sample used to put "processes" back over it)."""
+        if self.final is not None:
+            title = "processes: peaks over the run"
+        else:
+            title = f"processes · {BOUND_LEGEND}" if self._bound_seen else "processes"
+        if self.row_filter:
+            title = f"{title.split(' · ')[0]} matching “{self.row_filter}”" + ("" if any_row else ": none")
+        if title != self._table_title:  # setting it repaints the whole table, even unchanged
+            self._table_title = title
+            self.query_one("#procs", ProcessTable).border_title = plain(title)
 
     def keep_row(self, p: ProcessSample) -> bool:
         f = self.row_filter.lower()
