@@ -477,7 +477,9 @@ def test_a_tracker_never_closes_the_files_that_took_its_pipes_numbers(tmp_path: 
         [sys.executable, str(script), str(tmp_path / "files")], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("failed: this program closed the pipe to the sampler"), proc.stdout
+    # Either outcome is right: a reader thread blocked in its read when the fd was closed still gets the
+    # summary (Linux finishes a read in progress on a closed fd); otherwise stop() says why there is none.
+    assert proc.stdout.startswith(("stopped", "failed: this program closed the pipe to the sampler")), proc.stdout
     for i in range(12):
         assert (tmp_path / "files" / f"f{i}").read_bytes() == b"mine\n"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -146,6 +147,11 @@ class SamplerHandle:
                 chunk = os.read(self.read_fd, 1 << 16)
             except InterruptedError:
                 continue
+            except OSError as e:
+                if e.errno != errno.EBADF:
+                    raise
+                self.lost = True  # closed under us between the check and the read
+                return
             if not chunk:
                 return
             self._framer.feed(chunk)
