@@ -384,6 +384,7 @@ def test_textfile_is_written_atomically_and_removed_at_the_end(tmp_path: Path, h
     for _ in range(20):
         text = prom.read_text()
         assert text.endswith("\n") and parse(text)
+        assert text.startswith("# HELP gputop_")  # what a later run recognises as a textfile of this tool
         time.sleep(0.05)
     code, err = h.release()
     assert code == 0, err
@@ -448,6 +449,71 @@ def test_textfile_that_cannot_be_written_exits_2(tmp_path: Path, where: str) -> 
     assert proc.returncode == 2, err
     assert "--prometheus-textfile" in one_error_line(err)
     assert not marker.exists()
+
+
+def _user_paths(tmp_path: Path) -> dict[str, Path]:
+    """What a user may name by mistake: a file of theirs, a FIFO, a device node, a link to a file of theirs."""
+    own = tmp_path / "notes.txt"
+    own.write_text("my notes\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.prom"
+    link.symlink_to(own)
+    return {"file": own, "fifo": fifo, "device": Path("/dev/null"), "link": link}
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "device", "link"])
+def test_textfile_naming_what_is_not_ours_exits_2_and_leaves_it(tmp_path: Path, kind: str) -> None:
+    """The textfile is replaced during the run and removed at its end: naming a user's file, a FIFO or a device
+    node deleted it (as root, /dev/full) with exit 0. Now: refused before the command starts, left as it was."""
+    target = _user_paths(tmp_path)[kind]
+    before = os.lstat(target)
+    job, marker = marker_job(tmp_path)
+    proc = cli("--headless", "--prometheus-textfile", str(target), *job)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "not a textfile written by gputop-track" in one_error_line(err)
+    assert not marker.exists()
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode, after.st_size) == (before.st_ino, before.st_mode, before.st_size)
+    if kind == "file":
+        assert target.read_text() == "my notes\n"
+
+
+def test_a_stale_textfile_of_an_earlier_run_is_replaced_then_removed(tmp_path: Path) -> None:
+    """A run killed before its end leaves its textfile: the next run with the same flag must not refuse it."""
+    prom = tmp_path / "gputop.prom"
+    prom.write_text('# HELP gputop_session_info old\ngputop_session_info{session="old"} 1.0\n')
+    proc = cli("--headless", "--prometheus-textfile", str(prom), "--", sys.executable, "-c", "pass")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert not prom.exists()
+
+
+def test_only_the_file_this_run_wrote_is_removed(tmp_path: Path) -> None:
+    """Removal checks the inode: a file put under the name after the run's last write is someone else's."""
+    from prometheus_client import CollectorRegistry
+
+    from gputop_tracker.core.exporters.prometheus import TextfileWriter
+
+    prom = tmp_path / "x.prom"
+    never = TextfileWriter(str(prom), CollectorRegistry(), period=60)
+    prom.write_text("someone else's\n")
+    never.close()  # wrote nothing this run: removes nothing
+    assert prom.read_text() == "someone else's\n"
+    prom.unlink()
+    writer = TextfileWriter(str(prom), CollectorRegistry(), period=60)
+    writer.write()
+    assert prom.exists()
+    prom.unlink()
+    prom.write_text("replaced by the user\n")
+    writer.close()
+    assert prom.read_text() == "replaced by the user\n"
+    prom.unlink()
+    writer = TextfileWriter(str(prom), CollectorRegistry(), period=60)
+    writer.write()
+    writer.close()
+    assert not prom.exists()
 
 
 def test_missing_prometheus_client_names_the_extra(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,7 +155,8 @@ def parse_address(text: str, flag: str = "--prometheus") -> Address:
 
 
 def check_textfile(path: str, flag: str = "--prometheus-textfile") -> None:
-    """FILE can be replaced atomically: its directory exists and is writable, FILE is no directory."""
+    """FILE can be replaced atomically and removed at the end without touching anything that is not ours: its
+    directory exists and is writable, and FILE is new or a textfile an earlier gputop-track run left behind."""
     if not path:
         raise ExportError(f"{flag} needs a file name")
     directory = os.path.dirname(os.path.abspath(path))
@@ -162,6 +164,11 @@ def check_textfile(path: str, flag: str = "--prometheus-textfile") -> None:
         raise ExportError(f"{flag} {path}: is a directory")
     if not os.path.isdir(directory):
         raise ExportError(f"{flag} {path}: no such directory: {directory}")
+    if os.path.lexists(path) and not is_our_textfile(path):
+        raise ExportError(
+            f"{flag} {path}: exists and is not a textfile written by gputop-track (it would be replaced and"
+            " removed at the end): name a new file"
+        )
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ExportError(f"{flag} {path}: directory not writable: {directory}")
     try:  # access() says yes to root everywhere, and on /proc, /sys or a read-only mount: try it
@@ -169,3 +176,28 @@ def check_textfile(path: str, flag: str = "--prometheus-textfile") -> None:
             pass
     except OSError as e:
         raise ExportError(f"{flag} {path}: cannot write in {directory}: {e.strerror or e}") from None
+
+
+TEXTFILE_MARK = b"# HELP gputop_"  # every textfile this tool writes starts with one of its metric families
+
+
+def is_our_textfile(path: str) -> bool:
+    """A regular file (not a link, FIFO or device) whose first line is one of this tool's metric families: what a
+    run killed before its end left behind. Opened without following links and without blocking on a FIFO."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        head = os.read(fd, len(TEXTFILE_MARK))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return head == TEXTFILE_MARK

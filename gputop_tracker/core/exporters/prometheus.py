@@ -268,6 +268,7 @@ class TextfileWriter:
         self._thread: threading.Thread | None = None
         self._failed = False
         self._told_at = 0.0
+        self._written: tuple[int, int] | None = None  # (st_dev, st_ino) of the file this run last put at path
         self.report: Callable[[str], None] = _to_stderr
 
     def start(self) -> None:
@@ -286,6 +287,7 @@ class TextfileWriter:
     def write(self) -> None:
         try:
             write_to_textfile(self.path, self.registry)
+            st = os.lstat(self.path)
         except OSError as e:
             now = time.monotonic()
             if not self._failed or now - self._told_at >= REPORT_AGAIN:  # not a line a period; tracking goes on
@@ -295,16 +297,27 @@ class TextfileWriter:
                 )
         else:
             self._failed = False
+            self._written = (st.st_dev, st.st_ino)
 
     def close(self) -> None:
         self._stopping = True
         self._wake.set()
         if self._thread is not None:
             self._thread.join(10.0)
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        remove_if_ours(self.path, self._written)
+
+
+def remove_if_ours(path: str, written: tuple[int, int] | None) -> None:
+    """Remove path only when it is still the very file this run wrote (same device and inode): never one that
+    someone put there since, nor anything this run did not create."""
+    if written is None:
+        return
+    try:
+        st = os.lstat(path)
+        if (st.st_dev, st.st_ino) == written:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def _to_stderr(message: str) -> None:
