@@ -189,7 +189,8 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--prometheus-textfile",
         metavar="FILE",
-        help="rewrite FILE (*.prom, new or left by an earlier run) every 2 s for node_exporter's textfile collector; removed at the end",
+        help="rewrite FILE (*.prom, new or left by an earlier run) every 2 s for node_exporter's textfile"
+        " collector; removed at the end",
     )
     group.add_argument(
         "--prometheus-top",
