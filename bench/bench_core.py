@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from gputop_tracker.core.gpu import open_backend
-from gputop_tracker.core.procfs import HostReader, ProcessTree
-from gputop_tracker.core.summary import SummaryBuilder
+from gputop_tracker.core.gpu.backend import open_backend
+from gputop_tracker.core.sampling.procfs import HostReader, ProcessTree
+from gputop_tracker.core.summary.builder import SummaryBuilder
 
 PY = sys.executable
 WORKLOADS = str(Path(__file__).resolve().parents[1] / "tests" / "workloads.py")

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakesource import FakeSource
 from test_history import _press_after_load
 from test_history_sessions import make_session
 from test_tui_snapshots import SIZES, settled
 
-from gputop_tracker.core import models, store
-from gputop_tracker.core.history import block_spans
-from gputop_tracker.tui.fake import FakeSource
-from gputop_tracker.tui.history import HistoryApp
-from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.core.model import models
+from gputop_tracker.core.store import sessions as store
+from gputop_tracker.core.store.listing import block_spans
+from gputop_tracker.tui.history.screen import HistoryApp
+from gputop_tracker.tui.live.app import LiveApp
 
 
 def make_live() -> LiveApp:
