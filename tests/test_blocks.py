@@ -542,7 +542,17 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
     env = {k: v for k, v in os.environ.items() if k != blocks.ENV}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['gputop_tracker', 'gputop_tracker._version', 'gputop_tracker.api.blocks']"
+    assert proc.stdout.strip() == str(
+        [
+            "gputop_tracker",
+            "gputop_tracker._version",
+            "gputop_tracker.api",
+            "gputop_tracker.api.blocks",
+            "gputop_tracker.core",
+            "gputop_tracker.core.blocks",
+            "gputop_tracker.core.blocks.protocol",  # the channel's name, no imports
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- reports: show, export, compare

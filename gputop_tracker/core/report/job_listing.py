@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputop_tracker.core.store.listing import Row, sort_rows
+from gputop_tracker.core.report.listing import Row, sort_rows
 
 GROUP_PREFIX = "job:"  # a group row's id: job:77 (no session id looks like it)
 
