@@ -12,11 +12,13 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputop_tracker import console
 from gputop_tracker._version import __version__
+from gputop_tracker.cli import formats
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core.model import paths, validate
 from gputop_tracker.core.model.config import JOB_SIGNALS, MIN_INTERVAL, EngineConfig
@@ -84,7 +86,7 @@ def build_parser() -> Parser:
     p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
     p.add_argument("--history", action="store_true", help="open the TUI on the saved sessions")
     p.add_argument("--headless", action="store_true", help="no TUI: print or write a report at the end")
-    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="report format (headless)")
+    formats.REPORT.add_option(p, "report format (headless): text or json")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of the terminal")
     p.add_argument(
         "--interval",
@@ -95,15 +97,7 @@ def build_parser() -> Parser:
         metavar="SECONDS",
         help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
     )
-    p.add_argument(
-        "--ru",
-        "--ram-unit",
-        dest="ram_unit",
-        metavar="UNIT",
-        help="bytes, kilobytes, megabytes, gigabytes, terabytes",
-    )
-    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="unit of GPU memory figures")
-    p.add_argument("--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="seconds, minutes, hours, days")
+    formats.add_unit_options(p)
     p.add_argument(
         "--nec",
         "--n-expected-cores",
@@ -218,26 +212,33 @@ def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | No
         raise UsageError(str(e)) from None
 
 
+def _sessions(argv: list[str]) -> int:
+    from gputop_tracker.cli import sessions
+
+    return sessions.main(argv)
+
+
+def _advise(argv: list[str]) -> int:
+    from gputop_tracker.cli import jobs
+
+    return jobs.advise_main(argv)
+
+
+# The subcommands: `gputop-track WORD ...` runs COMMANDS[WORD] on the rest; anything else is a command to track.
+# Adding one is one entry (its module is imported only when it runs).
+COMMANDS: dict[str, Callable[[list[str]], int]] = {"sessions": _sessions, "advise": _advise}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] == "sessions":
-            from gputop_tracker.cli import sessions as sessions_cli
-
-            return sessions_cli.main(argv[1:])
-        if argv and argv[0] == "advise":
-            from gputop_tracker.cli import jobs as jobs_cli
-
-            return jobs_cli.advise_main(argv[1:])
+        if argv and argv[0] in COMMANDS:
+            return COMMANDS[argv[0]](argv[1:])
         return track(build_parser().parse_args(argv))
     except (UsageError, UnitError) as e:
         return console.error(str(e))
     except KeyboardInterrupt:
         return console.EXIT_INTERRUPTED
-
-
-def _units(args: argparse.Namespace) -> Units:
-    return Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
 
 
 def _check_attach(pid: int) -> None:
@@ -320,7 +321,7 @@ def track(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    units = _units(args)
+    units = formats.units_of(args)
     if args.history:
         if command or args.attach:
             raise UsageError("--history takes no command and no --attach")
@@ -592,11 +593,10 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost.
     A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code."""
     from gputop_tracker.core.model.models import ResourceUsage
-    from gputop_tracker.core.report import render as report
     from gputop_tracker.core.store.sessions import write_output
 
     assert isinstance(usage, ResourceUsage)
-    text = report.to_json(usage, units) + "\n" if args.format == "json" else report.to_text(usage, units)
+    text = formats.REPORT.render(args.format, usage, units)
     if args.output:
         try:
             write_output(Path(args.output), text.encode())
