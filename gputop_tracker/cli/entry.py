@@ -271,7 +271,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _job_context(args: argparse.Namespace) -> dict[str, object] | None:
-    """The SLURM job (our environment, or the target's when attaching) and --request (issue 18)."""
+    """The SLURM job (our environment, or the target's when attaching) and --request."""
     from gputop_tracker.core.integrations import slurm
 
     try:
