@@ -1,4 +1,4 @@
-"""Code blocks (issue 14): `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
+"""Code blocks: `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
 workers (spawn and fork), nested blocks, the Python API — and the FIFO transport's promises (never blocks,
 drops and counts when full, silent once the sampler is gone)."""
 

@@ -3,7 +3,7 @@
 Nothing else in the tool knows which backend it talks to. Every NVML failure degrades to a missing
 field, a GPU marked lost, or a one-line note — never an exception out of `read`.
 
-Cost (MEASURING.md): the cheap per-device queries (memory, utilization, temperature, power, clocks,
+Cost (measured, bench/bench_nvml.py): the cheap per-device queries (memory, utilization, temperature, power, clocks,
 energy, GPM) run every sample; the running-processes query takes a driver lock (~4.5 ms per GPU), so it
 and the other slow queries (per-process utilization, fan, power limit) run at their own bounded rate.
 """
