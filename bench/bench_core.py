@@ -1,6 +1,14 @@
 """Core tracker benchmark: what tracking costs, printed beside the targets and the naive psutil way.
 
-    python bench/bench_core.py            # ~1 minute on 2 cores
+    python bench/bench_core.py            # ~2 minutes on 2 cores
+    python bench/bench_core.py --tool-cpu --baseline DIR   # only section 0, this checkout beside another
+
+0. The tool's own CPU, as a user pays it: `gputop-track --headless --interval 0.1 --gpu-backend none -- sleep S`
+   (the session saved, start-up and exit included), rusage of the whole run minus `sleep S` alone, as % of a
+   core over the run's wall time; split into the front end (its own rusage) and the sampler. With
+   `--baseline DIR` (a copy of another version's source tree, e.g. `git archive main gputop_tracker | tar -x -C
+   DIR`) both run alternately under the same load and print side by side. CPU seconds, not wall: other load on
+   the machine changes them little, but print the load average beside them.
 
 1. Sampler CPU time per sample for trees of 1, 10 and 100 processes at 10 Hz: the real sampler code
    (ProcessTree + HostReader + GPU backend + SummaryBuilder), timed with process_time, against psutil's
@@ -13,8 +21,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -36,6 +46,66 @@ CLI = [PY, "-m", "gputop_tracker"]
 # what a user runs: the installed console script (falls back to -m from a bare checkout)
 _SCRIPT = Path(PY).parent / "gputop-track"
 ENTRY = [str(_SCRIPT)] if _SCRIPT.exists() else CLI
+
+
+# runs the CLI in-process so its own CPU (start-up included: rusage counts from exec) and its children's
+# (the sampler, which reaped the job) can be told apart; writes "self children" to the file named in the env
+_SPLIT = """
+import os, resource, sys
+sys.argv = ["gputop-track", *sys.argv[1:]]
+from gputop_tracker._entry import main
+rc = main()
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(os.environ["GPUTOP_BENCH_SPLIT"], "w") as f:
+    f.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime}")
+sys.exit(rc)
+"""
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def one_tool_run(source: Path, seconds: float) -> tuple[float, float, float, float]:
+    """(tool CPU s, front end CPU s, sampler CPU s, wall s) of one tracked `sleep`, the job's own CPU taken off."""
+    with tempfile.TemporaryDirectory() as d:
+        split = Path(d) / "split"
+        env = {**os.environ, "PYTHONPATH": str(source), "GPUTOP_TRACKER_STORE": str(Path(d) / "store")}
+        env["GPUTOP_BENCH_SPLIT"] = str(split)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        args = ["--headless", "--interval", "0.1", "--gpu-backend", "none", "--", "sleep", str(seconds)]
+        c0, t0 = _children_cpu(), time.perf_counter()
+        subprocess.run([PY, "-c", _SPLIT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        whole, wall = _children_cpu() - c0, time.perf_counter() - t0
+        c1 = _children_cpu()
+        subprocess.run(["sleep", str(seconds / 10)])  # the job alone (it sleeps: its cost is exec and exit)
+        job = _children_cpu() - c1
+        front, children = (float(x) for x in split.read_text().split())
+    return whole - job, front, children - job, wall
+
+
+def tool_cpu(sources: dict[str, Path], seconds: float, runs: int) -> None:
+    """Section 0: each source's runs alternate, so drifting load hits them alike; medians, then min-max."""
+    for source in sources.values():
+        subprocess.run([PY, "-m", "compileall", "-q", str(source / "gputop_tracker")], stdout=subprocess.DEVNULL)
+    results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in sources}
+    load0 = os.getloadavg()[0]
+    for _ in range(runs):
+        for name, source in sources.items():
+            results[name].append(one_tool_run(source, seconds))
+    load1 = os.getloadavg()[0]
+    print(f"== tool CPU, one sleeping process at --interval 0.1, {seconds:g} s, {runs} runs each ==")
+    print(f"   (load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores; target <= 2% of a core)")
+    print(f"{'':>10} {'% of a core':>12} {'range':>13} {'CPU s':>7} {'front end':>10} {'sampler':>8}")
+    for name, rows in results.items():
+        pct = [100 * r[0] / r[3] for r in rows]
+        med = statistics.median
+        print(
+            f"{name:>10} {med(pct):>11.2f}% {min(pct):>6.2f}-{max(pct):.2f}% {med(r[0] for r in rows):>7.3f}"
+            f" {med(r[1] for r in rows):>10.3f} {med(r[2] for r in rows):>8.3f}"
+        )
+    print()
 
 
 def spawn_tree(n: int) -> subprocess.Popen[bytes]:
@@ -160,6 +230,20 @@ def workload(name: str, *args: str, interval: str = "1", env: dict[str, str] | N
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tool-cpu", action="store_true", help="only section 0, the tool's own CPU")
+    ap.add_argument("--baseline", type=Path, help="another version's source tree (holding gputop_tracker/)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of the tracked sleep (default 20)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each version (default 3)")
+    opts = ap.parse_args()
+    sources = {"this": Path(__file__).resolve().parents[1]}
+    if opts.baseline is not None:
+        if not (opts.baseline / "gputop_tracker").is_dir():
+            ap.error(f"--baseline {opts.baseline}: no gputop_tracker/ in it")
+        sources = {"baseline": opts.baseline.resolve(), **sources}
+    tool_cpu(sources, opts.seconds, opts.runs)
+    if opts.tool_cpu:
+        return
     print("== sampler CPU per sample at 10 Hz (ms) ==")
     print(f"{'N':>5} {'gputop':>9} {'psutil naive+USS':>17} {'ratio':>7}  target")
     for n, target in ((1, None), (10, 0.5), (100, 2.5)):
