@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -133,3 +134,76 @@ def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.Monke
         tree.close()
         proc.kill()
         proc.wait()
+
+
+# A subreaper (as the sampler is) starts a root that forks from a second thread, and a child of it that
+# double-forks (its grandchild, orphaned, comes to us); then it looks for the tree both ways — the threads'
+# `children` files and the /proc listing — and tells what each found, and which one listed /proc.
+FIND_BOTH_WAYS = r"""
+import ctypes, json, os, subprocess, sys, threading, time
+from gputop_tracker.core.sampling import procfs
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+ROOT = '''
+import os, threading, time
+def spawn():
+    if os.fork() == 0:  # a child of a second thread: in that thread's `children` file
+        if os.fork() == 0:
+            if os.fork() == 0:
+                time.sleep(60)
+            os._exit(0)  # its child, orphaned, goes to the subreaper
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(60)  # while this thread lives, its child is listed under it, not under the main thread
+threading.Thread(target=spawn, daemon=True).start()
+time.sleep(60)
+'''
+root = subprocess.Popen([sys.executable, "-c", ROOT])
+time.sleep(1.0)
+listed = []
+real_listdir = os.listdir
+def listdir(path):
+    listed.append(path)
+    return real_listdir(path)
+procfs.os.listdir = listdir
+found = {}
+for way, limit in (("children", 32), ("listing", 0)):
+    procfs.CHILDREN_MAX_THREADS = limit
+    listed.clear()
+    tree = procfs.ProcessTree(root.pid, exclude={os.getpid()})
+    new, gone = tree.discover()
+    found[way] = {"pids": sorted(h.pid for h in new), "listed_proc": "/proc" in listed, "reaper": tree.reaper}
+    tree.close()
+ppid = {}
+for name in real_listdir("/proc"):
+    try:
+        with open(f"/proc/{name}/stat", "rb") as f:
+            ppid[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        pass
+truth, grew = {root.pid}, True
+while grew:
+    more = {p for p, pp in ppid.items() if pp in truth or (pp == os.getpid() and p != root.pid)}
+    grew = not more <= truth
+    truth |= more
+found["truth"] = sorted(truth)
+for p in truth:
+    try:
+        os.kill(p, 9)
+    except OSError:
+        pass
+print(json.dumps(found))
+"""
+
+
+def test_new_processes_found_alike_in_children_files_and_the_proc_listing() -> None:
+    """A small tree is found through its threads' `children` files without listing /proc (whose cost grows with
+    every process of the machine), and finds what the listing finds: a child of a second thread, and an orphan
+    that came to us as subreaper."""
+    proc = subprocess.run([PY, "-c", FIND_BOTH_WAYS], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["children"]["reaper"] is not None  # the orphan rule was in play
+    assert len(found["truth"]) == 4  # root, the thread's child, its orphaned grandchild, and that one's child
+    assert found["children"]["pids"] == found["truth"]
+    assert found["listing"]["pids"] == found["truth"]
+    assert not found["children"]["listed_proc"] and found["listing"]["listed_proc"]

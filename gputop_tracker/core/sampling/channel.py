@@ -92,14 +92,19 @@ def _adapters() -> dict[bytes, tuple[Any, Callable[[Any], Message]]]:
     }
 
 
+def _decode_streamed(line: bytes) -> Message | None:
+    for prefix, (adapter, make) in _adapters().items():
+        if line.startswith(prefix):
+            return make(adapter.validate_json(line))
+    return None
+
+
 def decode(line: bytes) -> Message:
     """One line from the sampler, validated (pydantic) where it carries figures."""
     from gputop_tracker.core.model.models import Event, LiveBlocks, ResourceUsage, Sample
 
-    if line.startswith(_STREAMED):
-        for prefix, (adapter, make) in _adapters().items():
-            if line.startswith(prefix):
-                return make(adapter.validate_json(line))
+    if line.startswith(_STREAMED) and (streamed := _decode_streamed(line)) is not None:
+        return streamed
     data: dict[str, Any] = json.loads(line)
     kind = data.pop("kind")
     if kind == "sample":

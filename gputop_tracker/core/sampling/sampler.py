@@ -400,6 +400,9 @@ class Engine:
 
     def _finish(self, builder: SummaryBuilder) -> None:
         outcome = Outcome(status="exited", smaps_max_age=builder.outcome.smaps_max_age)
+        close_counters = getattr(self.oom.counters, "close", None) if self.oom is not None else None
+        if close_counters is not None:
+            close_counters()  # its file in the job's cgroup would keep the removed group in the kernel
         cgroup = self.cgroup
         if cgroup is not None:
             peak = cgroup.peak()

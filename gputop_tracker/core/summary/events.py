@@ -218,16 +218,38 @@ def prune_dumps(store: Path, keep: int, max_bytes: int) -> list[Path]:
 # --------------------------------------------------------------------------- OOM signals
 
 
-def _counter(path: Path, key: str) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            for line in f:
-                k, _, v = line.partition(b" ")
-                if k == key.encode():
-                    return int(v)
-    except (OSError, ValueError):
-        return None
-    return None
+class _CounterFile:
+    """One `key value` line of a kernel file, kept open: a pread a sample, no file object, no line split."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path = path
+        self.key = b"\n" + key.encode() + b" "
+        self.fd = -1
+
+    def read(self) -> int | None:
+        """The value, or None when the file (or the line) cannot be read."""
+        if self.fd < 0:
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return None
+        try:
+            data = b"\n" + os.pread(self.fd, 1 << 16, 0)
+        except OSError:
+            return None
+        i = data.find(self.key)
+        if i < 0:
+            return None
+        i += len(self.key)
+        try:
+            return int(data[i : data.find(b"\n", i)])
+        except ValueError:
+            return None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class OomCounters:
@@ -235,29 +257,36 @@ class OomCounters:
     v2 memory.events), only that one: it counts kills inside the job and nothing else. Without one, the
     machine's (/proc/vmstat), which also counts every unrelated kill on the machine — so the caller must
     match a rise with a death of its own, close in time. A rise between two reads means the OOM killer killed
-    something; every read (`rose`) moves the baseline, so call it every sample."""
+    something; every read (`rose`) moves the baseline, so call it every sample. `close` once done."""
 
     def __init__(self, cgroup_dir: Path | None, version: str | None, machine: Path = Path("/proc/vmstat")) -> None:
-        self.sources: list[tuple[str, Path, str]] = []
+        self.sources: list[tuple[str, _CounterFile]] = []
         if cgroup_dir is not None:
             name = "memory.oom_control" if version == "v1" else "memory.events"
-            if _counter(cgroup_dir / name, "oom_kill") is not None:
-                self.sources.append((f"cgroup {name} oom_kill", cgroup_dir / name, "oom_kill"))
+            counter = _CounterFile(cgroup_dir / name, "oom_kill")
+            if counter.read() is not None:
+                self.sources.append((f"cgroup {name} oom_kill", counter))
+            else:
+                counter.close()
         if not self.sources:
-            self.sources.append((f"{machine} oom_kill", machine, "oom_kill"))
-        self.last = [_counter(p, k) for _, p, k in self.sources]
+            self.sources.append((f"{machine} oom_kill", _CounterFile(machine, "oom_kill")))
+        self.last = [c.read() for _, c in self.sources]
 
     def rose(self) -> str | None:
         """The counter's rise since the last call ("<label> <before> -> <now>"), or None."""
         found = None
-        for i, (label, path, key) in enumerate(self.sources):
-            now = _counter(path, key)
+        for i, (label, counter) in enumerate(self.sources):
+            now = counter.read()
             before = self.last[i]
             if now is not None and before is not None and now > before and found is None:
                 found = f"{label} {before} -> {now}"
             if now is not None:
                 self.last[i] = now
         return found
+
+    def close(self) -> None:
+        for _, counter in self.sources:
+            counter.close()
 
 
 class OutputWatch:
