@@ -6,6 +6,8 @@ class creation (a dataclass field's __set_name__) in a RuntimeError: that one is
 
 from __future__ import annotations
 
+import gc
+
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as console.EXIT_INTERRUPTED
 
 
@@ -21,8 +23,11 @@ def _interrupted(e: BaseException | None) -> bool:
 
 def main() -> int:
     try:
-        from gputop_tracker.cli.entry import main as cli_main
-
+        gc.disable()  # start-up: what the imports make lives to the end, a collection meanwhile frees nothing
+        try:
+            from gputop_tracker.cli.entry import main as cli_main
+        finally:
+            gc.enable()
         return cli_main()
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

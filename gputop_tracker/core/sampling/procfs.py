@@ -651,6 +651,15 @@ class ProcessTree:
         os.close(self._loadavg)
 
 
+def _meminfo_kb(mem: bytes, key: bytes) -> int:
+    """One `Key:   N kB` line of /proc/meminfo (among its first nine lines, as the kernel orders them), or 0."""
+    i = mem.find(key, 0, 1024)
+    if i < 0 or (i > 0 and mem[i - 1] != 0x0A):
+        return 0
+    i += len(key)
+    return int(mem[i : mem.index(b"k", i)])
+
+
 class HostReader:
     """Whole-machine RAM (MemTotal - MemAvailable) and CPU busy %, from kept-open /proc files."""
 
@@ -665,12 +674,7 @@ class HostReader:
     def read(self) -> tuple[int, int, float]:
         """(memory_total, memory_used, cpu_percent with 100 = every core busy)."""
         mem = os.pread(self._meminfo, 4096, 0)
-        total = avail = 0
-        for line in mem.split(b"\n", 8):
-            if line.startswith(b"MemTotal:"):
-                total = int(line.split()[1]) * 1024
-            elif line.startswith(b"MemAvailable:"):
-                avail = int(line.split()[1]) * 1024
+        total, avail = _meminfo_kb(mem, b"MemTotal:") * 1024, _meminfo_kb(mem, b"MemAvailable:") * 1024
         now = time.monotonic()
         if now >= self._cpu_due:  # /proc/stat grows with the core count: once a second is plenty
             self._cpu_due = now + 1.0
