@@ -3,8 +3,8 @@
 The kernel counts CPU time in clock ticks (10 ms). Samples a few ms apart (taken at code-block boundaries)
 would divide one tick by a few ms and show 200-800 % for a single thread, so the percentage is always taken
 against a reference reading about a window old (the sampling interval and at least MIN_WINDOW, less JITTER so
-that a timer waking a little late then a little early does not double it): with samples every interval it is exactly the last
-interval's figure; with extra samples in between, it spans between one and two intervals.
+that a timer waking a little late then a little early does not double it): with samples every interval it is
+exactly the last interval's figure; with extra samples in between, it spans between one and two intervals.
 """
 
 from __future__ import annotations
