@@ -15,7 +15,7 @@ import pytest
 from fakesource import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from pydantic import ValidationError
 from textual.binding import Binding
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.sampling import channel, sampler
@@ -387,7 +387,8 @@ async def wait_exit(app: LiveApp) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_ctrl_c_opens_the_quit_dialog_and_enter_stops_a_launched_tree() -> None:
+async def test_ctrl_c_opens_the_quit_dialog_and_enter_chooses_nothing() -> None:
+    """A habitual q, Enter must not stop the job: the dialog has no default, Enter only says which keys choose."""
     src = FakeSource(3)
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -395,26 +396,37 @@ async def test_ctrl_c_opens_the_quit_dialog_and_enter_stops_a_launched_tree() ->
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert isinstance(app.screen, QuitScreen)
-        assert app.screen.focused is not None and app.screen.focused.id == "stop"
+        assert app.screen.focused is None
+        text = " ".join(str(w.content) for w in app.screen.query(Static))
+        assert f"PID {MAIN_PID} (python3 train.py)" in text  # the target is named
+        assert app.screen.query(Footer)  # its own footer, with the keys that choose
+        shown = {key for key, active in app.screen.active_bindings.items() if active.binding.show}
+        assert {"s", "d", "escape"} <= shown and "enter" not in shown
         await pilot.press("ctrl+c")  # again: still the one dialog
         await pilot.pause()
         assert len(app.screen_stack) == 2
-        await pilot.press("enter")
+        await pilot.press("enter", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen) and app.running and not app._exit
+        assert src.tree_signals == [] and not src.stopped
+        await pilot.press("s")
         await wait_exit(app)
     assert src.tree_signals == [signal.SIGTERM]
     assert app.final is not None and any("stopped from the live view" in n for n in app.final.notes)
 
 
-async def test_attach_quit_defaults_to_detach() -> None:
+async def test_attach_quit_enter_chooses_nothing_d_detaches() -> None:
     src = FakeSource(3)
     app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
         await pilot.press("q")
         await pilot.pause()
-        assert isinstance(app.screen, QuitScreen)
-        assert app.screen.focused is not None and app.screen.focused.id == "detach"
+        assert isinstance(app.screen, QuitScreen) and app.screen.focused is None
         await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen) and not src.stopped
+        await pilot.press("d")
         await wait_exit(app)
     assert src.stopped and src.tree_signals == [] and src.signals == []
     assert app.return_code == 0
@@ -940,3 +952,35 @@ async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.running
+
+
+async def test_history_screen_takes_only_its_own_keys(tmp_path: Path) -> None:
+    """In the history screen `k` opened the live view's signal dialog for the row selected before (not on
+    screen); the footer listed the live view's keys. There the live view's keys do nothing and are not listed."""
+    src = FakeSource(2, store=str(tmp_path))
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        from gputop_tracker.tui.history.screen import HistoryScreen
+
+        await pilot.press("down", "h")
+        for _ in range(300):
+            if isinstance(app.screen, HistoryScreen) and app.screen.loaded:
+                break
+            await asyncio.sleep(0.01)
+        history = app.screen
+        assert isinstance(history, HistoryScreen)
+        for key in ("k", "f9", "p", "t", "o", "b", "f3"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.screen is history, key
+        assert not app.paused and app.tree_view and src.signals == [] and src.tree_signals == []
+        shown = {a.binding.action for a in history.active_bindings.values() if a.binding.show}
+        assert not shown & {"signal", "pause", "tree", "zoom_output", "find", "history"}, shown
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
+        await pilot.press("k")  # on the live view again: its keys are back
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen)
+        assert app.screen.command  # the target's command line is on screen

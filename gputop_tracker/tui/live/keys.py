@@ -41,6 +41,9 @@ BINDINGS: list[BindingType] = [
     Binding("ctrl+z", "suspend_process", "Suspend", id="suspend", show=False, tooltip="Back to the shell (fg)"),
 ]
 
+OWN_ACTIONS = {b.action for b in BINDINGS if isinstance(b, Binding)}
+EVERYWHERE = {"quit", "suspend_process"}
+
 
 class ViewKeys(RunControl):
     """What the view shows and how; LiveApp sets the attributes and draws."""
@@ -90,6 +93,14 @@ class ViewKeys(RunControl):
 
     def _process(self, pid: int | None) -> ProcessSample | None:
         raise NotImplementedError
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The live view's keys act only while the live view is on show: under the history screen or a dialog,
+        `k` must not open a signal dialog for a row out of sight (and the footer lists only that screen's keys).
+        Quitting (Ctrl-C, which asks first) and suspending stay everywhere."""
+        if action in EVERYWHERE or action not in OWN_ACTIONS:
+            return True
+        return self.screen is self.screen_stack[0] if self.screen_stack else True
 
     # ------------------------------------------------------------------ reactives
 
