@@ -628,9 +628,15 @@ def test_short_command_keeps_what_tells_processes_apart() -> None:
     renamed = p.model_copy(update={"name": "pt_data_worker", "cmdline": ["python3", "train.py"]})
     assert short_command(renamed) == "pt_data_worker: python3 train.py"
     assert short_command(p.model_copy(update={"cmdline": [], "name": "kworker"})) == "kworker"
-    # no room: the directory goes, then the interpreter; the arguments stay
+    # no room: the directory goes, then the interpreter, then the start; the trailing arguments stay
     assert short_command(p, 32) == "python3 train_worker.py --rank 3"
-    assert short_command(p, 22) == "train_worker.py --rank 3"
+    assert short_command(p, 24) == "train_worker.py --rank 3"
+    assert short_command(p, 12) == "…py --rank 3"
+    # python -c CODE ARGS: the ARGS tell such processes apart; without ARGS the code does
+    code = ["python3", "-c", "import time\nwhile True: pass", "tag-7"]
+    assert short_command(p.model_copy(update={"cmdline": code})) == "python3 -c … tag-7"
+    assert short_command(p.model_copy(update={"cmdline": code}), 10) == "tag-7"
+    assert short_command(p.model_copy(update={"cmdline": ["sh", "-c", "exit 3"], "name": "sh"})) == "sh -c exit 3"
 
 
 def _workers_tree() -> list[tuple[int, int, str, int, int]]:
@@ -984,3 +990,26 @@ async def test_history_screen_takes_only_its_own_keys(tmp_path: Path) -> None:
         await pilot.pause()
         assert isinstance(app.screen, SignalScreen)
         assert app.screen.command  # the target's command line is on screen
+
+
+@pytest.mark.parametrize(("size", "gpus", "least"), [((120, 40), 0, 24), ((160, 50), 0, 30), ((160, 50), 2, 24)])
+async def test_command_column_is_last_and_takes_the_width_left(size: tuple[int, int], gpus: int, least: int) -> None:
+    """As in htop: the command comes last, as wide as the figures leave it; no GPU, no GPU columns."""
+    src = FakeSource(0, tree=_workers_tree(), n_gpus=gpus)
+    for i in range(2):
+        msg = SampleMessage(make_sample(i, tree=_workers_tree(), n_gpus=gpus))
+        _with_args(msg, 4300, ["/usr/bin/python3", "/home/me/project/src/worker.py", "--role", "trainer"])
+        _with_args(msg, 4301, ["/usr/bin/python3", "/home/me/project/src/worker.py", "--role", "evaluator"])
+        src.push(msg)
+    app = make_app(src)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        assert table.columns[-1] == "name" and table.widths["name"] >= least
+        assert ("gpu" in table.columns) == bool(gpus)
+        assert cell(app, 4300, "name").endswith("worker.py --role trainer")
+        assert cell(app, 4301, "name").endswith(".py --role evaluator")  # the line keeps its end: what differs
+        # the whole line is under the table for the selected row, and in the details
+        table.move_cursor(table.ordered_keys.index(4301))
+        await pilot.pause()
+        assert "/home/me/project/src/worker.py --role evaluator" in str(table.border_subtitle)

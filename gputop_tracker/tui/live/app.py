@@ -211,6 +211,7 @@ class LiveApp(ViewKeys):
         self.n_messages = 0
         self._columns: list[str] = []
         self._name_width = 0
+        self._has_gpus = False  # a GPU was seen: the table has its GPU columns
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
@@ -279,7 +280,7 @@ class LiveApp(ViewKeys):
         self.query_one("#side").styles.max_height = side_h if narrow else None
         side = 0 if narrow else side_width(width)
         self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
-        cols, name_w = fit_columns(width - side)
+        cols, name_w = fit_columns(width - side, self._has_gpus)
         keys = [c[0] for c in cols]
         if keys == self._columns and name_w == self._name_width:
             return
@@ -316,6 +317,9 @@ class LiveApp(ViewKeys):
         msg = event.msg
         if isinstance(msg, SampleMessage):
             self.history.add(msg.sample)  # charts keep every sample, paused or not
+            if msg.sample.gpus and not self._has_gpus:
+                self._has_gpus = True
+                self._apply_width(*self.view_size)
             self.exited.seen(msg.sample)
             if self.paused:
                 self._paused_latest = msg.sample
