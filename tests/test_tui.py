@@ -837,7 +837,7 @@ async def test_output_zoom_and_find_keys() -> None:
         assert out.region.height == small
         await pilot.press("f", *"loss 6.5")
         await pilot.pause()
-        assert out.term == "loss 6.5" and out.border_subtitle == "“loss 6.5”: 1 found"
+        assert out.term == "loss 6.5" and str(out.border_subtitle).startswith("“loss 6.5”: 1 found")
         await pilot.press("enter")
         await pilot.pause()
         assert out.has_focus and not app.query_one("#prompt").display
@@ -1013,3 +1013,37 @@ async def test_command_column_is_last_and_takes_the_width_left(size: tuple[int, 
         table.move_cursor(table.ordered_keys.index(4301))
         await pilot.pause()
         assert "/home/me/project/src/worker.py --role evaluator" in str(table.border_subtitle)
+
+
+async def test_output_scrolled_back_stays_put_and_n_N_walk_the_matches() -> None:
+    """Past the pane's 2,000 lines old lines leave: the text scrolled back to must not move under the reader,
+    and a find's match stays on screen; n / N go to the next match below / above."""
+    from gputop_tracker.tui.live.output_pane import OutputPane
+
+    src = FakeSource(2, output=[])
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        out.write("".join(f"line {i}{' epoch' if i % 500 == 0 else ''}\n" for i in range(2000)))
+        await pilot.pause()
+        out.scroll_to(y=1000, animate=False, immediate=True)
+        await pilot.pause()
+        top = out.lines[round(out.scroll_y)]
+        out.write("".join(f"new {i}\n" for i in range(300)))  # 300 old lines leave the ring
+        await pilot.pause()
+        assert out.lines[round(out.scroll_y)] == top == "line 1000 epoch"
+        await pilot.press("f", *"epoch", "enter")
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 1500 epoch"  # the last one
+        assert "line 3 of 3" in str(out.border_subtitle)  # line 0 left the ring: 500, 1000, 1500
+        await pilot.press("N")
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 1000 epoch"
+        out.write("".join(f"more {i}\n" for i in range(100)))  # lines leave again: the match stays on screen
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 1000 epoch"
+        assert out.scroll_y <= out.match_line < out.scroll_y + out.scrollable_content_region.height
+        await pilot.press("n", "n")
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 500 epoch"  # past the last one: round to the first

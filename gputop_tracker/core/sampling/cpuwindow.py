@@ -33,7 +33,6 @@ class CpuWindow:
 
     __slots__ = ("cand_threads", "cand_ticks", "cand_time", "ref_threads", "ref_ticks", "ref_time")
 
-
     def __init__(self, now: float, ticks: int, threads: int) -> None:
         self.ref_time = self.cand_time = now
         self.ref_ticks = self.cand_ticks = ticks

@@ -34,6 +34,8 @@ BINDINGS: list[BindingType] = [
     Binding("enter", "details", "Details", id="details", key_display="⏎", tooltip="The selected process in full"),
     Binding("o", "zoom_output", "Output", id="zoom_output", tooltip="Enlarge the output pane (again: back)"),
     Binding("f,f3", "find", "Find", id="find", tooltip="Find in the output"),
+    Binding("n", "match(1)", "Next match", id="next_match", show=False, tooltip="The next match of the find, below"),
+    Binding("N", "match(-1)", "Previous match", id="previous_match", show=False, tooltip="The match above"),
     Binding("tab", "focus_next_pane", "Pane", id="next_pane", show=False, tooltip="Table or output"),
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
@@ -224,11 +226,24 @@ class ViewKeys(RunControl):
 
     def _find(self, term: str) -> None:
         output = self.query_one("#output", OutputPane)
-        line = output.search(term)
+        output.search(term)
+        self._show_match(output)
+
+    def _show_match(self, output: OutputPane) -> None:
+        term = output.term
+        where, lines = output.match_number()
         n = output.count(term)
-        output.border_subtitle = plain(
-            f"“{term}”: {n} found" if term and line is not None else (f"“{term}”: not found" if term else None)
-        )
+        found = f"“{term}”: {n} found, line {where} of {lines} (n/N: next/previous)"
+        output.border_subtitle = plain(found if term and where else (f"“{term}”: not found" if term else None))
+
+    def action_match(self, step: int) -> None:
+        """n / N: the next match below / above the last one (wrapping around)."""
+        output = self.query_one("#output", OutputPane)
+        if not output.term:
+            self.notify("nothing to find yet: f", timeout=2, markup=False)
+            return
+        output.next_match(step)
+        self._show_match(output)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "prompt":

@@ -521,7 +521,8 @@ and the session is saved by the sampler whatever happens here.
 [b]/[/b] [b]f4[/b]     filter the processes by PID or command (enter keeps it, esc clears it)
 [b]k[/b] [b]f9[/b]     signal the selected process, or ([b]a[/b]) it and its descendants
 [b]enter[/b]    the selected process in full: command line, state, peaks, GPUs
-[b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output
+[b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output,
+         then [b]n[/b] / [b]N[/b] the next match below / above (scrolled back, the text stays put)
 [b]tab[/b]      move between the process table and the output pane
 [b]↑ ↓ pgup pgdn home end[/b]  move in the focused pane
 [b]h[/b]        saved sessions (history)
