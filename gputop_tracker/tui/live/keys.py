@@ -11,7 +11,7 @@ from textual.widgets import Input
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.summary.livestats import SampleHistory
-from gputop_tracker.tui.live.blocks import BlocksPane
+from gputop_tracker.tui.live.blocks import MAX_ROWS, BlocksPane
 from gputop_tracker.tui.live.control import RunControl
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows, ProcessDetailScreen, detail_text
@@ -299,8 +299,8 @@ class ViewKeys(RunControl):
         table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
         now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
         pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
-        if split:
-            table.styles.height = table.row_count + 3
+        if split:  # at most MAX_ROWS rows (the rest scroll): the processes and side panels keep their room
+            table.styles.height = min(table.row_count, MAX_ROWS) + 3
 
     def action_blocks(self) -> None:
         shown = self.blocks_pane.toggle(self.view_size)
