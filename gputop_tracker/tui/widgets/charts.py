@@ -358,6 +358,8 @@ def session_charts(session: Session) -> list[TimeChart]:
     spans, marks = block_spans(session)
     bands = Bands(spans, marks)
     gpus = sorted(int(m[1]) for c in cols if (m := re.fullmatch(r"gpu(\d+)_memory", c)))
+    u = session.summary
+    sim = ", simulated" if u is not None and any(g.simulated for g in u.gpus) else ""
     charts = [
         TimeChart(
             "RAM",
@@ -383,7 +385,7 @@ def session_charts(session: Session) -> list[TimeChart]:
     if gpus:
         charts.append(
             TimeChart(
-                "GPU memory (tree)",
+                f"GPU memory (tree{sim})",
                 xs,
                 [
                     Series(f"GPU {g}", cols.get(f"gpu{g}_memory", []), GPU_COLORS[i % len(GPU_COLORS)])
@@ -395,7 +397,7 @@ def session_charts(session: Session) -> list[TimeChart]:
         )
         charts.append(
             TimeChart(
-                "GPU utilization",
+                f"GPU utilization (per GPU{sim})",
                 xs,
                 [
                     Series(f"GPU {g}", cols.get(f"gpu{g}_util", []), GPU_COLORS[i % len(GPU_COLORS)])
