@@ -109,7 +109,19 @@ def main() -> None:
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
     store = tempfile.mkdtemp(prefix="bench-tui-")
-    argv = [sys.executable, "-m", "gputop_tracker", "--interval", args.interval, "--simulate-gpus", "2", "--", "sh", "-c", TREE]
+    argv = [
+        sys.executable,
+        "-m",
+        "gputop_tracker",
+        "--interval",
+        args.interval,
+        "--simulate-gpus",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        TREE,
+    ]
     pid, fd = pty.fork()
     if pid == 0:
         os.environ.update(TERM="xterm-256color", GPUTOP_TRACKER_STORE=store)

@@ -565,7 +565,7 @@ def _simulated_session(tmp_path: Path) -> tuple[Path, dict[str, object]]:
 async def test_simulated_gpus_are_labelled_and_utilization_is_per_gpu(tmp_path: Path) -> None:
     """A demo's simulated GPUs are said so in the list, the headline and the charts; the mean utilization of
     two GPUs is per GPU with ×2, never their sum (146 %) unlabelled."""
-    store_dir, s = _simulated_session(tmp_path)
+    store_dir, _ = _simulated_session(tmp_path)
     row = Row.of(store.list_entries(store_dir)[0])
     assert row.simulated and row.n_gpus == 2 and row.gpu_util == 73.0
     assert filter_rows([row], "simulated") == [row]
