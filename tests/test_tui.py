@@ -1047,3 +1047,31 @@ async def test_output_scrolled_back_stays_put_and_n_N_walk_the_matches() -> None
         await pilot.press("n", "n")
         await pilot.pause()
         assert out.lines[out.match_line] == "line 500 epoch"  # past the last one: round to the first
+
+
+async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_second() -> None:
+    """At the default 0.5 s interval the screen is drawn from the newest sample at most once a DRAW_PERIOD (the
+    view's CPU halves); every sample still reaches the charts' history, and the newest is drawn in the end."""
+    from gputop_tracker.tui.live.app import DRAW_PERIOD
+
+    src = FakeSource(1)
+    app = LiveApp(src, interval=0.25, command=["python3", "train.py"], store_dir=Path(src.store))
+    draws: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        original = app._redraw
+
+        def counted(*, sample: bool = False) -> None:
+            draws.append(app.latest.elapsed if app.latest else -1)
+            original(sample=sample)
+
+        app._redraw = counted  # type: ignore[method-assign]
+        for i in range(1, 6):
+            src.push_sample(i)
+        await settle(app, pilot, src.n_scripted)
+        assert len(app.history.chart) >= 6  # every sample is in the history
+        await asyncio.sleep(DRAW_PERIOD + 0.3)
+        await pilot.pause()
+        assert 1 <= len(draws) <= 2, draws  # five samples, at most two draws
+        assert app.latest is not None and app.latest.elapsed == src.samples[-1].elapsed
+        assert draws[-1] == src.samples[-1].elapsed  # the newest was drawn
