@@ -601,3 +601,16 @@ async def test_history_columns_are_fitted_again_on_resize(store_dir: Path) -> No
         await pilot.pause()
         await pilot.pause()
         assert table.columns["command"].width > before
+
+
+async def test_home_and_end_move_the_cursor_in_the_list(store_dir: Path) -> None:
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        await pilot.press("down", "down", "down", "home")
+        await pilot.pause()
+        assert table.cursor_row == 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == table.row_count - 1

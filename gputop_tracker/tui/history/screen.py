@@ -104,6 +104,23 @@ class _HistoryScreenBase(Screen[None]):
         self.app.push_screen(HelpScreen("\n".join([title, "", *lines, "", "Press escape or ? to close."])))
 
 
+class RowTable(DataTable[Any]):
+    """A DataTable whose Home and End move the row cursor (DataTable's only scroll, leaving it where it was)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "first_row", "First", show=False, id="history.first_row"),
+        Binding("end", "last_row", "Last", show=False, id="history.last_row"),
+    ]
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+
+
 class SessionDetailScreen(_HistoryScreenBase):
     """One session: charts over time, the text report, the processes with their peaks."""
 
@@ -483,7 +500,7 @@ class HistoryScreen(_HistoryScreenBase):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter: command, host, date (e.g. train 2025-01-02)", id="history-filter")
-        yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield Static(Text("reading sessions…"), id="history-status")
         yield Footer()
 

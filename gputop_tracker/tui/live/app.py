@@ -51,6 +51,7 @@ from gputop_tracker.tui.live.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
+from gputop_tracker.tui.live.texts import detached_text
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.panels import (
     GpuPanel,
@@ -229,6 +230,7 @@ class LiveApp(ViewKeys):
         self._draw_timer: Timer | None = None  # a draw of the newest sample, due at the end of the period
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+        self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
         self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
@@ -431,9 +433,10 @@ class LiveApp(ViewKeys):
             return
         if self.final is not None:
             where = self.final.session_path
-            self.notify(
-                f"session saved: {where}" if where else "session not saved", title=self._status_text(), markup=False
-            )
+            text = f"session saved: {where}" if where else "session not saved"
+            if self.final.status == "detached":
+                text = f"{self.detached_line()}\n{text}"
+            self.notify(text, title=self._status_text(), markup=False, timeout=30)
         elif self.failure is not None:
             self.notify(self.failure.message, severity="error", title="could not track", markup=False)
 
@@ -473,7 +476,7 @@ class LiveApp(ViewKeys):
             extras.append(("  PAUSED", "bold reverse yellow"))
         if self.alert is not None:
             extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
-        if running_blocks := self.open_blocks.text():
+        if running_blocks := (self._paused_blocks if self.paused else self.open_blocks.text()):
             extras.append((f"  {running_blocks}", "bold blue"))
         if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
             extras.append(("  b: blocks", "dim"))
@@ -514,13 +517,17 @@ class LiveApp(ViewKeys):
             self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
-            summary.show_final(self.final, self.narrow, width=self.panel_width)
+            note = self.detached_line() if self.final.status == "detached" else ""
+            summary.show_final(self.final, self.narrow, note, width=self.panel_width)
             self.show_table_title()
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
             summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
+
+    def detached_line(self) -> str:
+        return detached_text(self.main_pid or (self.final.pid if self.final else None), self.mode, self.output_path)
 
     @property
     def panel_width(self) -> int:

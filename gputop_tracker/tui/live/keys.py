@@ -11,7 +11,7 @@ from textual.widgets import Input
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.summary.livestats import SampleHistory
-from gputop_tracker.tui.live.blocks import MAX_ROWS, BlocksPane
+from gputop_tracker.tui.live.blocks import MAX_ROWS, BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.control import RunControl
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows, ProcessDetailScreen, detail_text
@@ -71,6 +71,8 @@ class ViewKeys(RunControl):
     _paused_latest: Sample | None
     _prompt_mode: str  # "filter" or "find" while the prompt is open
     blocks_pane: BlocksPane
+    open_blocks: OpenBlocks
+    _paused_blocks: str
     view_size: tuple[int, int]
     final: ResourceUsage | None
     _bound_seen: bool
@@ -115,6 +117,7 @@ class ViewKeys(RunControl):
                 self._held_output.clear()
             self._redraw()
         else:
+            self._paused_blocks = self.open_blocks.text()  # the header's block name freezes with the table
             self._draw_header()
 
     def _rows_changed(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import textwrap
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -314,8 +315,11 @@ class SummaryPanel(Panel):
             self.update(Text.assemble(*parts))
             return
         set_border(self, "run so far" if live else "final summary", None)
+        peak = human_bytes(ram.combined.total_rss) + " (tree)"
+        if not ram.combined.total_rss:  # it ended before the first sample read it: nothing was measured
+            peak = "- (ended before a sample)" if not live else "none yet"
         lines = [
-            f"peak RAM    {human_bytes(ram.combined.total_rss)} (tree)",
+            f"peak RAM    {peak}",
             f"  private   {human_bytes(ram.combined.private_rss)}",
             f"CPU time    {human_seconds(ct.total)}, {ct.mean_percent:.0f}% of a core",
             f"CPU util    mean {u.cpu_utilization.combined.mean_sum_percent:.0f}%"
@@ -325,10 +329,12 @@ class SummaryPanel(Panel):
         if u.gpus:
             lines.append(f"GPU memory  {human_bytes(u.max_gpu_ram.combined)} peak")
             lines.append(f"GPU util    {gpu_util}")
+        # inside the border: a figure's line is cut to the width, the saved path and a note wrap onto more lines
+        lines = [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
         if not live:
             lines.append(saved)
         if note:
-            lines.append(note)
+            lines += textwrap.wrap(note, max(width, 10), break_on_hyphens=False) or [note]
         self.update("\n".join(lines))
 
 
