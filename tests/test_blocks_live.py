@@ -272,3 +272,25 @@ async def test_the_blocks_table_takes_at_most_six_rows_and_highlights_the_runnin
         assert blocks._cells[blocks.ordered_keys[0]][name_col] == ("train", "bold")  # open, not the current one
         top = round(blocks.scroll_y)
         assert top <= 16 < top + MAX_ROWS  # scrolled to the running block
+
+
+async def test_pause_freezes_the_headers_block_name_with_the_table() -> None:
+    src = FakeSource(2)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+
+    def header() -> str:
+        return str(app.query_one("#header", Static).content)
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _settle(app, src, pilot)
+        src.push(EventMessage(_event("block_start", "epoch 1")))
+        await _settle(app, src, pilot)
+        assert "block epoch 1" in header()
+        await pilot.press("p")
+        src.push(EventMessage(_event("block_end", "epoch 1")))
+        src.push(EventMessage(_event("block_start", "epoch 2")))
+        await _settle(app, src, pilot)
+        assert "block epoch 1" in header() and "epoch 2" not in header() and "PAUSED" in header()
+        await pilot.press("p")
+        await pilot.pause()
+        assert "block epoch 2" in header() and "epoch 1" not in header()

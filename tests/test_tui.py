@@ -1075,3 +1075,38 @@ async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_se
         assert 1 <= len(draws) <= 2, draws  # five samples, at most two draws
         assert app.latest is not None and app.latest.elapsed == src.samples[-1].elapsed
         assert draws[-1] == src.samples[-1].elapsed  # the newest was drawn
+
+
+def test_final_summary_stays_inside_its_border() -> None:
+    """Every line of the summary panel fits its content width: figures cut, the saved path shortened, a note
+    (the detach line) wrapped; a run that ended before its first sample reads '-', not 0 B."""
+    from gputop_tracker.tui.widgets.panels import SummaryPanel
+
+    src = FakeSource(4)
+    u = make_summary(src.samples, store=src.store)
+    u.session_path = "/very/long/path/" + "x" * 80 + "/20250301-120000-demo.json"
+    shown: list[str] = []
+    panel = SummaryPanel()
+    panel.update = lambda text: shown.append(str(text))  # type: ignore[method-assign,assignment]
+    note = "detached: PID 4242 keeps running; its output goes on to /home/me/.local/share/x/y.output.log"
+    for width in (30, 38, 48):
+        shown.clear()
+        panel.show_final(u, False, note, width=width)
+        lines = shown[-1].splitlines()
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert "".join(lines).replace(" ", "").endswith("y.output.log")  # the whole note, wrapped
+    u.max_ram.combined.total_rss = 0
+    panel.show_final(u, False, width=48)
+    assert "peak RAM    - (ended before a sample)" in shown[-1]
+
+
+def test_after_detach_the_terminal_says_the_pid_runs_on_and_where_its_output_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gputop_tracker.tui.live import run
+
+    src = FakeSource(2)
+    u = make_summary(src.samples, status="detached", exit_code=None, store=src.store)
+    run._say_how_it_ended(u, True, Path("/store/s1.output.log"))
+    err = capsys.readouterr().err
+    assert f"detached: PID {u.pid} keeps running; its output goes on to /store/s1.output.log" in err
