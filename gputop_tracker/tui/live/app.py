@@ -328,9 +328,7 @@ class LiveApp(ViewKeys):
         msg = event.msg
         if isinstance(msg, SampleMessage):
             self.history.add(msg.sample)  # charts keep every sample, paused or not
-            if msg.sample.gpus and not self._has_gpus:
-                self._has_gpus = True
-                self._apply_width(*self.view_size)
+            self._gpus_seen(msg.sample)
             self.exited.seen(msg.sample)
             if self.paused:
                 self._paused_latest = msg.sample
@@ -358,6 +356,12 @@ class LiveApp(ViewKeys):
         elif isinstance(msg, Failed):
             self.failure = msg
             self._on_finished()
+
+    def _gpus_seen(self, s: Sample) -> None:
+        """The first sample with a GPU: the table gets its GPU columns."""
+        if s.gpus and not self._has_gpus:
+            self._has_gpus = True
+            self._apply_width(*self.view_size)
 
     def _draw_when_due(self) -> None:
         """Draw the newest sample now, or at the end of the draw period if one was drawn within it."""

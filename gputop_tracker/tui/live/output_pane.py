@@ -91,12 +91,8 @@ class OutputPane(ScrollView, can_focus=True):
             self._put(piece)
         dropped = n_before + (len(pieces) - 1) - len(self._lines)
         if dropped > 0:  # the oldest lines left the ring: every line moved up
-            self._strips.clear()
             first_dirty = 0
-            if not follow:  # scrolled back: the text being read stays where it is
-                self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
-            if self.match_line is not None:
-                self.match_line = self.match_line - dropped if self.match_line >= dropped else None
+            self._dropped(dropped, follow)
         for y in [y for y in self._strips if y >= first_dirty]:
             del self._strips[y]
         self.virtual_size = Size(0, len(self._lines) + (self._current is not None))  # lines are cropped
@@ -105,6 +101,15 @@ class OutputPane(ScrollView, can_focus=True):
             # and once laid out again: a scrollbar that appears now changes the room
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
+
+    def _dropped(self, n: int, follow: bool) -> None:
+        """`n` old lines left the ring: scrolled back, the text being read stays where it is, and so does the
+        find's match."""
+        self._strips.clear()
+        if not follow:
+            self.scroll_to(y=max(0, self.scroll_y - n), animate=False, immediate=True, force=True)
+        if self.match_line is not None:
+            self.match_line = self.match_line - n if self.match_line >= n else None
 
     def _put(self, piece: str) -> None:
         parts = piece.split("\r")
