@@ -127,9 +127,11 @@ def pair_by_elimination(
 
     `unmapped`: host PID -> the GPU indices NVML lists it on. `holders`: tracked PID (not mapped otherwise) ->
     minors of the GPU nodes it holds. `gpu_minors`: GPU index -> its node's minor (None: unknown, any node fits).
-    A host PID can be a holder's only where the holder holds the node of every GPU that PID is on. A pair is
-    made when each is the other's only candidate; made pairs leave the others fewer candidates, so the rule is
-    applied again until nothing changes. Whatever is left is ambiguous (or someone else's) and stays unpaired.
+    A host PID can be a holder's only where the holder holds the node of every GPU that PID is on. A process
+    holding a GPU's node has a context there, so it is one of the PIDs NVML lists: a holder that only one of them
+    fits is that one (unless another holder has the same only candidate: then one holds a node without a context,
+    and neither is paired). A host PID that fits no holder, or is left when every holder is paired, is someone
+    else's. Made pairs leave the others fewer candidates, so the rule is applied again until nothing changes.
     `all_read`: every tracked process's open files could be read (else no PID can be ruled out as the tree's).
     """
     left_x = dict(unmapped)
@@ -152,10 +154,14 @@ def _fits(gpus: frozenset[int], minors: frozenset[int], gpu_minors: Mapping[int,
 def _one_unique_pair(
     left_x: Mapping[int, frozenset[int]], left_h: Mapping[int, frozenset[int]], gpu_minors: Mapping[int, int | None]
 ) -> tuple[int, int] | None:
-    fits = {(x, h) for x, gpus in left_x.items() for h, minors in left_h.items() if _fits(gpus, minors, gpu_minors)}
-    for x, h in sorted(fits):
-        if sum(1 for a, _ in fits if a == x) == 1 and sum(1 for _, b in fits if b == h) == 1:
-            return x, h
+    only: dict[int, list[int]] = {}  # host PID -> the holders for which it is the only candidate
+    for h, minors in sorted(left_h.items()):
+        fits = [x for x, gpus in left_x.items() if _fits(gpus, minors, gpu_minors)]
+        if len(fits) == 1:
+            only.setdefault(fits[0], []).append(h)
+    for x, hs in sorted(only.items()):
+        if len(hs) == 1:  # two holders with the same only candidate: one holds a node without a context
+            return x, hs[0]
     return None
 
 

@@ -226,7 +226,7 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
 
 
 def _gpu_peak_labels(u: ResourceUsage) -> str:
-    """", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
+    """ ", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
     labels = {k: u.sources.get(f"max_gpu_ram.{k}", "sampled") for k in ("main", "descendants", "combined")}
     if all(v.startswith("sampled") and "elimination" not in v for v in labels.values()):
         return ", sampled"
