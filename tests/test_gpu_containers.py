@@ -256,3 +256,71 @@ def test_in_a_pid_namespace_gpu_memory_is_attributed_by_elimination(
         reason = next(n for n in rep["notes"] if "left unattributed" in n)
         assert "2 processes" in reason and "ambiguous" in reason
     assert any(LABEL in n and str(main) in n for n in rep["notes"])
+
+
+def test_without_the_drivers_majors_nothing_is_paired_nor_ruled_out(
+    fake_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakenvml.fake import loaded_in_process
+
+    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+
+    table = tmp_path / "devices"
+    table.write_text("Character devices:\n  1 mem\n")
+    monkeypatch.setenv(DEVICES_TABLE_ENV, str(table))
+    cfg = FakeNvml(tmp_path / "nvml.conf", two_gpus())
+    cfg.processes = [{"dev": 0, "pid": 9001, "mem": 700 * MiB}]
+    cfg.write()
+    me = os.getpid()
+    with loaded_in_process(fake_lib, cfg.path):
+        b = NvmlBackend(pid_mapper=PidMapper(namespaced=True, nspid=lambda pid: [pid]))
+        try:
+            r0 = b.read([me])[0]
+        finally:
+            b.close()
+    assert r0.processes == {} and r0.unattributed_memory == 700 * MiB
+    line = next(p for p in b.problems if "left unattributed" in p)
+    assert "/proc/devices" in line and "not the tree's" not in line
+
+
+def test_backend_pairs_in_the_same_read_and_reads_the_pairs_accounting_record(
+    fake_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tracked process holding GPU 0's node (minor 5), NVML listing one unmappable host PID there: paired at
+    once (no sample in between shows it unattributed), and the driver's record under that host PID is its."""
+    from fakenvml.fake import loaded_in_process
+
+    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+
+    node = tmp_path / "gpu-a"
+    _mknod(node, 1, 5)
+    table = tmp_path / "devices"
+    table.write_text("Character devices:\n  1 nvidia-frontend\n")
+    monkeypatch.setenv(DEVICES_TABLE_ENV, str(table))
+    cfg = FakeNvml(tmp_path / "nvml.conf", two_gpus())
+    cfg.devices[0].update(minor=5, acct=1)
+    cfg.devices[1].update(minor=7)
+    cfg.processes = [{"dev": 0, "pid": 9001, "mem": 1000 * MiB}]
+    cfg.accounting = [{"dev": 0, "pid": 9001, "maxmem": 4000 * MiB, "running": 1}]
+    cfg.write()
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(node)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        with loaded_in_process(fake_lib, cfg.path):
+            b = NvmlBackend(pid_mapper=PidMapper(namespaced=True, nspid=lambda pid: [pid]))
+            try:
+                r0, r1 = b.read([p.pid])
+            finally:
+                b.close()
+    finally:
+        p.kill()
+        p.wait()
+    assert r0.processes == {p.pid: 1000 * MiB}
+    assert r0.attributed_pids == {p.pid}
+    assert not r0.unattributed_memory
+    assert r0.accounting_peaks == {p.pid: 4000 * MiB}
+    assert r1.processes == {}
+    assert any(LABEL in x and str(p.pid) in x for x in b.problems)

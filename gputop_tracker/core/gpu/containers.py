@@ -24,6 +24,10 @@ DEVICES_TABLE_ENV = "GPUTOP_TRACKER_DEVICES_TABLE"
 GPU_NODE_DRIVERS = ("nvidia-frontend", "nvidia")
 CONTROL_MINORS = frozenset({254, 255})  # nvidia-modeset and nvidiactl share the frontend's major
 LABEL = "attributed by elimination (container)"
+NO_MAJORS = (
+    "the NVIDIA driver's device numbers are not in /proc/devices, so the tracked processes using a GPU cannot be "
+    "told by their open files"
+)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,9 @@ class NvmlExtras:
     def _pair(self, out: list[GpuReading], alive: set[int]) -> None:
         if self._majors is None:
             self._majors = containers.nvidia_majors()
+        if not self._majors:  # no device numbers to judge by: nothing can be paired, nor ruled out
+            self._say("unpaired", f"GPU memory left unattributed: {containers.NO_MAJORS}")
+            return
         devices = self.b._devices
         unmapped: dict[int, set[int]] = {}
         for dev in devices:
