@@ -20,7 +20,7 @@ from fakenvml.fake import FakeNvml, MiB, loaded_in_process
 from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, fake_lib, hold_memory, two_gpus
 from test_gpu_summary import CHILD, MAIN, builder, g, run, script
 
-from gputop_tracker.core.gpu.backend.accounting import LABEL, ProcessStarts, record_is_this_process
+from gputop_tracker.core.gpu.accounting import LABEL, ProcessStarts, record_is_this_process
 from gputop_tracker.core.model.models import ResourceUsage
 from gputop_tracker.core.model.units import Units
 from gputop_tracker.core.report.render import to_text
@@ -156,7 +156,7 @@ def test_without_accounting_everything_stays_sampled() -> None:
 
 
 def test_two_descendants_records_give_a_lower_bound() -> None:
-    from gputop_tracker.core.summary.builder.gpupeaks import GpuAccountingLog, group_peak
+    from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, group_peak
 
     log = GpuAccountingLog()
     log.observe([acct(0, True, {201: 2 * GiB, 202: 3 * GiB}, processes={201: 1 * GiB})])

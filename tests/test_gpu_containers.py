@@ -18,7 +18,7 @@ import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB
 from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, _host_pid, _unshare_works, fake_lib, two_gpus
 
-from gputop_tracker.core.gpu.backend.containers import (
+from gputop_tracker.core.gpu.containers import (
     DEVICES_TABLE_ENV,
     LABEL,
     NvidiaMajors,

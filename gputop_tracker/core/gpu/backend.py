@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop_tracker.core.gpu.backend.nvml_extras import NvmlExtras
+from gputop_tracker.core.gpu.nvml_extras import NvmlExtras
 
 
 @dataclass

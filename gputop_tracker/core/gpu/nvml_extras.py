@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gputop_tracker.core.gpu.backend import accounting, containers
+from gputop_tracker.core.gpu import accounting, containers
 
 if TYPE_CHECKING:
     from gputop_tracker.core.gpu.backend import GpuReading, NvmlBackend, _Device

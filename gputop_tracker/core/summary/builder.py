@@ -32,8 +32,8 @@ from gputop_tracker.core.summary.accumulators import (
 )
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
-from gputop_tracker.core.summary.builder.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
-from gputop_tracker.core.summary.builder.gpupeaks import process_peak as process_gpu_peak
+from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
+from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
 from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
 
 TIMELINE_COLUMNS = [
