@@ -74,9 +74,11 @@ def acct(index: int, on: bool | None, peaks: dict[int, int], **kw: Any) -> Any:
     return g(index, vendor="nvidia", accounting=on, accounting_peaks=peaks, **kw)
 
 
-def summary(steps: list[list[Any]]) -> ResourceUsage:
+def summary(steps: list[list[Any]], end: list[Any] | None = None) -> ResourceUsage:
+    """The samples, then the records read when tracking ends (by default: the last sample's GPUs again)."""
     b = builder()
     run(b, script(steps), len(steps))
+    b.accounting_at_end(steps[-1] if end is None else end)
     return ResourceUsage.model_validate(b.summary())
 
 
@@ -104,6 +106,22 @@ def test_one_gpu_per_process_records_are_exact_and_above_the_samples() -> None:
     text = to_text(u, Units("bytes", "bytes", "seconds"))
     assert "main: exact (NVML accounting)" in text
     assert "NVML accounting on" in text
+
+
+def test_records_read_only_while_the_processes_ran_are_peaks_so_far() -> None:
+    """Without the read at the end, main may have grown after the last record: a lower bound, not exact."""
+    steps = [[acct(0, True, {MAIN: 6 * GiB}, processes={MAIN: 1000 * MiB})]] * 2
+    u = summary(steps, end=[])
+    assert u.max_gpu_ram.main == 6 * GiB
+    assert u.sources["max_gpu_ram.main"].startswith("lower bound")
+    lost = summary(steps, end=[acct(0, True, {MAIN: 6 * GiB}, lost=True)])
+    assert lost.sources["max_gpu_ram.main"].startswith("lower bound")
+
+
+def test_the_read_at_the_end_catches_a_last_moment_peak() -> None:
+    steps = [[acct(0, True, {MAIN: 2 * GiB}, processes={MAIN: 1000 * MiB})]] * 2
+    u = summary(steps, end=[acct(0, True, {MAIN: 7 * GiB})])
+    assert (u.max_gpu_ram.main, u.sources["max_gpu_ram.main"]) == (7 * GiB, LABEL)
 
 
 def test_only_main_used_a_gpu_so_the_tree_peak_is_exact() -> None:
@@ -160,6 +178,7 @@ def test_two_descendants_records_give_a_lower_bound() -> None:
 
     log = GpuAccountingLog()
     log.observe([acct(0, True, {201: 2 * GiB, 202: 3 * GiB}, processes={201: 1 * GiB})])
+    log.observe_end([acct(0, True, {201: 2 * GiB, 202: 3 * GiB})])
     fig = group_peak(log, [201, 202], 1 * GiB, complete=True)
     assert fig.value == 3 * GiB and fig.label.startswith("lower bound")
     one = group_peak(log, [202], 0, complete=True)
@@ -241,6 +260,9 @@ def test_backend_keeps_an_exited_processs_record_and_ignores_an_earlier_owner_of
         cfg.write()
         b._procs_due = 0.0
         assert b.read([])[0].accounting_peaks == {child.pid: 7 * GiB}
+        end0, end1 = b.read_accounting_at_end([])
+        assert (end0.accounting, end0.accounting_peaks) == (True, {child.pid: 7 * GiB})
+        assert (end1.accounting, end1.accounting_peaks) == (False, {})
     finally:
         b.close()
 
@@ -266,11 +288,13 @@ def test_cli_reports_the_drivers_exact_peaks(tmp_path: Path, fake_lib: Path) -> 
     run_ = Run(tmp_path, fake_lib, fake)
     main, child = run_.pids()
     fake.accounting = [
-        {"dev": 0, "pid": main, "maxmem": 5000 * MiB, "running": 1},
+        {"dev": 0, "pid": main, "maxmem": 2000 * MiB, "running": 1},
         {"dev": 1, "pid": child, "maxmem": 3500 * MiB, "running": 1},
     ]
     hold_memory(fake, main, child)
     time.sleep(SETTLE)
+    fake.accounting[0]["maxmem"] = 5000 * MiB  # a spike just before the end: only the read at the end sees it
+    fake.write()
     code, err, rep = run_.finish()
     assert code == 7, err
     g_ = rep["max_gpu_ram"]

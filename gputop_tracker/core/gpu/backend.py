@@ -123,6 +123,10 @@ class GpuBackend:
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
         return []
 
+    def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        """The driver's per-process peak records once the tree is done (NVML accounting); [] where none."""
+        return []
+
     def close(self) -> None:
         return None
 
@@ -509,6 +513,13 @@ class NvmlBackend(GpuBackend):
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
         if dev.mig_parent is None:
             self._read_process_util(dev, r)
+
+    def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        try:
+            return self._extras.at_end(pids)
+        except Exception as e:  # the report must still be written
+            self.problems.add(f"NVML accounting records could not be read at the end ({type(e).__name__}: {e})")
+            return []
 
     def _read_process_util(self, dev: _Device, r: GpuReading) -> None:
         nv = self._nvml

@@ -3,6 +3,7 @@ container, the pairing of unmappable host PIDs with tracked processes (see accou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.gpu import accounting, containers
@@ -44,6 +45,33 @@ class NvmlExtras:
             r.accounting = dev.accounting
             r.accounting_peaks = dev.accounting_peaks
         self._final |= {p for d in devices for p in d.accounting_peaks if p not in alive}
+
+    def at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        """Every GPU's accounting records read once more when tracking ends: a record read then covers the whole
+        tracked life of its process (a record read while the process runs is its peak so far)."""
+        from gputop_tracker.core.gpu.backend import GpuReading
+
+        alive = set(pids)
+        self.starts.see(alive)
+        out = []
+        for dev in self.b._devices:
+            if not dev.lost and dev.mig_parent is None and not dev.mig_enabled:
+                try:
+                    self._read_accounting(dev, alive)
+                except Exception:
+                    dev.accounting = None
+            out.append(
+                GpuReading(
+                    index=dev.index,
+                    uuid=dev.uuid,
+                    name=dev.name,
+                    vendor="nvidia",
+                    lost=dev.lost,
+                    accounting=dev.accounting,
+                    accounting_peaks=dict(dev.accounting_peaks),
+                )
+            )
+        return out
 
     # ---------------------------------------------------------------- accounting
 

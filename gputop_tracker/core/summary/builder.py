@@ -274,6 +274,10 @@ class SummaryBuilder:
             p.cpu_seconds = max(p.cpu_seconds, user + system - p.cpu_base)
             p.exit_code = exit_code
 
+    def accounting_at_end(self, gpus: Sequence[GpuReading]) -> None:
+        """The GPUs' accounting records read when tracking ended (NVML accounting; nothing where it is off)."""
+        self.gpu_accounting.observe_end(gpus)
+
     def vanished(self, pids: Collection[int], alive: Collection[int]) -> None:
         """Processes that disappeared since the last sample without us reaping them (their parent did)."""
         parent_of = {pid: p.ppid for pid in pids if (p := self.procs.get(pid)) is not None}

@@ -22,13 +22,17 @@ SAMPLED = "sampled (NVML running processes)"
 
 @dataclass
 class GpuAccountingLog:
-    """What the samples said about accounting: the mode of each GPU, the records, where each process was seen."""
+    """What the samples said about accounting: the mode of each GPU, the records, where each process was seen.
+
+    No record is called exact unless accounting was on for every GPU at every reading, and the records were read
+    again at the end (a record read while its process runs is only its peak so far)."""
 
     modes: dict[int, bool | None] = field(default_factory=dict)
     never_off: bool = True  # accounting was on for every GPU at every reading (so no record can be missing)
     records: dict[int, dict[int, int]] = field(default_factory=dict)  # pid -> GPU index -> exact peak
     seen_on: dict[int, set[int]] = field(default_factory=dict)  # pid -> GPUs a sample saw it hold memory on
     attributed: set[int] = field(default_factory=set)  # pids given GPU memory by elimination (container)
+    read_at_end: bool = False  # the records were read once more when tracking ended (else: peaks so far)
 
     def observe(self, gpus: Sequence[GpuReading]) -> None:
         for g in gpus:
@@ -46,9 +50,15 @@ class GpuAccountingLog:
             if g.attributed_pids:
                 self.attributed |= g.attributed_pids
 
+    def observe_end(self, gpus: Sequence[GpuReading]) -> None:
+        """The records read when tracking ended: each covers its process's whole tracked life."""
+        before = self.never_off
+        self.observe([g for g in gpus if not g.lost])
+        self.read_at_end = bool(gpus) and before and self.never_off and not any(g.lost for g in gpus)
+
     @property
     def all_on(self) -> bool:
-        return bool(self.modes) and self.never_off
+        return bool(self.modes) and self.never_off and self.read_at_end
 
     def process_exact(self, pid: int) -> int | None:
         """The driver's peak of one process when it is the process's exact peak (one GPU, every GPU recorded)."""
