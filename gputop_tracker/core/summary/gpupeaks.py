@@ -67,6 +67,16 @@ class GpuAccountingLog:
             return None
         return next(iter(rec.values()))
 
+    def why_not_exact(self, pid: int) -> str:
+        """Why a process's largest record is only a lower bound of its peak."""
+        if not (self.modes and self.never_off):
+            return "accounting was not on for every GPU all along"
+        if not self.read_at_end:
+            return "its record was last read while it ran"
+        if len(self.records.get(pid, {})) > 1:
+            return "its largest peak on one GPU; its GPUs' peaks may not coincide"
+        return "a sample saw it on a GPU without its record"
+
     def process_largest(self, pid: int) -> int:
         return max(self.records.get(pid, {}).values(), default=0)
 
@@ -84,8 +94,7 @@ def process_peak(log: GpuAccountingLog, pid: int, sampled: int) -> Figure:
         return Figure(exact, EXACT)
     largest = log.process_largest(pid)
     if largest > sampled:
-        return Figure(largest, "lower bound (NVML accounting: its largest peak on one GPU; its GPUs' peaks may not "
-                      "coincide)")  # fmt: skip
+        return Figure(largest, f"lower bound (NVML accounting: {log.why_not_exact(pid)})")
     label = SAMPLED if pid not in log.attributed else f"{SAMPLED}; {BY_ELIMINATION}"
     return Figure(sampled, label)
 
