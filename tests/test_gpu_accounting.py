@@ -334,3 +334,14 @@ def test_cli_with_accounting_off_says_so_and_how_to_turn_it_on(tmp_path: Path, f
     assert rep["max_gpu_ram"]["main"] == 1000 * MiB
     assert rep["sources"]["max_gpu_ram.main"] == "sampled (NVML running processes)"
     assert any("accounting mode is off on GPU 0, 1" in n and "nvidia-smi -am 1" in n for n in rep["notes"])
+
+
+def test_a_gpu_that_cannot_keep_records_leaves_a_lower_bound_but_accounting_is_not_called_off() -> None:
+    """A MIG GPU answers no mode: a process may have used it with no record, so nothing is exact; yet nothing
+    is off, so the report does not tell an administrator to turn it on."""
+    steps = [[acct(0, True, {MAIN: 2 * GiB}, processes={MAIN: 1 * GiB}), acct(1, None, {})]] * 2
+    u = summary(steps)
+    assert u.max_gpu_ram.main == 2 * GiB
+    assert "cannot keep accounting records" in u.sources["max_gpu_ram.main"]
+    assert u.max_gpu_ram.accounting is True
+    assert not any("accounting mode is off" in n for n in u.notes)

@@ -151,8 +151,8 @@ class MaxGPURAM(Model):
     combined: float = 0.0
     accounting: bool | None = Field(
         None,
-        description="NVML accounting mode (exact per-process peaks kept by the driver): on for every NVIDIA GPU, "
-        "off on one at least, or unknown (no NVIDIA GPU, MIG)",
+        description="NVML accounting mode (exact per-process peaks kept by the driver): true when on for every "
+        "NVIDIA GPU that has the mode, false when off on one at least, null when none says (no NVIDIA GPU, MIG)",
     )
 
 

@@ -28,7 +28,8 @@ class GpuAccountingLog:
     again at the end (a record read while its process runs is only its peak so far)."""
 
     modes: dict[int, bool | None] = field(default_factory=dict)
-    never_off: bool = True  # accounting was on for every GPU at every reading (so no record can be missing)
+    never_off: bool = True  # no GPU said accounting was off, at any reading
+    unknown: bool = False  # a GPU could not say (MIG, unsupported): a process may have used it without a record
     records: dict[int, dict[int, int]] = field(default_factory=dict)  # pid -> GPU index -> exact peak
     seen_on: dict[int, set[int]] = field(default_factory=dict)  # pid -> GPUs a sample saw it hold memory on
     attributed: set[int] = field(default_factory=set)  # pids given GPU memory by elimination (container)
@@ -39,8 +40,10 @@ class GpuAccountingLog:
             if g.vendor != "nvidia":
                 continue
             self.modes[g.index] = g.accounting
-            if g.accounting is not True:
+            if g.accounting is False:
                 self.never_off = False
+            elif g.accounting is None:
+                self.unknown = True
             for pid, peak in g.accounting_peaks.items():
                 rec = self.records.setdefault(pid, {})
                 rec[g.index] = max(rec.get(g.index, 0), peak)
@@ -52,13 +55,14 @@ class GpuAccountingLog:
 
     def observe_end(self, gpus: Sequence[GpuReading]) -> None:
         """The records read when tracking ended: each covers its process's whole tracked life."""
-        before = self.never_off
+        before = self.never_off and not self.unknown
         self.observe([g for g in gpus if not g.lost])
-        self.read_at_end = bool(gpus) and before and self.never_off and not any(g.lost for g in gpus)
+        self.read_at_end = bool(gpus) and before and self.never_off and not self.unknown
+        self.read_at_end = self.read_at_end and not any(g.lost for g in gpus)
 
     @property
     def all_on(self) -> bool:
-        return bool(self.modes) and self.never_off and self.read_at_end
+        return bool(self.modes) and self.never_off and not self.unknown and self.read_at_end
 
     def process_exact(self, pid: int) -> int | None:
         """The driver's peak of one process when it is the process's exact peak (one GPU, every GPU recorded)."""
@@ -71,6 +75,8 @@ class GpuAccountingLog:
         """Why a process's largest record is only a lower bound of its peak."""
         if not (self.modes and self.never_off):
             return "accounting was not on for every GPU all along"
+        if self.unknown:
+            return "a GPU cannot keep accounting records (MIG, or not supported)"
         if not self.read_at_end:
             return "its record was last read while it ran"
         if len(self.records.get(pid, {})) > 1:
@@ -131,7 +137,8 @@ def combined_peak(main: Figure, desc: Figure, sampled: int, complete: bool) -> F
 
 
 def accounting_state(log: GpuAccountingLog) -> bool | None:
-    """True: on for every NVIDIA GPU; False: off on one at least; None: no GPU said (none, or MIG only)."""
+    """True: on for every NVIDIA GPU that has the mode; False: off on one at least; None: no GPU said (none, or
+    MIG only)."""
     said = [m for m in log.modes.values() if m is not None]
     if not said:
         return None
