@@ -516,7 +516,12 @@ class NvmlBackend(GpuBackend):
 
     def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
         try:
-            return self._extras.at_end(pids)
+            devices = self._extras.at_end(pids)
+            return [
+                GpuReading(index=d.index, uuid=d.uuid, name=d.name, vendor="nvidia", lost=d.lost,
+                           accounting=d.accounting, accounting_peaks=dict(d.accounting_peaks))
+                for d in devices
+            ]  # fmt: skip
         except Exception as e:  # the report must still be written
             self.problems.add(f"NVML accounting records could not be read at the end ({type(e).__name__}: {e})")
             return []

@@ -46,32 +46,19 @@ class NvmlExtras:
             r.accounting_peaks = dev.accounting_peaks
         self._final |= {p for d in devices for p in d.accounting_peaks if p not in alive}
 
-    def at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+    def at_end(self, pids: Sequence[int]) -> list[_Device]:
         """Every GPU's accounting records read once more when tracking ends: a record read then covers the whole
-        tracked life of its process (a record read while the process runs is its peak so far)."""
-        from gputop_tracker.core.gpu.backend import GpuReading
-
+        tracked life of its process (a record read while the process runs is its peak so far). The devices,
+        for the backend to turn into readings."""
         alive = set(pids)
         self.starts.see(alive)
-        out = []
         for dev in self.b._devices:
             if not dev.lost and dev.mig_parent is None and not dev.mig_enabled:
                 try:
                     self._read_accounting(dev, alive)
                 except Exception:
                     dev.accounting = None
-            out.append(
-                GpuReading(
-                    index=dev.index,
-                    uuid=dev.uuid,
-                    name=dev.name,
-                    vendor="nvidia",
-                    lost=dev.lost,
-                    accounting=dev.accounting,
-                    accounting_peaks=dict(dev.accounting_peaks),
-                )
-            )
-        return out
+        return list(self.b._devices)
 
     # ---------------------------------------------------------------- accounting
 
