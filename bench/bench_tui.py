@@ -1,8 +1,8 @@
 """Cost of the live view: run the real TUI in a pseudo-terminal and measure the TUI process itself.
 
 Tracks a tree of 40 processes (a shell, 10 light Python CPU loops, 29 sleepers) with 2 simulated GPUs at the
-default interval (0.5 s; `--interval` to change it), and reports the TUI process's CPU (utime+stime over the window, % of one core; the
-sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (issue 13; nvitop: 1.0% on
+default interval (0.5 s; `--interval` to change it), and reports the TUI process's CPU (utime+stime over the
+window, % of one core; the sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (nvitop: 1.0% on
 the same load) and <= 60 MB. A loaded machine raises the figure: compare with main run just before.
 
     python bench/bench_tui.py [--seconds 30] [--warmup 5] [--size 160x50] [--interval 0.5] [--profile FILE]

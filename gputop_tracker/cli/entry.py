@@ -22,7 +22,7 @@ from gputop_tracker.cli import formats
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core.model import paths, validate
 from gputop_tracker.core.model.config import JOB_SIGNALS, MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.model.units import UnitError, Units, parse_size
+from gputop_tracker.core.model.units import UnitError, Units, parse_byte_size
 from gputop_tracker.core.sampling.jobctl import is_session_leader, leave_job
 from gputop_tracker.core.sampling.orphans import become_subreaper
 
@@ -271,7 +271,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _job_context(args: argparse.Namespace) -> dict[str, object] | None:
-    """The SLURM job (our environment, or the target's when attaching) and --request (issue 18)."""
+    """The SLURM job (our environment, or the target's when attaching) and --request."""
     from gputop_tracker.core.integrations import slurm
 
     try:
@@ -339,7 +339,7 @@ def track(args: argparse.Namespace) -> int:
     _check_numbers(args)
     if args.attach is not None:
         _check_attach(args.attach)
-    mem_limit = parse_size(args.mem_limit) if args.mem_limit else None
+    mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit else None
     job = _job_context(args)
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")

@@ -75,7 +75,7 @@ def _session_csv(session: Any, _units: Units) -> str:
 class Output:
     """One kind of output and the formats it can be written in (the first is the default)."""
 
-    what: str
+    what: str  # as `--help` names it: "<what> format: text or json"
     formats: dict[str, Renderer]
     help: str = ""
 
@@ -94,47 +94,48 @@ class Output:
             "--format",
             choices=tuple(names),
             default=self.default,
-            help=help or f"{listed}{f' ({self.help})' if self.help else ''} (default: {self.default})",
+            help=help
+            or f"{self.what} format: {listed}{f' ({self.help})' if self.help else ''} (default: {self.default})",
         )
 
 
-REPORT = Output("the report of a run", {"text": _report_text, "json": _report_json})
-COMPARISON = Output("two sessions side by side", {"text": _comparison_text, "json": _as_json})
-EVENTS = Output("an event timeline", {"text": _events_text, "json": _events_json, "csv": _events_csv})
-SESSION = Output("a whole session", {"json": _session_json, "csv": _session_csv}, "csv: the timeline")
+REPORT = Output("report", {"text": _report_text, "json": _report_json})
+COMPARISON = Output("comparison", {"text": _comparison_text, "json": _as_json})
+EVENTS = Output("events", {"text": _events_text, "json": _events_json, "csv": _events_csv})
+SESSION = Output("session", {"json": _session_json, "csv": _session_csv}, "csv: the timeline")
 
 
 def _listing_text(listing: Any, _units: Units) -> str:
-    from gputop_tracker.cli import sessions
+    from gputop_tracker.core.report import session_list
 
-    return sessions.listing_text(listing)
+    return session_list.listing_text(listing)
 
 
 def _listing_json(listing: Any, _units: Units) -> str:
-    from gputop_tracker.cli import sessions
+    from gputop_tracker.core.report import session_list
 
-    return _as_json([sessions.listing_item(e) for e in listing.entries], _units)
+    return _as_json([session_list.listing_item(e) for e in listing.entries], _units)
 
 
 def _job_text(view: Any, _units: Units) -> str:
-    from gputop_tracker.cli import jobs
+    from gputop_tracker.core.report import job_view
 
-    return "\n".join(jobs.job_text(view)) + "\n"
+    return "\n".join(job_view.job_text(view)) + "\n"
 
 
 def _advice_text(advice: Any, _units: Units) -> str:
-    from gputop_tracker.cli import jobs
+    from gputop_tracker.core.report import advise
 
-    return jobs.advice_text(advice)
+    return advise.advice_text(advice)
 
 
 LISTING = Output(
-    "the saved sessions",
+    "listing",
     {"text": _listing_text, "json": _listing_json},
     "text: one line per session; json: an array of objects (metadata, peaks, or the error)",
 )
-JOB = Output("every session of one job", {"text": _job_text, "json": _as_json})
-ADVICE = Output("scheduler advice", {"text": _advice_text, "json": _as_json})
+JOB = Output("job view", {"text": _job_text, "json": _as_json})
+ADVICE = Output("advice", {"text": _advice_text, "json": _as_json})
 
 OUTPUTS = (REPORT, COMPARISON, EVENTS, SESSION, LISTING, JOB, ADVICE)
 
