@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import time
 from pathlib import Path
 
 from rich.text import Text
@@ -18,7 +17,6 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
 from textual.message import Message
-from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
@@ -51,7 +49,7 @@ from gputop_tracker.tui.live.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
-from gputop_tracker.tui.live.texts import detached_text
+from gputop_tracker.tui.live.texts import DrawPacer, detached_text, status_text
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.panels import (
     GpuPanel,
@@ -225,9 +223,7 @@ class LiveApp(ViewKeys):
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self._prompt_mode = ""
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
-        self.draw_period = DRAW_PERIOD if interval < DRAW_PERIOD else 0.0
-        self._last_draw = -1e9  # monotonic time of the last sample drawn
-        self._draw_timer: Timer | None = None  # a draw of the newest sample, due at the end of the period
+        self.pacer = DrawPacer(self, DRAW_PERIOD if interval < DRAW_PERIOD else 0.0, self._draw_sample)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
@@ -334,7 +330,7 @@ class LiveApp(ViewKeys):
                 self._paused_latest = msg.sample
             else:
                 self.latest = msg.sample
-                self._draw_when_due()
+                self.pacer.sample_came()
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, BlocksMessage):
@@ -363,19 +359,7 @@ class LiveApp(ViewKeys):
             self._has_gpus = True
             self._apply_width(*self.view_size)
 
-    def _draw_when_due(self) -> None:
-        """Draw the newest sample now, or at the end of the draw period if one was drawn within it."""
-        wait = self._last_draw + self.draw_period - time.monotonic()
-        if wait <= 0.1 * self.draw_period:
-            if self._draw_timer is not None:
-                self._draw_timer.stop()
-            self._draw_sample()
-        elif self._draw_timer is None:
-            self._draw_timer = self.set_timer(wait, self._draw_sample)
-
     def _draw_sample(self) -> None:
-        self._draw_timer = None
-        self._last_draw = time.monotonic()
         if self.paused:
             return
         with self.batch_update():  # one screen update per sample, not one per widget
@@ -447,24 +431,8 @@ class LiveApp(ViewKeys):
     # ------------------------------------------------------------------ drawing
 
     def _status_text(self) -> str:
-        if self.failure is not None:
-            return f"failed: {self.failure.message}"
-        u = self.final
-        if u is not None:
-            if u.status == "detached":
-                return "detached (still running)"
-            if u.mode == "attach":
-                return "target exited" if u.status == "exited" else "tracking stopped"
-            if u.exit_signal:
-                return f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
-            return f"exited with code {u.exit_code}"
-        if self.ended:
-            return "sampler stopped unexpectedly" + (f": {self.source_error}" if self.source_error else "")
-        if self.quit_choice == "stop":
-            return "stopping…"
-        if self.quit_choice == "detach":
-            return "detaching…"
-        return "running"
+        failed = self.failure.message if self.failure is not None else None
+        return status_text(self.final, failed, self.ended, self.source_error, self.quit_choice)
 
     def _draw_header(self) -> None:
         status = self._status_text()
