@@ -427,3 +427,40 @@ def test_detach_says_the_command_runs_on_and_where_its_output_goes(tmp_path: Pat
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
         if pid and alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+EPOCHS = (  # a block name per epoch: 16 names, the last one still open
+    "import time\n"
+    "from gputop_tracker import block\n"
+    "for i in range(15):\n"
+    "    with block(f'epoch {i}'):\n"
+    "        time.sleep(0.02)\n"
+    "with block('epoch 15'):\n"
+    "    print('in the last epoch', flush=True)\n"
+    "    time.sleep(300)\n"
+)
+
+
+def test_blocks_table_keeps_to_six_rows_at_160x50(tmp_path: Path) -> None:
+    """A block name per epoch took 16 rows and pushed the process table and the side panels away: the table
+    under the processes shows at most 6 rows (the rest scroll), the running epoch among them."""
+    script = tmp_path / "epochs.py"
+    script.write_text(EPOCHS)
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(160, 50))
+    try:
+        wait_for(session, r"in the last epoch", 30)
+        wait_for(session, r"16 blocks · 1 open", 15)
+        text = screen(session)
+        lines = text.splitlines()
+        top = next(i for i, line in enumerate(lines) if "code blocks" in line)
+        bottom = next(i for i in range(top + 1, len(lines)) if "16 blocks" in lines[i])
+        rows = [line for line in lines[top + 2 : bottom] if re.search(r"epoch \d+", line)]
+        assert len(rows) == 6 and any("epoch 15" in r for r in rows), text  # the running one in view
+        assert "run so far" in text and "processes" in text  # side panels and the process table keep their room
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
