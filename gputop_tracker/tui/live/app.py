@@ -323,35 +323,44 @@ class LiveApp(ViewKeys):
         self.n_messages += 1
         msg = event.msg
         if isinstance(msg, SampleMessage):
-            self.history.add(msg.sample)  # charts keep every sample, paused or not
-            self._gpus_seen(msg.sample)
-            self.exited.seen(msg.sample)
-            if self.paused:
-                self._paused_latest = msg.sample
-            else:
-                self.latest = msg.sample
-                self.pacer.sample_came()
+            self._on_sample(msg.sample)
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, BlocksMessage):
             self.blocks_pane.latest = msg.blocks  # drawn with the next sample, as the progress
         elif isinstance(msg, Started):
-            self.main_pid = msg.pid
-            self.session_id = msg.session_id
-            if self.store_dir is None:
-                self.store_dir = Path(msg.store)
-            self._draw_header()
+            self._on_started(msg)
         elif isinstance(msg, EventMessage):
             if msg.event.type == "process_exited":
                 self.exited.exited(msg.event)
             self._on_alert(msg)
-        elif isinstance(msg, Summary):
+        elif isinstance(msg, Summary | Failed):
+            self._on_end(msg)
+
+    def _on_sample(self, sample: Sample) -> None:
+        self.history.add(sample)  # charts keep every sample, paused or not
+        self._gpus_seen(sample)
+        self.exited.seen(sample)
+        if self.paused:
+            self._paused_latest = sample
+        else:
+            self.latest = sample
+            self.pacer.sample_came()
+
+    def _on_started(self, msg: Started) -> None:
+        self.main_pid = msg.pid
+        self.session_id = msg.session_id
+        if self.store_dir is None:
+            self.store_dir = Path(msg.store)
+        self._draw_header()
+
+    def _on_end(self, msg: Summary | Failed) -> None:
+        if isinstance(msg, Summary):
             self.final = msg.usage
             self.blocks_pane.finished(msg.usage)
-            self._on_finished()
-        elif isinstance(msg, Failed):
+        else:
             self.failure = msg
-            self._on_finished()
+        self._on_finished()
 
     def _gpus_seen(self, s: Sample) -> None:
         """The first sample with a GPU: the table gets its GPU columns."""
