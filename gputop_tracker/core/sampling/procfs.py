@@ -1,8 +1,9 @@
 """Where per-process figures are measured: cheap reads of /proc on the sampler's hot path.
 
 Costs measured by bench/bench_core.py: psutil's objects cost ~10x more per sample than a
-pread on a kept-open fd, so each tracked process keeps its stat, statm and status files open and the
-tree is found by listing /proc and reading the stat of each *new* pid once. smaps_rollup (USS/PSS)
+pread on a kept-open fd, so each tracked process keeps its stat, statm and status files open. New processes
+are looked for only when the kernel handed out a PID since the last look: a small tree reads its threads'
+`children` files, a big one lists /proc and reads the stat of each *new* pid once. smaps_rollup (USS/PSS)
 grows with RSS (~8.7 ms per GiB), so it is read under a CPU budget and carried forward between reads.
 """
 
