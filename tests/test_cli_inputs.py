@@ -232,6 +232,9 @@ class _FakeHandle:
     def signal(self, sig: int) -> None:
         self.sent.append(sig)
 
+    def unrelayed(self) -> list[int]:
+        return []  # the sampler passed on all it was sent
+
 
 @pytest.fixture
 def sampler_pid() -> Iterator[int]:
@@ -455,3 +458,23 @@ def test_an_output_directory_removed_during_the_run_is_not_made_again(tmp_path: 
     first, _, rest = proc.stderr.partition("\n")
     assert f"cannot write {out}" in first and "report follows" in first
     assert json.loads(rest)["exit_code"] == 0  # nothing measured is lost
+
+
+def test_the_relay_ledger_counts_what_a_forked_sampler_passed_on() -> None:
+    """The front end's list of signals sent to the sampler, less what the sampler (another process, sharing the
+    ledger's memory since the fork) counted as passed on: what the command never got, oldest first."""
+    from gputop_tracker.core.sampling.channel import RELAYABLE, STOP_SIGNAL
+    from gputop_tracker.core.sampling.relayed import RelayLedger
+
+    ledger = RelayLedger()
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGTERM, STOP_SIGNAL, signal.SIGINT):
+        ledger.sending(sig)
+    pid = os.fork()
+    if pid == 0:  # the sampler passed on one SIGTERM and the SIGUSR1, then died
+        ledger.relayed(signal.SIGTERM)
+        ledger.relayed(signal.SIGUSR1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    # the second SIGTERM and the SIGINT never reached the command; STOP_SIGNAL was the sampler's own
+    assert ledger.unrelayed(RELAYABLE) == [signal.SIGTERM, signal.SIGINT]
+    assert ledger.unrelayed(RELAYABLE) == []  # each passed on once

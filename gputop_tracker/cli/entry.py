@@ -556,7 +556,8 @@ class SignalRelay:
         with self.lock:
             self.target = pid
             self.reaped.clear()
-            for sig in self.held:
+            # sent to the sampler as it died (SIGKILLed, not yet a zombie: nothing tells), never passed on
+            for sig in [*self.handle.unrelayed(), *self.held]:
                 _send(pid, sig)
             self.held.clear()
 

@@ -43,6 +43,7 @@ from gputop_tracker.core.sampling.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.sampling.oomdetect import OomDetector
 from gputop_tracker.core.sampling.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
 from gputop_tracker.core.sampling.procfs import HostReader, ProcessTree, read_cmdline, read_environ
+from gputop_tracker.core.sampling.relayed import RelayLedger
 from gputop_tracker.core.sampling.tee import OutputFilePoller, OutputTee
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.summary import events as ev
@@ -642,7 +643,7 @@ class TreeStop:
         return f"{text}; none survived"
 
 
-def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
+def run_forked_child(cfg: EngineConfig, out_fd: int, ledger: RelayLedger | None = None) -> None:
     """Entry point in a forked child: never returns."""
     code = 1
     try:
@@ -650,7 +651,10 @@ def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
         # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
         # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
         signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
-        code = Engine(cfg, out_fd).run()
+        engine = Engine(cfg, out_fd)
+        if ledger is not None:
+            engine.launcher.on_relayed = ledger.relayed
+        code = engine.run()
     except BaseException as e:  # a crash here must still tell the front end
         try:
             msg = json.dumps({"kind": "error", "exit_code": 1, "message": f"sampler crashed: {e!r}"})
