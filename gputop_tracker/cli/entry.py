@@ -232,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         return track(build_parser().parse_args(argv))
     except (UsageError, UnitError) as e:
         return console.error(str(e))
+    except console.StdoutError as e:  # --help into a full disk, a listing into a closed pipe
+        return console.write_error(e)
     except KeyboardInterrupt:
         return console.EXIT_INTERRUPTED
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +93,7 @@ def advise_main(argv: list[str]) -> int:
     advice = advise([u for _, u in chosen], args.headroom)
     advice["sessions"] = [sid for sid, _ in chosen]
     if args.format == "json":
-        sys.stdout.write(json_text(advice) + "\n")
+        console.write_stdout(json_text(advice) + "\n")
         return 0
     lines = [f"# from {len(chosen)} session{'s' if len(chosen) != 1 else ''} (headroom {args.headroom:g} %)"]
     width = max(len(x) for x in advice["sbatch"])
@@ -105,7 +104,7 @@ def advise_main(argv: list[str]) -> int:
             f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
         )
     lines += [f"# note: {n}" for n in advice["notes"]]
-    sys.stdout.write("\n".join(lines) + "\n")
+    console.write_stdout("\n".join(lines) + "\n")
     return 0
 
 
@@ -129,9 +128,9 @@ def job(store_dir: Path, args: argparse.Namespace) -> int:
     if not view["n"]:
         raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
     if args.format == "json":
-        sys.stdout.write(json_text(view) + "\n")
+        console.write_stdout(json_text(view) + "\n")
     else:
-        sys.stdout.write("\n".join(job_text(view)) + "\n")
+        console.write_stdout("\n".join(job_text(view)) + "\n")
     return 0
 
 

@@ -180,14 +180,14 @@ def run(args: argparse.Namespace) -> int:
     store_dir = paths.store_dir(args.store)
     try:
         code = _dispatch(store_dir, args)
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return code
     except (LookupError, UnitError, store.OutputError) as e:
         return console.error(str(e.args[0]))
+    except console.StdoutError as e:  # a closed pipe (`| head`), a full disk, stdout closed
+        return console.write_error(e)
     except OSError as e:
         if e.filename is None:  # stdout: a closed pipe (`| head`) or a full disk
-            console.stdout_failed()
-            return console.error(f"cannot write to stdout: {e.strerror}", console.EXIT_FAILURE)
+            return console.write_error(e)
         return console.error(f"{e.filename}: {e.strerror}", console.EXIT_FAILURE)
 
 
@@ -208,7 +208,7 @@ def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
         return plot_cli.plot_session(store_dir, args)
     if args.action == "delete":
         path = store.delete(store_dir, args.id)
-        print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
+        console.print_stdout(f"deleted {path.name.removesuffix(store.SUFFIX)}")
         return 0
     return console.error(f"unknown action {args.action}")
 
@@ -256,19 +256,20 @@ def list_sessions(store_dir: Path, fmt: str = "text", *, trunc: bool = False) ->
     piped (`| grep train.py`) every row is whole. Control characters are escaped: one session, one line."""
     entries = store.list_entries(store_dir, timeline=False)
     if fmt == "json":
-        sys.stdout.write(json_text([_list_json(e) for e in entries]) + "\n")
+        console.write_stdout(json_text([_list_json(e) for e in entries]) + "\n")
         return 0
     if not entries:
-        print(f"no sessions in {escape_controls(str(store_dir))}")
+        console.print_stdout(f"no sessions in {escape_controls(str(store_dir))}")
         return 0
     rows = [["id", "status", "duration", "exit", "peak RAM", "peak GPU", "command"]]
     rows += [_list_row(e) for e in entries]
     full = [r for r in rows if len(r) == 7]
     widths = [max(len(r[i]) for r in (rows if i < 2 else full)) for i in range(6)]
     room = shutil.get_terminal_size().columns - sum(w + 2 for w in widths) if trunc else 0
+    lines = []
     for r in rows:
         if len(r) < 7:  # unreadable: id, UNREADABLE, the reason
-            print(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
+            lines.append(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
             continue
         cmd = r[6]
         if trunc and len(cmd) > max(room, 20):
@@ -279,7 +280,8 @@ def list_sessions(store_dir: Path, fmt: str = "text", *, trunc: bool = False) ->
             *(c.rjust(w) for c, w in zip(r[2:6], widths[2:6], strict=True)),
             cmd,
         ]
-        print("  ".join(cells).rstrip())
+        lines.append("  ".join(cells).rstrip())
+    console.print_stdout(*lines)
     return 0
 
 
@@ -288,10 +290,9 @@ def show(store_dir: Path, args: argparse.Namespace) -> int:
     if s.summary is None:
         return console.error(f"session {s.meta.id} has no summary yet")
     units = Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
-    sys.stdout.write(
+    console.write_stdout(
         report.to_json(s.summary, units) + "\n" if args.format == "json" else report.to_text(s.summary, units)
     )
-    sys.stdout.flush()
     return 0
 
 
@@ -299,8 +300,7 @@ def _write(text: str, output: str | None, done: str) -> int:
     """To `output` (checked before any work by `store.check_output`; then `done` on stderr) or to stdout.
     A file that cannot be written is named in one error line: exit 1."""
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        console.write_stdout(text)
         return 0
     try:
         store.write_output(Path(output), text.encode())
