@@ -218,8 +218,12 @@ def test_cuda_oom_in_output_writes_dump_and_output_untouched(store: Path) -> Non
     assert "torch.OutOfMemoryError: CUDA out of memory" in proc.stderr
     ooms = [e for e in _session(store)["summary"]["events"] if e["type"] == "oom"]
     assert len(ooms) == 1 and ooms[0]["source"] == "output" and "CUDA out of memory" in ooms[0]["message"]
-    samples = (Path(ooms[0]["dump"]) / "samples.jsonl").read_text().splitlines()
+    dump = Path(ooms[0]["dump"])
+    samples = (dump / "samples.jsonl").read_text().splitlines()
     assert max(json.loads(s)["tree"]["combined_total"] for s in samples) >= 50 * MB
+    # command lines and the job's output: the user's alone, whatever the umask (was 0755 / 0644)
+    assert dump.stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in dump.iterdir()} == {0o600}
 
 
 def test_no_watch_output_no_oom_from_output(store: Path) -> None:

@@ -42,7 +42,7 @@ def write_atomic(
     (else mkstemp's 0600). `durable=False` skips the fsync (a checkpoint the final save will supersede).
     `make_dirs`: its directory is made when missing (the store's; never a directory the user named)."""
     if make_dirs:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -146,9 +146,9 @@ def _output_fds(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, i
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
     if cfg.save:
         try:
-            store.mkdir(parents=True, exist_ok=True)
+            store.mkdir(mode=0o700, parents=True, exist_ok=True)
             path = paths.output_file(store, session_id)
-            w = os.open(path, flags, 0o644)
+            w = os.open(path, flags, 0o600)  # the job's own output (tokens, passwords): the user's alone
             return w, os.open(path, os.O_RDONLY | os.O_CLOEXEC), path
         except OSError:
             pass  # an unwritable store: the sampler reports that; the output still shows
