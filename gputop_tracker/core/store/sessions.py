@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import secrets
 import socket
 import stat
@@ -25,8 +26,12 @@ if TYPE_CHECKING:
 
 SUFFIX = ".json"
 # save_session writes the timeline last; a reader that needs only meta and summary stops parsing here.
-_TIMELINE_KEY = b',"timeline":'
-_HEAD_CHUNK = 64 * 1024
+# Whitespace allowed around it: a session pretty-printed by another tool (jq) is found the same way.
+_TIMELINE_KEY = re.compile(rb',\s*"timeline"\s*:')
+_KEY_OVERLAP = 4096  # bytes of the previous chunk searched again: the key may straddle two chunks
+_HEAD_CHUNK = 1 << 20
+_HEAD_MAX = 64 << 20  # meta and summary are far smaller; past this the key is not looked for any more
+_LIST_WHOLE_MAX = 128 << 20  # a file read whole for a listing (no timeline key found) is never larger
 
 
 def new_session_id(now: float | None = None) -> str:
@@ -220,20 +225,20 @@ def _read_head(path: Path) -> bytes | None:
     """
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
-        head = b""
+        head = bytearray()  # grown in place: linear in the bytes read, whatever the layout
         while True:
             chunk = f.read(_HEAD_CHUNK)
-            if not chunk:
+            if not chunk or len(head) >= _HEAD_MAX:
                 return None
-            searched = max(0, len(head) - len(_TIMELINE_KEY))
+            searched = max(0, len(head) - _KEY_OVERLAP)
             head += chunk
-            at = head.find(_TIMELINE_KEY, searched)
-            if at >= 0:
+            found = _TIMELINE_KEY.search(head, searched)
+            if found is not None:
                 break
-        f.seek(max(0, size - 8))
-        if not f.read().rstrip().endswith(b"}}"):
+        f.seek(max(0, size - 64))
+        if not re.sub(rb"\s", b"", f.read()).endswith(b"}}"):
             return None
-    return head[:at] + b"}"
+    return bytes(head[: found.start()]) + b"}"
 
 
 def load(path: Path, *, timeline: bool = True) -> Entry:
@@ -250,7 +255,11 @@ def load(path: Path, *, timeline: bool = True) -> Entry:
             if entry.session is not None:
                 entry.partial = True
                 return entry
-        # not laid out as expected, or the head alone does not parse: the full parse gives the true reason
+        # not laid out as expected, or the head alone does not parse: the full parse gives the true reason,
+        # unless the file is too large to read whole for a mere listing
+        too_large = _too_large_to_list(path)
+        if too_large is not None:
+            return Entry(sid, path, None, too_large)
     try:
         with open_regular(path) as f:
             raw = f.read()
@@ -259,6 +268,19 @@ def load(path: Path, *, timeline: bool = True) -> Entry:
     except MemoryError:
         return Entry(sid, path, None, "too large to read into memory")
     return _parse(sid, path, raw)
+
+
+def _too_large_to_list(path: Path) -> str | None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size <= _LIST_WHOLE_MAX:
+        return None
+    return (
+        f"not listed: {size / 1e6:.0f} MB without the layout gputop-track writes (meta and summary first); "
+        "`sessions show` reads it whole"
+    )
 
 
 def _parse(sid: str, path: Path, raw: bytes) -> Entry:
