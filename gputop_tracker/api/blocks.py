@@ -18,6 +18,7 @@ import json
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -129,12 +130,18 @@ class _Sink:
 
 
 def _open_fifo(path: str) -> tuple[int, tuple[int, int]]:
-    """A non-blocking write end and what it is; -2 when there is no reader (the sampler is gone) or no FIFO."""
+    """A non-blocking write end and what it is; -2 when there is no reader (the sampler is gone) or no FIFO.
+
+    Only a FIFO, named directly: never a regular file, a device, or a link such as /dev/stdout
+    (O_NOFOLLOW), which would get block records written into the program's own output."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return -2, (0, 0)
     st = os.fstat(fd)  # a fresh fd of ours
+    if not stat.S_ISFIFO(st.st_mode):
+        _close(fd)
+        return -2, (0, 0)
     return fd, (st.st_dev, st.st_ino)
 
 
