@@ -141,6 +141,23 @@ def test_sessions_export_and_events_to_a_fifo_and_symlink(tmp_path: Path, store:
     assert link.is_symlink() and isinstance(json.loads(target.read_text()), list)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/kernel/notes").exists(), reason="root and sysfs needed")
+def test_output_where_no_file_can_be_created_is_refused_before_start(tmp_path: Path) -> None:
+    """As root `os.access` says yes to /sys: `-o /sys/kernel/notes` ran the command and failed only at the end.
+    Now a file is created (and at once removed) where the report will be renamed into place, before start."""
+    ran = tmp_path / "ran"
+    proc = track("--headless", "--no-save", "-f", "json", "-o", "/sys/kernel/notes", "--", "touch", str(ran))
+    assert proc.returncode == 2 and not ran.exists(), proc.stderr
+    assert proc.stderr.startswith("gputop-track: error: cannot write /sys/kernel/notes: no file can be created")
+
+
+def test_the_output_check_leaves_no_file_behind(tmp_path: Path) -> None:
+    store_mod.check_output(str(tmp_path / "new.json"))
+    (tmp_path / "old.json").write_text("kept")
+    store_mod.check_output(str(tmp_path / "old.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
+
+
 def test_write_output_unit(tmp_path: Path) -> None:
     dev = Path("/dev/null")
     store_mod.write_output(dev, b"x")  # a device: written, not replaced (we could not replace it anyway)

@@ -106,15 +106,32 @@ def check_output(name: str) -> None:
         if not os.access(out, os.W_OK):
             raise OutputError(f"cannot write {name}: permission denied")
         if stat.S_ISREG(st.st_mode):
-            parent = Path(os.path.realpath(out)).parent  # replaced by a rename inside its directory
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+            _check_can_replace(name, Path(os.path.realpath(out)).parent)  # replaced by a rename inside its directory
         return
     parent = Path(os.path.realpath(out)).parent
     if not parent.is_dir():
         raise OutputError(f"cannot write {name}: directory {parent} does not exist")
+    _check_can_replace(name, parent)
+
+
+def _check_can_replace(name: str, parent: Path) -> None:
+    """A file can be created in `parent` (what the atomic write does at the end). `os.access` alone says yes to
+    root for /sys or /proc, where no file can be created: a probe file is made, and removed at once (only that
+    very file: the same inode)."""
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gputop-probe-", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise OutputError(f"cannot write {name}: no file can be created in {parent} ({e.strerror})") from None
+    try:
+        made = os.fstat(fd)
+        os.close(fd)
+        now = os.lstat(probe)
+        if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+            os.unlink(probe)
+    except OSError:
+        pass
 
 
 def check_store(store: Path) -> None:
