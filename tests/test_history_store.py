@@ -131,3 +131,10 @@ def test_a_huge_session_without_the_usual_layout_is_skipped_with_its_reason(
     assert entry.session is None and entry.error is not None
     assert entry.error.startswith("not listed:") and "sessions show" in entry.error
     assert store.load(path).session is not None
+
+
+def test_a_control_character_in_a_session_is_named_once(tmp_path: Path) -> None:
+    path = tmp_path / "20260101-000000-h-1-abcd.json"
+    path.write_bytes(b'{"meta": "\x01"}')
+    entry = store.load(path)
+    assert entry.error == "corrupt or truncated JSON (Invalid control character at byte 10)"

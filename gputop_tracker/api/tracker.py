@@ -83,9 +83,9 @@ class Tracker:
     def __init__(
         self,
         sleep_time: float = 1.0,
-        ram_unit: str = "gigabytes",
-        gpu_ram_unit: str = "gigabytes",
-        time_unit: str = "hours",
+        ram_unit: str | None = None,  # None: gpu-tracker's gigabytes and hours for the figures (resource_usage,
+        gpu_ram_unit: str | None = None,  # to_json), units that fit each figure in the text report
+        time_unit: str | None = None,
         n_expected_cores: int | None = None,
         gpu_uuids: set[str] | list[str] | None = None,
         disable_logs: bool = False,

@@ -308,7 +308,8 @@ def _parse(sid: str, path: Path, raw: bytes) -> Entry:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
-        return Entry(sid, path, None, f"corrupt or truncated JSON ({e.msg} at byte {e.pos})")
+        what = e.msg.removesuffix(" at")  # json's "Invalid control character at": not "at at byte"
+        return Entry(sid, path, None, f"corrupt or truncated JSON ({what} at byte {e.pos})")
     except UnicodeDecodeError as e:
         return Entry(sid, path, None, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})")
     except ValueError as e:
