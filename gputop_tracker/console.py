@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+from gputop_tracker.core.model.text import escape_controls
+
 PROG = "gputop-track"  # every line the tool writes to stderr starts with it
 
 EXIT_FAILURE = 1  # tracking or writing failed
@@ -66,13 +68,14 @@ def signal_exit_code(sig: int) -> int:
 
 
 def say(text: str) -> None:
-    """One line on stderr, prefixed with the tool's name; if stderr itself is gone there is no one left to tell."""
-    write_stderr(f"{PROG}: {text}\n")
+    """One line on stderr, prefixed with the tool's name; if stderr itself is gone there is no one left to tell.
+    One line whatever it quotes: a path or a name with a newline (or a bidi control) is escaped."""
+    write_stderr(f"{PROG}: {escape_controls(text)}\n")
 
 
 def error(message: str, code: int = EXIT_USAGE) -> int:
-    """`gputop-track: error: message` on stderr; returns `code`, the exit code to end with."""
-    write_stderr(f"{PROG}: error: {message}\n")
+    """`gputop-track: error: message` on stderr (one line, as `say`); returns `code`, the exit code to end with."""
+    write_stderr(f"{PROG}: error: {escape_controls(message)}\n")
     return code
 
 

@@ -604,10 +604,11 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
         try:
             write_output(Path(args.output), text.encode())
         except OSError as e:
-            console.write_stderr(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows\n{text}")
+            console.error(f"cannot write {args.output}: {e.strerror}; report follows", console.EXIT_FAILURE)
+            console.write_stderr(text)
         else:
             if usage.session_path:
-                console.write_stderr(f"{PROG}: report written to {args.output}; session {usage.session_id}\n")
+                console.say(f"report written to {args.output}; session {usage.session_id}")
         return
     if args.format == "text":
         console.write_stderr(text)
@@ -617,7 +618,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     except OSError as e:
         console.stdout_failed()
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""
-        console.write_stderr(f"{PROG}: error: cannot write the report to stdout: {e.strerror}{where}\n")
+        console.error(f"cannot write the report to stdout: {e.strerror}{where}", console.EXIT_FAILURE)
 
 
 class AlertPrinter:

@@ -97,7 +97,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     if u.notes:
         lines += ["", "Notes", *(f"  - {escape_controls(n)}" for n in u.notes)]
     if u.session_path:
-        lines += ["", f"Session saved: {u.session_path}"]
+        lines += ["", f"Session saved: {escape_controls(u.session_path)}"]
     return "\n".join(lines) + "\n"
 
 
