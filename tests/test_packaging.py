@@ -53,8 +53,15 @@ def test_readme_starts_with_install_and_tests_and_covers_newcomers() -> None:
         assert needle in readme, needle
 
 
+def _build_installed() -> bool:
+    """The `build` package itself, not the `build/` folder `pip install .` leaves in a checkout (which
+    find_spec takes for a namespace package when the tests run from there: "No module named build.__main__")."""
+    spec = importlib.util.find_spec("build")
+    return spec is not None and spec.origin is not None
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("build") is None, reason="needs `pip install build`")
+@pytest.mark.skipif(not _build_installed(), reason="needs `pip install build`")
 def test_sdist_ships_tests_that_collect(tmp_path: Path) -> None:
     out = tmp_path / "dist"
     proc = subprocess.run(
@@ -62,6 +69,7 @@ def test_sdist_ships_tests_that_collect(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=tmp_path,  # never the checkout: its build/ folder would shadow the package
     )
     if proc.returncode != 0 and "Could not find a version" in proc.stdout + proc.stderr:
         pytest.skip("no package index to fetch the build backend from")

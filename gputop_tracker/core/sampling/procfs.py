@@ -285,6 +285,12 @@ def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shm
             h.anon0 = anon
         r.private = r.pss = max(0, anon - h.anon0)
         r.bound = True
+    elif h.smaps_stale:
+        # a fork since the read, and no re-read yet (out of budget): the pages it shared, and for the parent
+        # those it held alone, may now be shared with one more process, so its old USS and PSS may both be too
+        # high. Only anonymous growth since the read is surely its own.
+        r.private = r.pss = max(0, min(rss, anon - h.smaps_anon))
+        r.bound = True
     elif anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged since the read: its figures
         r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
         r.private = h.uss if h.uss < h.pss else h.pss
@@ -402,15 +408,25 @@ class ProcessTree:
                     if adopted is not None:
                         self.handles[pid] = adopted
                         new.append(adopted)
-                        # After a fork parent and child share every page copy-on-write: the parent's
-                        # USS/PSS must be re-read with the child's, or Σ PSS counts those pages twice.
                         if ppid in self.handles:
-                            self.handles[ppid].smaps_stale = True
+                            self._forked(self.handles[ppid])
                     changed = True
         for pid, (_, fd, _) in candidates.items():
             os.close(fd)
             self._others.add(pid)
         return new, gone
+
+    def _forked(self, parent: ProcHandle) -> None:
+        """After a fork parent and child share every page copy-on-write: the parent's USS/PSS must be re-read
+        with the child's, or Σ PSS counts those pages twice. So must every process that already shared pages
+        (with the parent, its earlier children, the same libraries): each now shares them with one more
+        process, so its PSS fell without its statm moving. Pool(4) forks its workers one by one: a worker read
+        while 3 existed kept a quarter of the parent's 300 MB where a fifth was its share once the fourth came,
+        and Σ PSS exceeded the tree's true peak by 15 MB (a broken lower bound)."""
+        parent.smaps_stale = True
+        for h in self.handles.values():
+            if h.uss >= 0 and h.pss > h.uss:
+                h.smaps_stale = True
 
     def read(self, now_mono: float) -> list[Reading]:
         """Read every tracked process once. Vanished processes are skipped silently."""
