@@ -95,7 +95,9 @@ def open_amd(pid_mapper: PidMapper | None = None) -> GpuBackend:
         with quiet_stdout(captured):
             import amdsmi
     except ImportError:
-        return NoGpuBackend("no AMD GPU tracking: amdsmi is not installed (pip install 'gputop-tracker[amd]')")
+        return NoGpuBackend(
+            "no AMD GPU tracking: amdsmi is not installed (pip install 'amdsmi>=6.2,<8', the version of your ROCm)"
+        )
     except Exception as e:  # amdsmi could not bind its library (a version without a symbol it needs ...)
         why = captured[0] if captured else f"{type(e).__name__}: {e}"
         return NoGpuBackend(f"no AMD GPU found (amdsmi did not load: {why})")

@@ -28,7 +28,8 @@ from gputop_tracker.core.report.columns import TimelineColumns
 if TYPE_CHECKING:
     from gputop_tracker.core.model.models import Session
 
-EXTRA_HINT = "pip install 'gputop-tracker[plot]'"
+# the library itself works installed from an index or from a checkout alike; the extra is named for both
+EXTRA_HINT = "pip install 'matplotlib>=3.7' (the plot extra: 'gputop-tracker[plot]', or '.[plot]' in a checkout)"
 FORMATS = {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html"}
 DEFAULT_WIDTH = 1200
 PANEL_HEIGHT = 260
