@@ -428,3 +428,41 @@ def test_plot_with_a_store_that_cannot_save_is_refused_before_the_command(tmp_pa
     assert proc.stderr.startswith("gputop-track: error: --plot: the session cannot be saved in"), proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert not ran.exists() and not (tmp_path / "x.png").exists()
+
+
+def test_labels_of_short_blocks_and_close_marks_never_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty short blocks and marks a few ms apart: their names were drawn over one another. Now each label is
+    placed where it overlaps none (block names on up to three rows), the rest hidden, and a block name with no
+    label left is in the legend."""
+    from gputop_tracker.core.model.models import Event, Session, SessionMeta
+    from gputop_tracker.core.report import plot
+
+    start = 1000.0
+    events = []
+    for i in range(40):
+        t = 1 + i * 0.05
+        events += [
+            Event(time=start + t, elapsed=t, type="block_start", pid=1, name=f"stage {i}"),
+            Event(time=start + t + 0.04, elapsed=t + 0.04, type="block_end", pid=1, name=f"stage {i}"),
+        ]
+    events += [
+        Event(time=start + 2 + i * 0.01, elapsed=2 + i * 0.01, type="mark", pid=1, name=f"m{i}") for i in range(5)
+    ]
+    session = Session(meta=SessionMeta(id="x", status="finished", start_time=start, end_time=start + 4))
+    monkeypatch.setattr(Session, "events", property(lambda _self: events))  # a summary holds them: none needed here
+    fig = plot.figure(session)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    shown = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    boxes = [t.get_window_extent(renderer) for t in shown]
+    for i, a in enumerate(boxes):
+        for j in range(i + 1, len(boxes)):
+            assert not a.overlaps(boxes[j]), (shown[i].get_text(), shown[j].get_text())
+    legend = ax.get_legend()
+    listed = {t.get_text() for t in legend.get_texts()} if legend is not None else set()
+    names = {t.get_text().strip() for t in shown}
+    for i in range(40):
+        assert f"stage {i}" in names or f"block stage {i}" in listed, i
+    assert sum(n.startswith("stage") for n in names) >= 3  # staggered: more than one row used
+    assert "m0" in names  # the first of the close marks keeps its label
