@@ -466,3 +466,20 @@ def test_labels_of_short_blocks_and_close_marks_never_overlap(monkeypatch: pytes
         assert f"stage {i}" in names or f"block stage {i}" in listed, i
     assert sum(n.startswith("stage") for n in names) >= 3  # staggered: more than one row used
     assert "m0" in names  # the first of the close marks keeps its label
+
+
+def test_a_figure_titled_by_what_was_tracked() -> None:
+    """A notebook cell's figure was titled with the kernel's command line (`python -m ipykernel_launcher -f …`):
+    the magic now gives the cell's first line of code as the title."""
+    from gputop_tracker.api.magics import cell_title
+    from gputop_tracker.core.model.models import Session, SessionMeta
+    from gputop_tracker.core.report import plot
+
+    meta = SessionMeta(id="x", status="finished", start_time=1000.0, command=["python", "-m", "ipykernel_launcher"])
+    session = Session(meta=meta)
+    assert plot.figure(session)._suptitle.get_text().startswith("python -m ipykernel_launcher")
+    title = cell_title("\n# load the data\ndf = load('big.parquet')\ntrain(df)\n")
+    assert title == "%%gputop cell: df = load('big.parquet')"
+    fig = plot.figure(session, title=title)
+    assert fig._suptitle.get_text().splitlines()[0] == title
+    assert cell_title("x = 1  # " + "y" * 200).endswith("…") and len(cell_title("z" * 500)) < 100

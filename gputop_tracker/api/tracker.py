@@ -454,12 +454,13 @@ class Tracker:
 
         return TimelineColumns.of_session(self.session())
 
-    def plot(self, size: tuple[int, int] | None = None) -> Any:
+    def plot(self, size: tuple[int, int] | None = None, title: str | None = None) -> Any:
         """The session as a matplotlib Figure (needs matplotlib: `pip install gputop-tracker[plot]`);
-        `size` in pixels. Save it with `fig.savefig("run.png")`."""
+        `size` in pixels; `title` in place of the tracked command line (for a span of a program, the program's
+        whole command says little). Save it with `fig.savefig("run.png")`."""
         from gputop_tracker.core.report import plot
 
-        return plot.figure(self.session(), size)
+        return plot.figure(self.session(), size, title=title)
 
     def to_json(self) -> dict[str, Any]:
         return report.to_json_dict(self.raw_usage, self.units)

@@ -124,7 +124,7 @@ class _Axis:
         return [float(t or 0.0) / self.divisor for t in ts]
 
 
-def figure(session: Session, size: tuple[int, int] | None = None) -> Any:
+def figure(session: Session, size: tuple[int, int] | None = None, *, title: str | None = None) -> Any:
     """The session as a matplotlib Figure (with an Agg canvas): one panel each for RAM and CPU, two more for
     GPU memory and utilization when the session saw GPUs. `size` in pixels; default 1200 wide."""
     require_matplotlib()
@@ -138,7 +138,7 @@ def figure(session: Session, size: tuple[int, int] | None = None) -> Any:
     fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
-    fig.suptitle(_title(session), fontsize=10, x=0.01, ha="left")
+    fig.suptitle(_title(session, title), fontsize=10, x=0.01, ha="left")
     end = max([float(t or 0) for t in cols.t] + [_duration(session)])
     axis = _Axis.for_length(end)
     _ram_panel(axes[0], session, cols, axis)
@@ -187,9 +187,9 @@ def _shown(text: str, limit: int | None = None) -> str:
     return text.replace("$", r"\$")
 
 
-def _title(session: Session) -> str:
+def _title(session: Session, title: str | None = None) -> str:
     m = session.meta
-    cmd = command_line(m.command) or "-"
+    cmd = title if title is not None else command_line(m.command) or "-"
     if len(cmd) > 90:
         cmd = cmd[:89] + "…"
     cmd = _shown(cmd)
