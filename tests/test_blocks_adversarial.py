@@ -669,3 +669,17 @@ def test_blocks_are_never_written_into_what_is_not_the_sessions_fifo(
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_the_inbox_removes_only_its_own_fifo() -> None:
+    """Every path the tool removes is one it made: a file put where the FIFO was is left alone (and so is the
+    directory that still holds it)."""
+    box = BlockInbox.create()
+    assert box is not None
+    os.unlink(box.path)
+    with open(box.path, "w") as f:
+        f.write("mine")
+    box.close()
+    assert open(box.path).read() == "mine"
+    os.unlink(box.path)
+    os.rmdir(box.directory)

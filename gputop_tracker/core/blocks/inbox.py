@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from typing import Any
 
 from gputop_tracker.core.blocks.protocol import ENV
@@ -160,9 +161,13 @@ def sweep(base: str) -> None:
 
 
 def _remove(directory: str, path: str) -> None:
-    for remove, what in ((os.unlink, path), (os.rmdir, directory)):
-        with contextlib.suppress(OSError):
-            remove(what)
+    """The FIFO and its directory, only if they are still what we make: a FIFO (never a file put in its
+    place), then the directory if empty (never a directory with anything else in it)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.lstat(path).st_mode):
+            os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
 
 
 _NUMBERS = ("t", "dur", "cpu")

@@ -49,6 +49,7 @@ def write_atomic(
     if make_dirs:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    made = os.fstat(fd)
     try:
         with os.fdopen(fd, "wb") as f:
             if mode is not None:
@@ -60,7 +61,9 @@ def write_atomic(
         os.replace(tmp, path)
     except BaseException:
         try:
-            os.unlink(tmp)
+            now = os.lstat(tmp)
+            if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):  # ours still: never what replaced it
+                os.unlink(tmp)
         except OSError:
             pass
         raise
