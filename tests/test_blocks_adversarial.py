@@ -680,6 +680,6 @@ def test_the_inbox_removes_only_its_own_fifo() -> None:
     with open(box.path, "w") as f:
         f.write("mine")
     box.close()
-    assert open(box.path).read() == "mine"
+    assert Path(box.path).read_text() == "mine"
     os.unlink(box.path)
     os.rmdir(box.directory)
