@@ -387,10 +387,10 @@ def test_the_smallest_size_draws_without_warnings(real_session: tuple[Path, str]
 
     session = _session(*real_session)
     with pytest.raises(plot.PlotError):
-        plot.parse_size("299x300")
+        plot.parse_pixel_size("299x300")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert plot.picture(session, "png", plot.parse_size("300x300"))[:4] == b"\x89PNG"
+        assert plot.picture(session, "png", plot.parse_pixel_size("300x300"))[:4] == b"\x89PNG"
 
 
 def test_non_finite_figures_in_a_saved_timeline_are_gaps(tmp_path: Path) -> None:

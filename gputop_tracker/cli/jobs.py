@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from gputop_tracker import console
+from gputop_tracker.cli import formats
 from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core.model import paths
-from gputop_tracker.core.model.text import command_line, escape_controls, json_text
-from gputop_tracker.core.model.units import human_bytes, human_seconds
+from gputop_tracker.core.model.text import command_line
 from gputop_tracker.core.report.advise import DEFAULT_HEADROOM, advise
 from gputop_tracker.core.report.job_view import belongs, job_view
 from gputop_tracker.core.store import sessions as store
@@ -46,7 +46,7 @@ def build_advise_parser() -> Parser:
         metavar="PCT",
         help=f"added to the peaks of memory and time (default {DEFAULT_HEADROOM:g})",
     )
-    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="text (default) or json")
+    formats.ADVICE.add_option(p)
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     return p
 
@@ -92,19 +92,7 @@ def advise_main(argv: list[str]) -> int:
         return console.error("no finished session matches: nothing to advise from")
     advice = advise([u for _, u in chosen], args.headroom)
     advice["sessions"] = [sid for sid, _ in chosen]
-    if args.format == "json":
-        console.write_stdout(json_text(advice) + "\n")
-        return 0
-    lines = [f"# from {len(chosen)} session{'s' if len(chosen) != 1 else ''} (headroom {args.headroom:g} %)"]
-    width = max(len(x) for x in advice["sbatch"])
-    keys = ["mem", "cpus", *(["gpus"] if advice["gpus"] else []), "time"]
-    lines += [f"{line:<{width}}  # {advice['basis'][k]}" for line, k in zip(advice["sbatch"], keys, strict=True)]
-    if advice["gpus"]:
-        lines.append(
-            f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
-        )
-    lines += [f"# note: {n}" for n in advice["notes"]]
-    console.write_stdout("\n".join(lines) + "\n")
+    console.write_stdout(formats.ADVICE.render(args.format, advice))
     return 0
 
 
@@ -120,64 +108,12 @@ def add_job_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> N
         parents=[common],
     )
     job.add_argument("job_id", metavar="JOBID", help="the job's id (SLURM_JOB_ID) or the array's (SLURM_ARRAY_JOB_ID)")
-    job.add_argument("-f", "--format", choices=("text", "json"), default="text", help="text (default) or json")
+    formats.JOB.add_option(job)
 
 
 def job(store_dir: Path, args: argparse.Namespace) -> int:
     view = job_view(args.job_id, _finished(store.list_entries(store_dir, timeline=False)))
     if not view["n"]:
         raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
-    if args.format == "json":
-        console.write_stdout(json_text(view) + "\n")
-    else:
-        console.write_stdout("\n".join(job_text(view)) + "\n")
+    console.write_stdout(formats.JOB.render(args.format, view))
     return 0
-
-
-def _cells(r: dict[str, Any], first: str) -> list[str]:
-    code = r["exit_code"]
-    return [
-        escape_controls(str(r[first] if r[first] is not None else "-")),
-        human_bytes(r["peak_ram_bytes"]),
-        human_bytes(r["peak_gpu_ram_bytes"]),
-        human_seconds(r["wall_s"]),
-        f"{r['cpu_seconds']:.1f}",
-        "" if code is None else str(code),
-    ]
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for r in rows:
-        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        out.append("  ".join(cells))
-    return out
-
-
-def job_text(view: dict[str, Any]) -> list[str]:
-    kind = view["kind"]
-    first = {"array": "array_task_id", "nodes": "node"}.get(kind, "session_id")
-    head = {"array": "task", "nodes": "node"}.get(kind, "session")
-    n = view["n_nodes"] if kind == "nodes" else view["n"]
-    title = {"array": "array task", "nodes": "node", "single": "session"}[kind] + ("s" if n != 1 else "")
-    lines = [f"SLURM job {escape_controls(view['job_id'])}: {n} {title}"]
-    rows = [[head, "peak RAM", "peak GPU", "wall", "CPU s", "exit"], *(_cells(r, first) for r in view["rows"])]
-    if kind == "nodes":
-        rows.append(_cells({**view["total"], "node": "total", "exit_code": None}, "node"))
-    lines += _table(rows)
-    st = view["stats"]
-    lines.append("")
-    for key, label, fmt in (
-        ("peak_ram_bytes", "peak RAM", human_bytes),
-        ("peak_gpu_ram_bytes", "peak GPU", human_bytes),
-        ("wall_s", "wall", human_seconds),
-        ("cpu_seconds", "CPU s", lambda v: f"{v:.1f}"),
-    ):
-        s = st[key]
-        lines.append(f"{label:<10} p50 {fmt(s['p50'])}, p95 {fmt(s['p95'])}, max {fmt(s['max'])}")
-    if kind == "nodes":
-        lines.append(f"slowest node: {escape_controls(view['slowest_node'])}")
-    fails = view["failures"]
-    lines.append("failures: " + (", ".join(f"{k} × exit {c}" for c, k in fails.items()) if fails else "none"))
-    return lines

@@ -1,4 +1,4 @@
-"""The history list grouped by cluster job (issue 18): the sessions of one SLURM job (the tasks of an array,
+"""The history list grouped by cluster job: the sessions of one SLURM job (the tasks of an array,
 the nodes of a multi-node job) fold into one row with the job's figures — n sessions, the largest peaks,
 the longest wall time, failures — and open to show each session under it.
 

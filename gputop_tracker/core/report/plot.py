@@ -83,7 +83,7 @@ def format_of(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
-def parse_size(text: str) -> tuple[int, int]:
+def parse_pixel_size(text: str) -> tuple[int, int]:
     """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 300 to 20000."""
     m = re.fullmatch(r"\s*(\d{1,6})\s*[xX×]\s*(\d{1,6})\s*", text or "")
     if not m:
