@@ -351,6 +351,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
         console.say(app.failure.message)
     if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
         took_over = orphans.Takeover(cfg, handle.exit_status, app.main_pid, app.session_id, str(store))
+        held.held[:0] = handle.unrelayed()  # sent to the sampler as it died, never passed on: the command's first
         return took_over.run(console.say, held.forward_to)
     if hangup.seen and app.final is None:
         return 128 + signal.SIGHUP
