@@ -115,6 +115,7 @@ class ProcHandle:
         "cpu_ticks",
         "faults",
         "first_seen",
+        "forked",
         "hwm",
         "last_time",
         "name",
@@ -175,7 +176,8 @@ class ProcHandle:
         self.smaps_rss = 0  # statm resident then
         self.smaps_time = 0.0
         self.smaps_due = 0.0
-        self.smaps_stale = False  # forked: its pages are now shared copy-on-write with the child
+        self.smaps_stale = False  # a fork since the read: its PSS (and, if it forked, its USS) may have fallen
+        self.forked = False  # it forked since the read: its private pages are now shared with the child
 
     def close(self) -> None:
         for fd in (self.stat_fd, self.statm_fd, self.status_fd):
@@ -286,10 +288,14 @@ def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shm
         r.private = r.pss = max(0, anon - h.anon0)
         r.bound = True
     elif h.smaps_stale:
-        # a fork since the read, and no re-read yet (out of budget): the pages it shared, and for the parent
-        # those it held alone, may now be shared with one more process, so its old USS and PSS may both be too
-        # high. Only anonymous growth since the read is surely its own.
-        r.private = r.pss = max(0, min(rss, anon - h.smaps_anon))
+        # a fork since the read, and no re-read yet (out of budget): the pages it shared may now be shared with
+        # one more process, so its old PSS may be too high; its private pages are still its own, unless it is
+        # the one that forked (then only anonymous growth since the read surely is)
+        _carry_forward(r, h, anon, file_shmem)
+        if h.forked:
+            r.private = max(0, min(rss, anon - h.smaps_anon))
+        r.pss = r.private
+        r.shared = r.pss_shared = 0
         r.bound = True
     elif anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged since the read: its figures
         r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
@@ -423,7 +429,7 @@ class ProcessTree:
         process, so its PSS fell without its statm moving. Pool(4) forks its workers one by one: a worker read
         while 3 existed kept a quarter of the parent's 300 MB where a fifth was its share once the fourth came,
         and Σ PSS exceeded the tree's true peak by 15 MB (a broken lower bound)."""
-        parent.smaps_stale = True
+        parent.smaps_stale = parent.forked = True
         for h in self.handles.values():
             if h.uss >= 0 and h.pss > h.uss:
                 h.smaps_stale = True
@@ -546,7 +552,7 @@ class ProcessTree:
         self._smaps_tokens -= cost
         if h.smaps_stale or h.uss < 0:
             self._first_reads_spent += cost
-        h.smaps_stale = False
+        h.smaps_stale = h.forked = False
         h.smaps_due = now + max(SMAPS_MIN_PERIOD, cost / SMAPS_BUDGET / 4)
         if got is None:
             return
