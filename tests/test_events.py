@@ -526,3 +526,16 @@ def test_unrelated_real_oom_kill_is_not_ours(tmp_path: Path, store: Path) -> Non
     assert not [e for e in summary["events"] if e["type"] == "oom"]
     assert not [n for n in summary["notes"] if "OOM killer" in n]
     assert not ev.dump_dirs(store)
+
+
+def test_an_oom_dump_holds_gpu_readings_with_sets() -> None:
+    """A GPU reading's attributed pids (a frozenset) made the OOM dump's JSON fail, and with it the whole run's
+    tracking ("tracking failed (TypeError …)", seen with --simulate-gpus and an OOM message)."""
+    from types import SimpleNamespace
+
+    from gputop_tracker.core.sampling.oomdump import dump_gpus
+
+    reading = SimpleNamespace(index=0, attributed_pids=frozenset({7, 3}), process_memory={}, processes=[{"pid": 3}])
+    (gpu,) = dump_gpus([reading])
+    assert gpu["attributed_pids"] == [3, 7] and "process_memory" not in gpu
+    json.dumps(gpu)

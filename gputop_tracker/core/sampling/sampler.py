@@ -487,7 +487,7 @@ class Engine:
         contents = _dump_contents(self, builder, recorder, event)
         try:
             return self.dumps.write(now, event, contents)
-        except OSError as e:
+        except (OSError, TypeError, ValueError) as e:  # a dump is never worth the run: tracking goes on
             builder.note(f"OOM dump NOT written: {e}")
             return None
 
