@@ -140,3 +140,15 @@ def test_the_tee_closes_the_pipes_whose_destination_is_gone() -> None:
     assert os.read(other_r, 100) == b" and more"
     for fd in (dest_w, other_r, other_w):
         os.close(fd)
+
+
+def test_the_spawned_sampler_reserves_closed_standard_fds() -> None:
+    """The API's sampler, spawned by a program whose stderr is closed, must not open its FIFO or pipes on fd 2:
+    whatever the interpreter writes to stderr would go into them."""
+    code = (
+        "import os; os.close(2)\n"
+        "from gputop_tracker.core.sampling.sampler import _reserve_standard_fds\n"
+        "_reserve_standard_fds(); r, w = os.pipe(); print(os.readlink('/proc/self/fd/2'), r > 2 and w > 2)"
+    )
+    proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["/dev/null", "True"], proc.stdout + proc.stderr

@@ -668,11 +668,27 @@ def run_forked_child(cfg: EngineConfig, out_fd: int, ledger: RelayLedger | None 
 
 def main() -> None:
     """`python -m gputop_tracker.core.sampling.sampler CONFIG_JSON`: messages on stdout (used by the Python API)."""
+    _reserve_standard_fds()  # a program with stderr closed spawns us so: no FIFO or pipe of ours may take fd 2
     cfg = EngineConfig(**json.loads(sys.argv[1]))
     out_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing else may write into the message pipe
     sys.exit(Engine(cfg, out_fd).run())
+
+
+def _reserve_standard_fds() -> None:
+    """fds 0-2 that are closed get /dev/null, so the next file we open cannot take a standard number."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            except OSError:
+                pass
 
 
 def _alive(pid: int) -> bool:
