@@ -171,7 +171,8 @@ _INTS = ("pid", "id", "hwm", "peak", "dropped")
 
 def _valid(msg: Any) -> bool:
     """A block message as `gputop_tracker.blocks` writes it (anything else in the FIFO is counted and left)."""
-    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m", "d") or not isinstance(msg.get("name"), str):
+    kinds = ("s", "e", "m", "d", "x", "r")  # x, r: a probe's exit report and its reap list
+    if not isinstance(msg, dict) or msg.get("k") not in kinds or not isinstance(msg.get("name"), str):
         return False
     if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):
         return False

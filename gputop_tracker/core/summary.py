@@ -32,6 +32,17 @@ from gputop_tracker.core.efficiency import with_job
 from gputop_tracker.core.events import EventLog, FlightRecorder
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
+from gputop_tracker.core.probe import ProbeStats
+from gputop_tracker.core.probesummary import (
+    add_unseen,
+    allocator_rows,
+    allocator_summary,
+    probe_notes,
+    probe_of,
+    probe_peak,
+    probe_section,
+    upper_bound,
+)
 from gputop_tracker.core.procfs import Reading
 
 TIMELINE_COLUMNS = [
@@ -190,6 +201,7 @@ class SummaryBuilder:
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
         self.timeline_data = Timeline(TIMELINE_COLUMNS)
+        self.probe: ProbeStats | None = None  # the in-process probe's exit reports (launched commands)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
@@ -551,6 +563,8 @@ def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
     """One process's peak RSS and whether it is exact (rules in peaks.py)."""
     if p.hwm_at_attach is not None:
         return Peak(p.peak_rss, False, "sampled", p.peak_source)
+    if (own := probe_peak(b, p)) is not None:
+        return own
     if p.never_read and p.rusage_maxrss is not None:
         # never read: ru_maxrss is all we know; it covers its own waited children too
         label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
@@ -584,7 +598,12 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
     exact = max([*(pk.value for pk in peaks.values() if pk.exact), *b.reaped_maxrss.values(), 0])
     seen_sum = sum(singles)
     why = ""
-    if b.vanished_by_others:
+    upper: int | None = None
+    if probe_of(b) is not None:
+        upper, why = upper_bound(b, peaks)
+        if upper is not None and (autoreapers := _autoreapers(b)):
+            upper, why = None, f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
+    elif b.vanished_by_others:
         why = f"processes reaped by their parents ({b.vanished_by_others}) have lower-bound peaks"
     elif autoreapers := _autoreapers(b):
         why = f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
@@ -598,7 +617,7 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         largest_single=largest,
         sampled=b.maxima["combined_total"],
         seen_sum=seen_sum,
-        upper=None if why else (max(seen_sum, largest) or None),
+        upper=None if why else (max(upper or 0, seen_sum, largest) or None),
         upper_why=why,
         largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
         hidden=_hidden_peaks(b),
@@ -626,9 +645,12 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     `details=False` leaves out the per-process list and the event timeline (empty lists): the live
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
+    add_unseen(b, ProcessStats.unseen)
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
     notes = list(b.notes)
+    probe = probe_section(b)
+    notes += probe_notes(probe)
     max_ram = _max_ram(b, peaks, sources)
     gpus = _gpu_summaries(b, notes)
     leaks = leak_suspects(b)
@@ -654,6 +676,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "gpu_energy_j": sum(energy) if energy else None,
         "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
         "processes": _processes(b, peaks, leaks) if details else [],
+        "probe": probe,
         "events": list(b.events.events) if details else [],
         "leak_suspects": leaks,
         "alerts": b.alerts.as_dict(b.system_capacity, b.events.dropped),
@@ -754,6 +777,7 @@ def _max_gpu_ram(b: SummaryBuilder) -> dict[str, Any]:
         "main": mx["gpu_main"],
         "descendants": mx["gpu_descendants"],
         "combined": mx["gpu_combined"],
+        "allocator": allocator_summary(b),
     }
 
 
@@ -882,6 +906,7 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
                 "rss_slope": fit[0] if fit else None,
                 "rss_r2": fit[1] if fit else None,
                 "leak_suspected": p.pid in leak_pids,
+                "gpu_allocator": allocator_rows(b, p.pid),
             }
         )
     return out
