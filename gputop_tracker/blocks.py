@@ -162,6 +162,7 @@ def _after_fork_in_child() -> None:
     """A forked child: a fresh open lock, and the parent's fd closed now, before the child can reuse its number
     (a daemon that closes every fd and opens a log); the child opens its own at its first block."""
     _open_lock[0] = threading.RLock()
+    _reset_peak[0] = 0  # the parent's: a forked child's VmHWM starts afresh
     for sink in _sinks():  # the current one, an outer Tracker's, gputop-track's under the Trackers
         sink.lock = threading.RLock()  # a thread the fork did not copy may have held the parent's
         if sink.fd >= 0:
@@ -287,6 +288,10 @@ def _read_hwm() -> int:
     return 0
 
 
+# the largest VmHWM a block's reset cleared in this process (the probe's exit report takes it into the peak)
+_reset_peak = [0]
+
+
 def _reset_hwm() -> bool:
     try:
         fd = os.open("/proc/self/clear_refs", os.O_WRONLY)
@@ -319,6 +324,8 @@ class _Block:
             run_id = next(sink.seq)
             hwm = _read_hwm()
             reset = _reset_hwm()
+            if reset and hwm > _reset_peak[0]:
+                _reset_peak[0] = hwm
             for peak in sink.open_blocks.values():  # an enclosing block keeps what the reset clears
                 if hwm > peak[0]:
                     peak[0] = hwm

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_probe")
+SITE_FILE = os.path.join(PROBE_DIR, "sitecustomize.py")
 MAX_EXITS = 100_000  # processes whose exit reports are kept
 LABEL = "exact (VmHWM at exit, in-process)"
 
@@ -22,7 +23,7 @@ LABEL = "exact (VmHWM at exit, in-process)"
 def probe_environment(env: dict[str, str]) -> str | None:
     """Put the probe first on PYTHONPATH in `env` (the user's entries kept after it, ours once); the reason
     when it cannot be (None when done)."""
-    if not os.path.isfile(os.path.join(PROBE_DIR, "sitecustomize.py")):
+    if not os.path.isfile(SITE_FILE):
         return f"the probe's file is missing ({PROBE_DIR})"
     if ":" in PROBE_DIR:
         return f"the probe's directory has a ':' in its name ({PROBE_DIR}), which PYTHONPATH cannot hold"
@@ -148,3 +149,30 @@ def python_without_probe(name: str, cmdline: list[str]) -> str | None:
                     next(args, None)
                 break
     return None
+
+
+class InProcess:
+    """A `Tracker` of its own process: the probe's exit hooks here (so the children it forks report) and the
+    probe on PYTHONPATH for the Python processes it starts, while it tracks; `off()` puts both back."""
+
+    def __init__(self, fifo: str) -> None:
+        import importlib.util
+
+        self.old_path = os.environ.get("PYTHONPATH")
+        self.hooks: Any = None
+        spec = importlib.util.spec_from_file_location("gputop_tracker._probe_hooks", SITE_FILE)
+        if spec is None or spec.loader is None or probe_environment(os.environ) is not None:  # type: ignore[arg-type]
+            return
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.install(fifo)
+        self.hooks = module
+
+    def off(self) -> None:
+        if self.hooks is not None:
+            self.hooks.uninstall()
+            self.hooks = None
+        if self.old_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = self.old_path

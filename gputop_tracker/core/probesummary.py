@@ -148,7 +148,7 @@ def probe_section(b: Any) -> dict[str, Any]:
     if not isinstance(probe, ProbeStats):
         return {"enabled": False, "reported": [], "without_probe": [], "note": "not used (attached, or an old run)"}
     without = []
-    for pid, p in sorted(b.procs.items()):
+    for pid, p in sorted(b.procs.items()) if probe.enabled else ():
         why = python_without_probe(p.name, p.cmdline) if pid not in probe.exits else None
         if why is not None:
             without.append({"pid": pid, "name": p.name, "reason": why})

@@ -39,6 +39,7 @@ from gputop_tracker.core.exporters.base import (
     command_of,
 )
 from gputop_tracker.core.models import Event, ResourceUsage, Sample
+from gputop_tracker.core.probe import InProcess
 from gputop_tracker.core.units import Units, parse_size
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class Tracker:
         prometheus: str | None = None,
         prometheus_textfile: str | os.PathLike[str] | None = None,
         prometheus_top: int = DEFAULT_TOP_PROCESSES,
+        probe: bool = True,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -146,6 +148,7 @@ class Tracker:
             oom_dumps=oom_dumps,
             oom_dump_mb=oom_dump_mb,
             wait_descendants=bool(wait_descendants),
+            probe=bool(probe),
             control_stdin=True,
             slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
         )
@@ -165,6 +168,7 @@ class Tracker:
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None
         self._blocks_sink: Any = None  # blocks._Sink of this run, while it tracks
+        self._probe: InProcess | None = None  # the probe's hooks in this process, while it tracks
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -309,9 +313,14 @@ class Tracker:
         if on:
             inbox.close_fds()  # the sampler reads it now
             self._blocks_sink = blocks._push(inbox.path)
+            if self._cfg.probe:
+                self._probe = InProcess(inbox.path)
         elif self._blocks_sink is not None:
             sink, self._blocks_sink = self._blocks_sink, None
             blocks._pop(sink)
+            probe, self._probe = self._probe, None
+            if probe is not None:
+                probe.off()
 
     def _open_exporter(self) -> None:
         """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
