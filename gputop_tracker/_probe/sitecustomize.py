@@ -122,8 +122,20 @@ def _comm():
         return ""
 
 
+def _json(v):
+    """JSON of ints, floats, strings, None and lists (json itself costs a millisecond to import at exit)."""
+    if isinstance(v, str):
+        return '"' + "".join(c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c) for c in v) + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_json(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(_json(k) + ":" + _json(x) for k, x in v.items()) + "}"
+    if v is None or isinstance(v, bool):
+        return "null" if v is None else "true" if v else "false"
+    return repr(v) if isinstance(v, (int, float)) else "null"
+
+
 def _messages(pid, how):
-    import json
     import time
 
     now = time.time()
@@ -139,12 +151,11 @@ def _messages(pid, how):
     exit_msg["cf0"] = _cf0[0]
     exit_msg["ga"] = _allocators()
     out.append(exit_msg)
-    return [json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in out]
+    return [_json(m).encode() + b"\n" for m in out]
 
 
 def _send(lines):
     """Each line in one write, waiting up to a second in all for room (the exit report is worth the wait)."""
-    import select
     import time
 
     try:
@@ -159,6 +170,8 @@ def _send(lines):
                     os.write(fd, line)
                     break
                 except BlockingIOError:
+                    import select
+
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return
@@ -177,14 +190,14 @@ def _report(how):
         return
     _sent[0] = pid
     try:
-        import signal
+        import _signal  # the C module: `signal` builds its enums on import (a millisecond)
 
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGPIPE,))  # a closed FIFO: EPIPE, no signal
+        old = _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGPIPE,))  # a closed FIFO: EPIPE, no signal
         try:
             _send(_messages(pid, how))
         finally:
-            if signal.SIGPIPE not in old:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            if _signal.SIGPIPE not in old:
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
     except BaseException:
         pass
 
