@@ -156,7 +156,11 @@ def probe_section(b: Any) -> dict[str, Any]:
     unreported = [
         pid
         for pid, p in sorted(b.procs.items())
-        if probe.enabled and pid not in probe.exits and pid not in listed and p.name.startswith("python")
+        if probe.enabled
+        and pid not in probe.exits
+        and pid not in listed
+        and p.name.startswith("python")
+        and not (pid == b.main_pid and b.mode == "attach")  # a Tracker's own process: alive when it stops
     ]
     return {
         "enabled": probe.enabled,
