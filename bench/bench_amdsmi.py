@@ -69,8 +69,8 @@ def main() -> None:
             source = f"the stand-in libamd_smi.so ({args.gpus} GPUs, {args.procs} processes each)"
         else:
             source = "ROCm's libamd_smi.so"
-        from gputop_tracker.core.amdgpu import AmdSmiBackend, find_library, quiet_stdout
-        from gputop_tracker.core.gpu import PidMapper
+        from gputop_tracker.core.gpu.amd import AmdSmiBackend, find_library, quiet_stdout
+        from gputop_tracker.core.gpu.backend import PidMapper
 
         probe = _time(find_library, 200)
         t = time.perf_counter()

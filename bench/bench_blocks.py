@@ -1,4 +1,4 @@
-"""Cost of code blocks (issue 14): outside tracking (the promise: under 2 µs a call) and while tracked.
+"""Cost of code blocks: outside tracking (the promise: under 2 µs a call) and while tracked.
 
     python bench/bench_blocks.py [-n N]
 
@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.pop("GPUTOP_TRACKER_BLOCKS", None)
 
-from gputop_tracker import blocks
-from gputop_tracker.core.blockinbox import BlockInbox
+from gputop_tracker.api import blocks
+from gputop_tracker.core.blocks.inbox import BlockInbox
 
 
 def per_call(fn: Callable[[int], None], n: int) -> float:

@@ -1,4 +1,4 @@
-"""Cost in the sampler of the live view's blocks table and of the cgroup peak windows (issue 14).
+"""Cost in the sampler of the live view's blocks table and of the cgroup peak windows.
 
     python bench/bench_blocks_live.py
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gputop_tracker.core import cgroup
-from gputop_tracker.core.blockstats import BlockStats
-from gputop_tracker.core.blocksummary import BlocksSummaryBuilder
+from gputop_tracker.core.blocks.stats import BlockStats
+from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
+from gputop_tracker.core.sampling import cgroup
 
 
 class _NoEvents:

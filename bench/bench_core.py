@@ -7,7 +7,7 @@
    naive per-process reads of the same tree.
 2. Wall time of `gputop-track --headless -- true` (median of 10).
 3. PSS of all of gputop-track's own processes (front end + sampler) while tracking a sleeping command.
-4. Exact figures (issue 4), each beside the kernel's own number: a 1 GiB / 50 ms spike at a 1 s
+4. Exact figures, each beside the kernel's own number: a 1 GiB / 50 ms spike at a 1 s
    interval (10 runs), 30 short children, a double-forked grandchild, 400 MB shared by two processes.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from gputop_tracker.core.gpu import open_backend
-from gputop_tracker.core.procfs import HostReader, ProcessTree
-from gputop_tracker.core.summary import SummaryBuilder
+from gputop_tracker.core.gpu.backend import open_backend
+from gputop_tracker.core.sampling.procfs import HostReader, ProcessTree
+from gputop_tracker.core.summary.builder import SummaryBuilder
 
 PY = sys.executable
 WORKLOADS = str(Path(__file__).resolve().parents[1] / "tests" / "workloads.py")

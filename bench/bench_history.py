@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from test_history_sessions import make_session, write_corrupt
 
-from gputop_tracker.core import store
+from gputop_tracker.core.store import sessions as store
 
 TARGET_S = 0.5
 
@@ -48,7 +48,7 @@ def best(f, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 async def open_list(store_dir: Path) -> tuple[float, float, int]:
     """Seconds from app start until the table is filled; seconds of the fill; rows shown."""
-    from gputop_tracker.tui.history import HistoryApp, HistoryScreen
+    from gputop_tracker.tui.history.screen import HistoryApp, HistoryScreen
 
     t0 = time.perf_counter()
     app = HistoryApp(store_dir)
@@ -87,7 +87,7 @@ def main() -> int:
             f"store: {args.sessions} sessions + 3 unreadable, {args.rows} timeline rows each, "
             f"{size / 1e6:.1f} MB, generated in {gen:.1f} s"
         )
-        import gputop_tracker.core.models  # noqa: F401  (imported once by the app too; not part of a listing)
+        import gputop_tracker.core.model.models  # noqa: F401  (imported once by the app too; not part of a listing)
 
         full = best(lambda: store.list_entries(store_dir), args.repeat)
         fast = best(lambda: store.list_entries(store_dir, timeline=False), args.repeat)

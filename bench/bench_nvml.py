@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--real", action="store_true", help="the machine's NVML instead of the fake")
     args = ap.parse_args()
 
-    from gputop_tracker.core.gpu import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
 
     with ExitStack() as stack:
         if not args.real:

@@ -1,4 +1,4 @@
-"""Pictures and the notebook magic's live feed (issue 16): what they cost.
+"""Pictures and the notebook magic's live feed: what they cost.
 
     python bench/bench_plot.py [--rows N] [--gpus G] [--seconds S]
 
@@ -16,9 +16,9 @@ import resource
 import tempfile
 import time
 
-from gputop_tracker.core import plot
-from gputop_tracker.core.models import Event, GpuSummary, ResourceUsage, Session, SessionMeta, Timeline
-from gputop_tracker.core.summary import TIMELINE_COLUMNS
+from gputop_tracker.core.model.models import Event, GpuSummary, ResourceUsage, Session, SessionMeta, Timeline
+from gputop_tracker.core.report import plot
+from gputop_tracker.core.summary.builder import TIMELINE_COLUMNS
 
 
 def synthetic(rows: int, gpus: int) -> Session:

@@ -8,15 +8,15 @@ TYPE_CHECKING = False  # not `typing`'s: this module loads first, and a Ctrl-C e
 if TYPE_CHECKING:
     from typing import Any
 
-    from gputop_tracker.blocks import block, mark, tracked
-    from gputop_tracker.core.tracker import Tracker
+    from gputop_tracker.api.blocks import block, mark, tracked
+    from gputop_tracker.api.tracker import Tracker
 
 __all__ = ["Tracker", "__version__", "block", "load_ipython_extension", "mark", "tracked"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """`%load_ext gputop_tracker`: the `%%gputop` cell magic and `%gputop start|stop` (gputop_tracker/magics.py)."""
-    from gputop_tracker import magics
+    """`%load_ext gputop_tracker`: the `%%gputop` cell magic and `%gputop start|stop` (gputop_tracker/api/magics.py)."""
+    from gputop_tracker.api import magics
 
     magics.load(ipython)
 
@@ -24,11 +24,11 @@ def load_ipython_extension(ipython: Any) -> None:
 def __getattr__(name: str) -> Any:
     # Lazy so that `gputop-track --headless` does not pay for the API's imports at start-up.
     if name == "Tracker":
-        from gputop_tracker.core.tracker import Tracker
+        from gputop_tracker.api.tracker import Tracker
 
         return Tracker
     if name in ("block", "tracked", "mark"):  # code blocks (light: standard library only)
-        from gputop_tracker import blocks
+        from gputop_tracker.api import blocks
 
         value = getattr(blocks, name)
         globals()[name] = value

@@ -21,7 +21,7 @@ def _interrupted(e: BaseException | None) -> bool:
 
 def main() -> int:
     try:
-        from gputop_tracker.cli import main as cli_main
+        from gputop_tracker.cli.entry import main as cli_main
 
         return cli_main()
     except KeyboardInterrupt:

@@ -16,11 +16,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from fakesource import FakeSource, fake_job  # noqa: E402
 from job_sessions import fill_job_store  # noqa: E402
 
-from gputop_tracker.tui.fake import FakeSource, fake_job  # noqa: E402
-from gputop_tracker.tui.history import HistoryApp  # noqa: E402
-from gputop_tracker.tui.live_app import LiveApp  # noqa: E402
+from gputop_tracker.tui.history.screen import HistoryApp  # noqa: E402
+from gputop_tracker.tui.live.app import LiveApp  # noqa: E402
 
 
 async def live_job(size: tuple[int, int] = (160, 50)) -> Path:

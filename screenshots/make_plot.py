@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the temporary store and say where it is")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="gputop-plot-demo-"))
-    # `python3 train.py` as the command, this environment's python (which has gputop_tracker.blocks)
+    # `python3 train.py` as the command, this environment's python (which has gputop_tracker.api.blocks)
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "GPUTOP_TRACKER_STORE": str(tmp / "sessions"), "PATH": path}
     gputop = [sys.executable, "-m", "gputop_tracker"]

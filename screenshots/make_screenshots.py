@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
-from gputop_tracker.tui.fake import FakeSource
-from gputop_tracker.tui.live_app import LiveApp
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the deterministic fake data source lives with the tests
+
+from fakesource import FakeSource  # noqa: E402
+
+from gputop_tracker.tui.live.app import LiveApp  # noqa: E402
+
 SHOTS: list[tuple[str, tuple[int, int], bool, tuple[str, ...]]] = [
     # name, size, finished, keys pressed first
     ("live-gpus", (160, 50), False, ()),

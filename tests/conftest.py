@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_tracker.core.blockinbox import BlockInbox
+from gputop_tracker.core.blocks.inbox import BlockInbox
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,7 @@ def utc() -> Iterator[None]:
 @pytest.fixture
 def inbox() -> Iterator[BlockInbox]:
     """A blocks FIFO read by the test itself; this process's blocks report to it meanwhile."""
-    from gputop_tracker import blocks
+    from gputop_tracker.api import blocks
 
     box = BlockInbox.create()
     assert box is not None

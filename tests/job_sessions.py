@@ -8,8 +8,8 @@ from typing import Any
 
 from test_history_sessions import BASE_TIME, fill_store, make_session
 
-from gputop_tracker.core import store
-from gputop_tracker.core.efficiency import with_job
+from gputop_tracker.core.store import sessions as store
+from gputop_tracker.core.summary.efficiency import with_job
 
 GIB = 2**30
 MB = 10**6

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gputop_tracker import Tracker
-from gputop_tracker.core.models import ResourceUsage
-from gputop_tracker.core.tracker import TrackerError
+from gputop_tracker.api.tracker import TrackerError
+from gputop_tracker.core.model.models import ResourceUsage
 
 MB = 1000 * 1000
 

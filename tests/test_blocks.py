@@ -1,4 +1,4 @@
-"""Code blocks (issue 14): `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
+"""Code blocks: `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
 workers (spawn and fork), nested blocks, the Python API — and the FIFO transport's promises (never blocks,
 drops and counts when full, silent once the sampler is gone)."""
 
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from helpers import track_json
 
-from gputop_tracker import blocks
-from gputop_tracker.core import models
-from gputop_tracker.core.blockinbox import BlockInbox
+from gputop_tracker.api import blocks
+from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.model import models
 
 MB = 1000 * 1000
 
@@ -291,7 +291,7 @@ def test_tracker_in_process_reports_blocks(tmp_path: Path, store: Path) -> None:
             """
             import subprocess
             from gputop_tracker import Tracker
-            from gputop_tracker import blocks
+            from gputop_tracker.api import blocks
             assert not blocks.tracking()
             with Tracker(sleep_time=0.2, ram_unit="bytes", time_unit="seconds") as t:
                 assert blocks.tracking() and os.environ[blocks.ENV]
@@ -331,7 +331,7 @@ def test_a_full_fifo_drops_and_counts_never_blocks(inbox: BlockInbox, tmp_path: 
         PRELUDE
         + textwrap.dedent(
             """
-            from gputop_tracker import blocks
+            from gputop_tracker.api import blocks
             for i in range(20000):  # ~60 bytes each: far more than the FIFO holds
                 mark(f"m{i}")
             big = touch(100 * 1000 * 1000)
@@ -494,7 +494,7 @@ def test_sampler_gone_never_kills_the_program_with_sigpipe(inbox: BlockInbox, tm
         + textwrap.dedent(
             """
             import signal
-            from gputop_tracker import blocks
+            from gputop_tracker.api import blocks
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             mark("opened")  # the FIFO is open for writing now
             print("ready", flush=True)
@@ -532,7 +532,7 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
         "import sys, os\n"
         "os.environ.pop('GPUTOP_TRACKER_BLOCKS', None)\n"
         "from gputop_tracker import block, tracked, mark\n"
-        "from gputop_tracker import blocks\n"
+        "from gputop_tracker.api import blocks\n"
         "assert not blocks.tracking()\n"
         "with block('x'):\n    mark('m')\n"
         "f = tracked(lambda: 7)\nassert f() == 7\n"
@@ -542,7 +542,19 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
     env = {k: v for k, v in os.environ.items() if k != blocks.ENV}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['gputop_tracker', 'gputop_tracker._version', 'gputop_tracker.blocks']"
+    assert proc.stdout.strip() == str(
+        [
+            "gputop_tracker",
+            "gputop_tracker._version",
+            "gputop_tracker.api",
+            "gputop_tracker.api.blocks",
+            "gputop_tracker.core",
+            "gputop_tracker.core.blocks",
+            "gputop_tracker.core.blocks.protocol",  # the channel's name, no imports
+            "gputop_tracker.core.sampling",
+            "gputop_tracker.core.sampling.procfs",  # its VmHWM reader (standard library only)
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- reports: show, export, compare
@@ -637,7 +649,7 @@ def test_gpu_figures_of_a_block_with_simulated_gpus(tmp_path: Path) -> None:
 
 def test_a_killed_samplers_fifo_is_swept_by_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sampler killed (SIGKILL) cannot remove its FIFO; the next one removes every such leftover of ours."""
-    from gputop_tracker.core import blockinbox
+    from gputop_tracker.core.blocks import inbox as blockinbox
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -663,7 +675,7 @@ def test_a_program_writing_blocks_without_pause_never_keeps_the_sampler_reading(
 ) -> None:
     """The FIFO was read until it was empty: a writer as fast as the reader kept the sampler in `read` (no
     sample taken meanwhile). A read now takes what was there, at most the FIFO's size."""
-    from gputop_tracker.core import blockinbox
+    from gputop_tracker.core.blocks import inbox as blockinbox
 
     line = b'{"k":"m","pid":1,"name":"x","t":1.0}\n'
     full = line * (65536 // len(line)) + b"\n" * (65536 % len(line))
@@ -703,7 +715,7 @@ def test_an_async_generator_left_by_break_ends_its_run(inbox: BlockInbox) -> Non
 
 FORK_WHILE_LOCKED = """
 import os, sys, threading, time
-from gputop_tracker import blocks
+from gputop_tracker.api import blocks
 blocks.mark("opened")
 sink = blocks._sink
 sink.dropped = 1  # a drop: its count is told at exit (an atexit hook, inherited by a forked child)

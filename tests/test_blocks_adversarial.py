@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop_tracker import blocks
-from gputop_tracker.core.blockinbox import BlockInbox
+from gputop_tracker.api import blocks
+from gputop_tracker.core.blocks.inbox import BlockInbox
 
 
 def _run_script(
@@ -92,7 +92,7 @@ def test_an_exception_inside_with_tracker_propagates_unchanged(store: Path, capf
     import signal as _signal
 
     from gputop_tracker import Tracker
-    from gputop_tracker.core.tracker import TrackerError
+    from gputop_tracker.api.tracker import TrackerError
 
     mine = ValueError("the program's own")
     tracker = Tracker(sleep_time=0.1, save=False, join_timeout=5, n_join_attempts=1)
@@ -235,7 +235,8 @@ def test_a_single_threaded_block_never_uses_more_cpu_than_wall_time(inbox: Block
 
 REENTRY = """
 import gc, os, signal, sys
-from gputop_tracker import blocks, block, mark, tracked
+from gputop_tracker import block, mark, tracked
+from gputop_tracker.api import blocks
 
 def handler(signum, frame):
     mark("in the handler")
@@ -296,7 +297,8 @@ def test_a_signal_handler_or_a_collection_that_reports_while_a_block_holds_the_l
 
 NESTED = """
 import json, os, time
-from gputop_tracker import Tracker, block, blocks
+from gputop_tracker import Tracker, block
+from gputop_tracker.api import blocks
 
 ENV = blocks.ENV
 out = {}
@@ -368,7 +370,8 @@ def test_drops_of_the_last_blocks_are_told_at_exit(inbox: BlockInbox, tmp_path: 
         textwrap.dedent(
             """
             import sys
-            from gputop_tracker import block, blocks
+            from gputop_tracker import block
+            from gputop_tracker.api import blocks
             n = 0
             while not blocks._sink.dropped:  # the last message was dropped: its count is not told yet
                 with block("hot"):
@@ -400,7 +403,8 @@ def test_an_interrupted_start_leaves_no_sampler_running(
     the process until it exited (a notebook kernel: for days), its FIFO stayed, and the Tracker could not be
     used. Now the interrupt propagates and the sampler is stopped and reaped, its FIFO removed."""
     from gputop_tracker import Tracker
-    from gputop_tracker.core import channel, tracker
+    from gputop_tracker.api import tracker
+    from gputop_tracker.core.sampling import channel
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     spawned: list[channel.SamplerHandle] = []
@@ -449,7 +453,7 @@ def test_the_fifo_is_usable_whatever_the_umask(tmp_path: Path, monkeypatch: pyte
 CLOSES_EVERYTHING = """
 import os, sys, time
 from gputop_tracker import Tracker
-from gputop_tracker.core.tracker import TrackerError
+from gputop_tracker.api.tracker import TrackerError
 
 t = Tracker(sleep_time=0.1, save=False, join_timeout=5, n_join_attempts=1)
 t.start()

@@ -6,15 +6,15 @@ import asyncio
 import sys
 from pathlib import Path
 
+from fakesource import MAIN_PID, FakeSource, make_live_blocks
 from textual.widgets import Static
 
-from gputop_tracker.core import channel, sampler
-from gputop_tracker.core.channel import BlocksMessage, EventMessage
-from gputop_tracker.core.models import Event
-from gputop_tracker.tui.fake import MAIN_PID, FakeSource, make_live_blocks
-from gputop_tracker.tui.live_app import LiveApp
-from gputop_tracker.tui.live_blocks import BLOCK_COLUMNS, OpenBlocks
-from gputop_tracker.tui.proctable import ProcessTable
+from gputop_tracker.core.model.models import Event
+from gputop_tracker.core.sampling import channel, sampler
+from gputop_tracker.core.sampling.channel import BlocksMessage, EventMessage
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.blocks import BLOCK_COLUMNS, OpenBlocks
+from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 
 def _event(kind: str, name: str, pid: int = MAIN_PID) -> Event:
@@ -67,8 +67,8 @@ async def test_history_detail_has_a_blocks_tab(tmp_path: Path, store: Path) -> N
     from textual.app import App
     from textual.widgets import TabbedContent
 
-    from gputop_tracker.core import store as stores
-    from gputop_tracker.tui.history import SessionDetailScreen
+    from gputop_tracker.core.store import sessions as stores
+    from gputop_tracker.tui.history.screen import SessionDetailScreen
 
     script = tmp_path / "s.py"
     script.write_text("from gputop_tracker import block\nwith block('phase one'):\n    x = bytearray(10**7)\n")
@@ -92,8 +92,8 @@ async def test_history_detail_has_a_blocks_tab(tmp_path: Path, store: Path) -> N
 
 
 def test_history_compare_rows_have_the_blocks() -> None:
-    from gputop_tracker.core.history import compare_rows
-    from gputop_tracker.core.models import BlockDuration, BlockSummary, ResourceUsage
+    from gputop_tracker.core.model.models import BlockDuration, BlockSummary, ResourceUsage
+    from gputop_tracker.core.report.listing import compare_rows
 
     def usage(*blocks: tuple[str, int, float]) -> ResourceUsage:
         return ResourceUsage(
@@ -182,7 +182,7 @@ async def test_a_run_without_blocks_shows_no_table_and_the_key_is_remappable() -
         await pilot.pause()
         assert blocks.display and blocks.row_count == 0
         assert "none yet" in str(blocks.border_subtitle)
-    from gputop_tracker.tui.widgets import HELP
+    from gputop_tracker.tui.widgets.panels import HELP
 
     assert "[b]b[/b]        the code blocks table" in HELP  # the key is in `?`
 
@@ -218,9 +218,10 @@ def test_the_sampler_streams_the_blocks_table_only_when_blocks_changed(tmp_path:
 
 
 async def test_the_final_report_gives_the_table_its_last_figures() -> None:
-    from gputop_tracker.core.channel import Summary
-    from gputop_tracker.core.models import BlockDuration, BlockSummary
-    from gputop_tracker.tui.fake import make_summary
+    from fakesource import make_summary
+
+    from gputop_tracker.core.model.models import BlockDuration, BlockSummary
+    from gputop_tracker.core.sampling.channel import Summary
 
     src, app = _blocks_app()
     async with app.run_test(size=(80, 24)) as pilot:

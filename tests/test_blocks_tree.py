@@ -11,10 +11,10 @@ import pytest
 from test_blocks import MB, PRELUDE, _blocks
 from test_blocks import strict_models as strict_models  # a fixture (re-exported for pytest)
 
-from gputop_tracker.core import cgroup as cgroups
-from gputop_tracker.core import models
-from gputop_tracker.core.blockstats import TREE_SAMPLED, BlockStats
-from gputop_tracker.core.cgroup import JobCgroup, PeakWindows
+from gputop_tracker.core.blocks.stats import TREE_SAMPLED, BlockStats
+from gputop_tracker.core.model import models
+from gputop_tracker.core.sampling import cgroup as cgroups
+from gputop_tracker.core.sampling.cgroup import JobCgroup, PeakWindows
 
 
 def _resettable() -> bool:
@@ -159,7 +159,7 @@ def test_v2_windows_each_have_their_own_file_and_a_refusal_stops_them(tmp_path: 
 
 
 def test_the_live_table_is_bounded_to_the_most_recently_active_names() -> None:
-    from gputop_tracker.core.blockstats import MAX_LIVE
+    from gputop_tracker.core.blocks.stats import MAX_LIVE
 
     class Events:
         def add(self, *a: object, **k: object) -> None:

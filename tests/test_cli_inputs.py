@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from helpers import track
 
-from gputop_tracker.cli import SI_KERNEL, SignalRelay
-from gputop_tracker.core import store as store_mod
+from gputop_tracker.cli.entry import SI_KERNEL, SignalRelay
+from gputop_tracker.core.store import sessions as store_mod
 
 PY = sys.executable
 
@@ -300,8 +300,8 @@ def test_the_takeover_passes_signals_on_before_it_rewrites_the_session(
 ) -> None:
     """The session is marked interrupted only once signals go to the command: a test (or a user) that sees
     "interrupted" and sends SIGTERM must reach it."""
-    from gputop_tracker.core import orphans
-    from gputop_tracker.core.config import EngineConfig
+    from gputop_tracker.core.model.config import EngineConfig
+    from gputop_tracker.core.sampling import orphans
 
     order: list[str] = []
     monkeypatch.setattr(orphans, "mark_interrupted", lambda *a: order.append("marked") or True)
@@ -325,8 +325,8 @@ def test_main_usage_names_every_sessions_action() -> None:
     """`gputop-track --help` listed `sessions {list,show,export,events,job,delete}`: compare and plot missing."""
     import re
 
-    from gputop_tracker.cli import USAGE
-    from gputop_tracker.sessions_cli import build_sessions_parser
+    from gputop_tracker.cli.entry import USAGE
+    from gputop_tracker.cli.sessions import build_sessions_parser
 
     sub = next(a for a in build_sessions_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     listed = re.search(r"sessions \{([^}]*)\}", USAGE)
@@ -433,7 +433,7 @@ def test_a_reader_that_goes_away_mid_report_is_told_on_stderr(tmp_path: Path) ->
 
 def test_the_text_report_counts_in_words_that_agree() -> None:
     """'1 samples every 0.5 s, 1 processes seen'."""
-    from gputop_tracker.core.report import _count
+    from gputop_tracker.core.report.render import _count
 
     assert _count(1, "sample") == "1 sample" and _count(0, "sample") == "0 samples"
     assert _count(1, "process", "processes") == "1 process" and _count(40, "process", "processes") == "40 processes"

@@ -1,4 +1,4 @@
-"""The house stays easy to change (issue 10): no function over 80 lines, no class over 400 lines in the package.
+"""The house stays easy to change: no function over 80 lines, no class over 400 lines in the package.
 
 A function that must stay longer (a hot path where a call per item costs too much) is listed here with the
 reason; today there is none.
@@ -45,7 +45,7 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
 
 
 def test_a_main_guard_is_the_last_statement_of_its_module() -> None:
-    """`python -m gputop_tracker.core.sampler` ran main() from a guard placed above a helper it calls at the
+    """`python -m gputop_tracker.core.sampling.sampler` ran main() from a guard placed above a helper it calls at the
     end of tracking: NameError in every Python API session. Nothing may follow a `__main__` guard."""
     late = []
     for path in sorted(PACKAGE.rglob("*.py")):

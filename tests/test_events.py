@@ -1,4 +1,4 @@
-"""Alerts, the event timeline, OOM dumps and the leak hint (issue 7), with real workloads through the real CLI."""
+"""Alerts, the event timeline, OOM dumps and the leak hint, with real workloads through the real CLI."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from helpers import track
 
-from gputop_tracker.core import cgroup as cgroups
-from gputop_tracker.core import events as ev
-from gputop_tracker.core.models import Session
+from gputop_tracker.core.model.models import Session
+from gputop_tracker.core.sampling import cgroup as cgroups
+from gputop_tracker.core.summary import events as ev
 
 PY = sys.executable
 MB = 1_000_000
@@ -358,12 +358,12 @@ async def test_live_view_shows_alerts() -> None:
     """The live view: an alert colours the header (worst so far) and notifies; peaks stay quiet."""
     import asyncio
 
+    from fakesource import FakeSource
     from textual.widgets import Static
 
-    from gputop_tracker.core.channel import EventMessage
-    from gputop_tracker.core.models import Event
-    from gputop_tracker.tui.fake import FakeSource
-    from gputop_tracker.tui.live_app import LiveApp
+    from gputop_tracker.core.model.models import Event
+    from gputop_tracker.core.sampling.channel import EventMessage
+    from gputop_tracker.tui.live.app import LiveApp
 
     src = FakeSource(3)
     app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
@@ -389,8 +389,8 @@ async def test_live_view_shows_alerts() -> None:
 
 
 def test_history_detail_lists_events(store: Path) -> None:
-    from gputop_tracker.core import report
-    from gputop_tracker.core import store as st
+    from gputop_tracker.core.report import render as report
+    from gputop_tracker.core.store import sessions as st
 
     assert (
         track(
@@ -414,8 +414,8 @@ def test_history_detail_lists_events(store: Path) -> None:
 
 def test_gpu_memory_levels_and_gpu_lost() -> None:
     """GPU memory against the GPU's total, through SummaryBuilder with plain GpuReadings (no GPU needed)."""
-    from gputop_tracker.core.gpu import GpuReading
-    from gputop_tracker.core.summary import SummaryBuilder
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.summary.builder import SummaryBuilder
 
     b = SummaryBuilder(main_pid=1, command=["x"], mode="launch", interval=0.5, start_time=100.0)
     total = 80 * 10**9
@@ -433,7 +433,8 @@ def test_gpu_memory_levels_and_gpu_lost() -> None:
 MACHINE_OOM = r"""
 import json, os, sys, threading, time
 from pathlib import Path
-from gputop_tracker.core import events as ev, sampler
+from gputop_tracker.core.summary import events as ev
+from gputop_tracker.core.sampling import sampler
 fake = Path(sys.argv[2])
 fake.write_text("pgfault 1\noom_kill 7\n")
 orig = ev.OomCounters

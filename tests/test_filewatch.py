@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputop_tracker.core import filewatch
-from gputop_tracker.core.filewatch import FileWatch
+from gputop_tracker.core.sampling import filewatch
+from gputop_tracker.core.sampling.filewatch import FileWatch
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop_tracker.core.framing import LineFramer
+from gputop_tracker.core.sampling.framing import LineFramer
 
 
 def test_lines_split_across_reads_are_joined() -> None:

@@ -21,7 +21,7 @@ GiB = 1024**3
 
 def _first_amd_uuid() -> str | None:
     """The first AMD GPU's UUID if ROCm's libamd_smi.so loads and amdsmi sees one, else None."""
-    from gputop_tracker.core.amdgpu import AmdSmiBackend, find_library, quiet_stdout
+    from gputop_tracker.core.gpu.amd import AmdSmiBackend, find_library, quiet_stdout
 
     if find_library() is None or not Path("/dev/kfd").exists():
         return None
@@ -50,7 +50,7 @@ def amd_uuid() -> str:
 def test_real_backend_fields(amd_uuid: str) -> None:
     import amdsmi
 
-    from gputop_tracker.core.amdgpu import AmdSmiBackend
+    from gputop_tracker.core.gpu.amd import AmdSmiBackend
 
     b = AmdSmiBackend(amdsmi)
     try:

@@ -252,7 +252,7 @@ def test_no_library_the_run_is_unchanged(tmp_path: Path) -> None:
     assert rep["gpu_note"] == "no AMD GPU found (ROCm library libamd_smi.so not found)"
     # the probe: no amdsmi import when the library is absent (a dlopen per place amdsmi looks)
     probe_code = (
-        "import sys, time\nfrom gputop_tracker.core.gpuopen import open_backend\n"
+        "import sys, time\nfrom gputop_tracker.core.gpu.choose import open_backend\n"
         "t = time.perf_counter(); b = open_backend(); dt = time.perf_counter() - t\n"
         "print(dt, 'amdsmi' in sys.modules, type(b).__name__)"
     )
@@ -264,7 +264,7 @@ def test_no_library_the_run_is_unchanged(tmp_path: Path) -> None:
 def test_amdsmi_import_without_library_prints_nothing_to_stdout(tmp_path: Path) -> None:
     """amdsmi prints "Unable to find libamd_smi.so ..." on stdout, then fails: captured, never shown."""
     code = (
-        "from gputop_tracker.core.amdgpu import quiet_stdout\n"
+        "from gputop_tracker.core.gpu.amd import quiet_stdout\n"
         "seen = []\n"
         "try:\n"
         "    with quiet_stdout(seen):\n"
@@ -306,7 +306,7 @@ def smi(fake_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     for k, v in env_for(fake_lib, cfg.path).items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("ROCM_HOME", raising=False)
-    from gputop_tracker.core.amdgpu import quiet_stdout
+    from gputop_tracker.core.gpu.amd import quiet_stdout
 
     with quiet_stdout([]):
         import amdsmi
@@ -316,8 +316,8 @@ def smi(fake_lib: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
 def backend(**kw: Any) -> Any:
     import amdsmi
 
-    from gputop_tracker.core.amdgpu import AmdSmiBackend
-    from gputop_tracker.core.gpu import PidMapper
+    from gputop_tracker.core.gpu.amd import AmdSmiBackend
+    from gputop_tracker.core.gpu.backend import PidMapper
 
     return AmdSmiBackend(amdsmi, pid_mapper=kw.pop("pid_mapper", PidMapper(namespaced=False)))
 
@@ -372,7 +372,7 @@ def test_backend_falls_back_to_mib_and_marks_a_lost_gpu(smi: tuple[Any, FakeAmdS
 
 
 def test_processes_outside_our_pid_namespace_are_unattributed(smi: tuple[Any, FakeAmdSmi]) -> None:
-    from gputop_tracker.core.gpu import PidMapper
+    from gputop_tracker.core.gpu.backend import PidMapper
 
     _, cfg = smi
     cfg.processes = [{"dev": 1, "pid": 90001, "vram": 64 * MiB}, {"dev": 1, "pid": 90002, "vram": 32 * MiB}]
@@ -388,7 +388,7 @@ def test_processes_outside_our_pid_namespace_are_unattributed(smi: tuple[Any, Fa
 
 
 def test_open_amd_reasons(smi: tuple[Any, FakeAmdSmi], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputop_tracker.core.amdgpu import AmdSmiBackend, open_amd
+    from gputop_tracker.core.gpu.amd import AmdSmiBackend, open_amd
 
     _, cfg = smi
     b = open_amd()

@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_tracker.core.gpu import FakeGpuBackend, GpuReading, SimulatedGpuBackend, resolve_gpu_selection
-from gputop_tracker.core.models import ResourceUsage, Sample
-from gputop_tracker.core.procfs import Reading
-from gputop_tracker.core.report import to_text
-from gputop_tracker.core.summary import SummaryBuilder
-from gputop_tracker.core.units import Units
+from gputop_tracker.core.gpu.backend import FakeGpuBackend, GpuReading, SimulatedGpuBackend, resolve_gpu_selection
+from gputop_tracker.core.model.models import ResourceUsage, Sample
+from gputop_tracker.core.model.units import Units
+from gputop_tracker.core.report.render import to_text
+from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.summary.builder import SummaryBuilder
 
 MiB = 1024**2
 MAIN, CHILD, STRANGER = 100, 101, 999

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_tracker.core import gpuselect
-from gputop_tracker.core.gpu import GpuReading, resolve_gpu_selection
-from gputop_tracker.core.gpuselect import GpuSelection
-from gputop_tracker.core.procfs import Reading
+from gputop_tracker.core.gpu import selection as gpuselect
+from gputop_tracker.core.gpu.backend import GpuReading, resolve_gpu_selection
+from gputop_tracker.core.gpu.selection import GpuSelection
+from gputop_tracker.core.sampling.procfs import Reading
 
 
 def reading(pid: int, name: str) -> Reading:

@@ -18,11 +18,11 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, Static
 
-from gputop_tracker.core import report, store
-from gputop_tracker.core.export import timeline_csv
-from gputop_tracker.core.history import Row, compare_rows, filter_rows
-from gputop_tracker.tui.charts import Series, TimeChart, nice_ceiling, short_time
-from gputop_tracker.tui.history import (
+from gputop_tracker.core.report import render as report
+from gputop_tracker.core.report.listing import Row, compare_rows, filter_rows
+from gputop_tracker.core.store import sessions as store
+from gputop_tracker.core.store.session_files import timeline_csv
+from gputop_tracker.tui.history.screen import (
     CompareScreen,
     ConfirmScreen,
     ExportScreen,
@@ -30,6 +30,7 @@ from gputop_tracker.tui.history import (
     HistoryScreen,
     SessionDetailScreen,
 )
+from gputop_tracker.tui.widgets.charts import Series, TimeChart, nice_ceiling, short_time
 
 SIZES = [(80, 24), (160, 50)]
 
@@ -292,7 +293,7 @@ async def test_compare_needs_two_marks_and_third_mark_replaces_oldest(store_dir:
 
 
 def test_compare_rows_differences_and_verdicts() -> None:
-    from gputop_tracker.core.models import ResourceUsage
+    from gputop_tracker.core.model.models import ResourceUsage
 
     a = ResourceUsage.model_validate(make_session(1, peak_ram=4e9, duration=100, n_gpus=1)["summary"])
     b = ResourceUsage.model_validate(make_session(2, peak_ram=3e9, duration=200, n_gpus=0)["summary"])
@@ -456,7 +457,7 @@ def test_snapshot_compare(snap_compare, store_dir: Path, size: tuple[int, int]) 
 
 
 async def test_large_store_is_read_in_a_worker(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputop_tracker.tui import history
+    from gputop_tracker.tui.history import screen as history
 
     monkeypatch.setattr(history, "SYNC_LOAD_MAX", 5)  # 11 files: past the limit
     app = HistoryApp(store_dir)
@@ -479,8 +480,8 @@ def test_cli_entry_point_runs_the_history_app(store_dir: Path, monkeypatch: pyte
 
 
 async def test_detail_headline_and_output_tab(store_dir: Path) -> None:
-    from gputop_tracker.tui.history import headline
-    from gputop_tracker.tui.output_pane import OutputPane
+    from gputop_tracker.tui.history.screen import headline
+    from gputop_tracker.tui.live.output_pane import OutputPane
 
     app = HistoryApp(store_dir)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -542,7 +543,7 @@ async def test_q_in_history_opened_from_another_app_goes_back(store_dir: Path) -
 
 def test_a_short_run_reads_its_duration_in_the_list_not_0s() -> None:
     """A 0.023 s run showed as `0s` in the history list (its detail said 0.023 s)."""
-    from gputop_tracker.tui.history import list_duration
+    from gputop_tracker.tui.history.screen import list_duration
 
     assert list_duration(0.023) == "0.023s" and list_duration(0.0004) == "0.000s"
     assert list_duration(2.5) == "2.5s" and list_duration(754) == "12m34s"

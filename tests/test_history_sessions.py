@@ -12,9 +12,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker.core import store
-from gputop_tracker.core.models import SCHEMA_VERSION, ResourceUsage
-from gputop_tracker.core.summary import TIMELINE_COLUMNS
+from gputop_tracker.core.model.models import SCHEMA_VERSION, ResourceUsage
+from gputop_tracker.core.store import sessions as store
+from gputop_tracker.core.summary.builder import TIMELINE_COLUMNS
 
 BASE_TIME = 1_735_732_800.0  # 2025-01-01 12:00:00 UTC
 GB = 1e9

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_history_sessions import make_session
 
-from gputop_tracker.core import store
-from gputop_tracker.core.models import SCHEMA_VERSION
+from gputop_tracker.core.model.models import SCHEMA_VERSION
+from gputop_tracker.core.store import sessions as store
 
 
 def _save(tmp_path: Path, i: int = 1, **kw: object) -> Path:

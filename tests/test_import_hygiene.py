@@ -18,13 +18,15 @@ import pytest
 import gputop_tracker
 import gputop_tracker.core
 
-CORE_MODULES = sorted(f"gputop_tracker.core.{m.name}" for m in pkgutil.iter_modules(gputop_tracker.core.__path__))
+CORE_MODULES = sorted(m.name for m in pkgutil.walk_packages(gputop_tracker.core.__path__, "gputop_tracker.core."))
 
 
 def test_core_modules_found() -> None:
-    assert {"gputop_tracker.core.sampler", "gputop_tracker.core.summary", "gputop_tracker.core.models"} <= set(
-        CORE_MODULES
-    )
+    assert {
+        "gputop_tracker.core.sampling.sampler",
+        "gputop_tracker.core.summary.builder",
+        "gputop_tracker.core.model.models",
+    } <= set(CORE_MODULES)
 
 
 @pytest.mark.parametrize("module", CORE_MODULES)
@@ -39,7 +41,7 @@ def test_headless_run_never_imports_textual() -> None:
     code = (
         "import sys, atexit\n"
         "atexit.register(lambda: sys.stderr.write('TEXTUAL=' + str('textual' in sys.modules) + '\\n'))\n"
-        "from gputop_tracker.cli import main\n"
+        "from gputop_tracker.cli.entry import main\n"
         "code = main(['--headless', '--no-save', '--', 'true'])\n"
         "sys.exit(code)\n"
     )
@@ -185,10 +187,13 @@ def test_the_walk_sees_function_level_relative_and_from_imports(tmp_path: Path) 
 
 
 def test_graph_covers_the_package() -> None:
-    assert {"gputop_tracker", "gputop_tracker.cli", "gputop_tracker.core.sampler", "gputop_tracker.tui.history"} <= set(
-        GRAPH
-    )
-    assert "gputop_tracker.core.models" in GRAPH["gputop_tracker.core.store"]  # a function-level import
+    assert {
+        "gputop_tracker",
+        "gputop_tracker.cli.entry",
+        "gputop_tracker.core.sampling.sampler",
+        "gputop_tracker.tui.history.screen",
+    } <= set(GRAPH)
+    assert "gputop_tracker.core.model.models" in GRAPH["gputop_tracker.core.store.sessions"]  # a function-level import
 
 
 def test_no_import_cycle_in_the_package() -> None:
@@ -197,17 +202,61 @@ def test_no_import_cycle_in_the_package() -> None:
 
 def test_only_main_imports_the_cli_entry_point() -> None:
     # the console script `gputop_tracker._entry:main` (which `__main__` runs too) is the way in
-    assert importers_of(GRAPH, "gputop_tracker.cli") <= {"gputop_tracker._entry"}
+    assert importers_of(GRAPH, "gputop_tracker.cli.entry") <= {"gputop_tracker._entry"}
     assert importers_of(GRAPH, "gputop_tracker._entry") <= {"gputop_tracker.__main__"}
 
 
 def test_tui_never_imports_a_cli_module() -> None:
+    bad = {m: sorted(d for d in GRAPH[m] if d.startswith("gputop_tracker.cli")) for m in GRAPH if ".tui" in m}
+    assert {m: deps for m, deps in bad.items() if deps} == {}
+
+
+def _part(module: str) -> str:
+    """The layer a module belongs to: a subpackage of core (`core.gpu`), else a top-level part (`tui`, `api`)."""
+    parts = module.split(".")[1:]
+    if parts[:1] == ["core"] and len(parts) > 1:
+        return ".".join(parts[:2])
+    return parts[0] if parts else ""
+
+
+# part -> the only other parts of the package it may import (itself and the leaf `_version` always allowed)
+LAYERS: dict[str, set[str]] = {
+    "core.model": set(),
+    "core.gpu": {"core.model"},
+    "core.store": {"core.model"},
+    "core.report": {"core.model", "core.gpu", "core.store"},
+    "core.summary": {"core.model", "core.gpu", "core.report"},
+    "core.blocks": {"core.model", "core.gpu", "core.summary", "core.sampling"},
+    "core.integrations": {"core.model", "core.gpu", "core.sampling"},
+    "tui": {"core.model", "core.gpu", "core.report", "core.sampling", "core.store", "core.summary", "console"},
+}
+
+
+# the one crossing left: the per-process reading the sampler makes, which the summary and GPU selection read
+CROSSINGS = {"gputop_tracker.core.sampling.procfs"}
+
+
+@pytest.mark.parametrize("part", sorted(LAYERS))
+def test_each_part_imports_only_the_layers_below_it(part: str) -> None:
+    allowed = LAYERS[part] | {part, "_version", ""}
     bad = {
-        m: sorted(GRAPH[m] & {"gputop_tracker.cli", "gputop_tracker.sessions_cli"})
-        for m in GRAPH
-        if m.startswith("gputop_tracker.tui")
+        m: sorted(d for d in deps if d.startswith("gputop_tracker") and _part(d) not in allowed and d not in CROSSINGS)
+        for m, deps in GRAPH.items()
+        if _part(m) == part
     }
     assert {m: deps for m, deps in bad.items() if deps} == {}
+
+
+def test_core_never_imports_the_api_the_cli_or_the_ui() -> None:
+    outer = ("gputop_tracker.api", "gputop_tracker.cli", "gputop_tracker.tui", "gputop_tracker.console")
+    bad = {m: sorted(d for d in GRAPH[m] if d.startswith(outer)) for m in GRAPH if m.startswith("gputop_tracker.core")}
+    assert {m: deps for m, deps in bad.items() if deps} == {}
+
+
+def test_core_holds_subpackages_not_a_flat_list_of_modules() -> None:
+    core = PACKAGE_DIR / "core"
+    modules = [p.name for p in core.glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= 12, modules
 
 
 def test_core_never_imports_textual_at_any_level() -> None:

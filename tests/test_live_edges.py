@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from gputop_tracker.tui.charts import Series, TimeChart, _largest
+from gputop_tracker.tui.widgets.charts import Series, TimeChart, _largest
 
 
 def test_a_series_of_gaps_only_scales_to_zero() -> None:
@@ -41,7 +41,7 @@ def test_a_chart_of_gaps_draws() -> None:
 
 def test_output_reader_follows_a_file_truncated_under_it() -> None:
     """logrotate's copytruncate empties the output log: the reader starts again at its start, not past its end."""
-    from gputop_tracker.tui.live import SamplerSource
+    from gputop_tracker.tui.live.run import SamplerSource
 
     fd, name = tempfile.mkstemp()
     os.close(fd)
@@ -78,7 +78,7 @@ def test_a_textfile_that_cannot_be_written_is_told_again_while_it_lasts(
     pytest.importorskip("prometheus_client")
     from prometheus_client import CollectorRegistry
 
-    from gputop_tracker.core.exporters import prometheus
+    from gputop_tracker.core.integrations.exporters import prometheus
 
     told: list[str] = []
     clock = [1000.0]
@@ -110,7 +110,7 @@ def test_signals_after_the_view_closed_are_held_then_passed_to_the_command() -> 
     import subprocess
     import sys
 
-    from gputop_tracker.tui.live import HeldSignals
+    from gputop_tracker.tui.live.run import HeldSignals
 
     saved = {sig: signal.getsignal(sig) for sig in HeldSignals.SIGNALS}
     command = subprocess.Popen(
@@ -140,7 +140,7 @@ def test_close_returns_only_once_no_reader_is_inside_its_fd(monkeypatch: pytest.
     """run_live closes the output fd (and the sampler's pipe) right after `close()`; Textual does not join its
     thread workers, so a reader descheduled inside a read could then read, seek or fstat a closed fd, or one
     reused meanwhile (the session file the takeover rewrites)."""
-    from gputop_tracker.tui import live
+    from gputop_tracker.tui.live import run as live
 
     r, w = os.pipe()
     os.write(w, b"some output\n")

@@ -6,7 +6,7 @@ import fcntl
 import json
 import os
 
-from gputop_tracker.core.msgpipe import MessagePipe, RequestReader
+from gputop_tracker.core.sampling.msgpipe import MessagePipe, RequestReader
 
 F_SETPIPE_SZ = 1031
 

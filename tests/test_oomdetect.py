@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from gputop_tracker.core.oomdetect import OomDetector, OomKill
+from gputop_tracker.core.sampling.oomdetect import OomDetector, OomKill
 
 SIGKILLED = -signal.SIGKILL  # os.waitstatus_to_exitcode of a process killed by SIGKILL
 MAIN, CHILD = 100, 200

@@ -10,7 +10,7 @@ from textual.app import App, ComposeResult
 from textual.strip import Strip
 from textual.visual import RenderOptions, visualize
 
-from gputop_tracker.tui.widgets import Panel, bar
+from gputop_tracker.tui.widgets.panels import Panel, bar
 
 LINES = [
     Text.assemble(("util ", "bold"), bar(0.42, 30), " 42% (mean 40%)"),

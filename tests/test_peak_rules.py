@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_tracker.core.accumulators import CpuLedger
-from gputop_tracker.core.peaks import TreeBounds, agree, combined_peak, reaped_process_peak
-from gputop_tracker.core.procfs import Reading, _carry_forward
+from gputop_tracker.core.sampling.procfs import Reading, _carry_forward
+from gputop_tracker.core.summary.accumulators import CpuLedger
+from gputop_tracker.core.summary.peaks import TreeBounds, agree, combined_peak, reaped_process_peak
 
 MB = 1_000_000
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from gputop_tracker import Tracker
-from gputop_tracker.core import store
-from gputop_tracker.core.tracker import TrackerError
+from gputop_tracker.api.tracker import TrackerError
+from gputop_tracker.core.store import sessions as store
 
 pytest.importorskip("matplotlib")
 
@@ -192,9 +192,7 @@ def test_bad_output_or_size_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
-BLOCK_MATPLOTLIB = (
-    "import sys; sys.modules['matplotlib'] = None\nfrom gputop_tracker.cli import main\nsys.exit(main({argv!r}))\n"
-)
+BLOCK_MATPLOTLIB = "import sys; sys.modules['matplotlib'] = None\nfrom gputop_tracker.cli.entry import main\nsys.exit(main({argv!r}))\n"
 
 
 def test_missing_matplotlib_names_the_extra(real_session: tuple[Path, str], tmp_path: Path) -> None:
@@ -227,7 +225,7 @@ def test_headless_run_with_plot_writes_report_then_picture(tmp_path: Path) -> No
 
 
 def test_a_failed_plot_after_a_run_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from gputop_tracker import plot_cli
+    from gputop_tracker.cli import plot as plot_cli
 
     assert not plot_cli.plot_after_run(str(tmp_path / "gone.json"), str(tmp_path / "x.png"))
     assert not plot_cli.plot_after_run(None, str(tmp_path / "x.png"))
@@ -273,8 +271,8 @@ def test_timeline_needs_a_saved_session() -> None:
 def test_core_imports_without_matplotlib_or_pandas() -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None; sys.modules['pandas'] = None\n"
-        "import gputop_tracker.core.tracker, gputop_tracker.core.plot, gputop_tracker.core.columns\n"
-        "from gputop_tracker.core import plot\n"
+        "import gputop_tracker.api.tracker, gputop_tracker.core.report.plot, gputop_tracker.core.report.columns\n"
+        "from gputop_tracker.core.report import plot\n"
         "try:\n    plot.require_matplotlib()\nexcept plot.PlotUnavailable as e:\n    print('OK', e)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -283,7 +281,7 @@ def test_core_imports_without_matplotlib_or_pandas() -> None:
 
 
 def test_on_sample_streams_samples_to_the_tracked_process(store: Path) -> None:
-    from gputop_tracker.core.models import Sample
+    from gputop_tracker.core.model.models import Sample
 
     got: list[Sample] = []
     tracker = Tracker(sleep_time=0.1)
@@ -300,8 +298,8 @@ def test_on_sample_streams_samples_to_the_tracked_process(store: Path) -> None:
 
 
 def test_a_session_without_samples_or_summary_still_draws() -> None:
-    from gputop_tracker.core import plot
-    from gputop_tracker.core.models import Session, SessionMeta
+    from gputop_tracker.core.model.models import Session, SessionMeta
+    from gputop_tracker.core.report import plot
 
     session = Session(meta=SessionMeta(id="x", status="running", start_time=1000.0))
     assert plot.picture(session, "png")[:4] == b"\x89PNG"
@@ -309,8 +307,8 @@ def test_a_session_without_samples_or_summary_still_draws() -> None:
 
 
 def test_block_spans_pair_each_run_by_process_and_name() -> None:
-    from gputop_tracker.core.models import Event
-    from gputop_tracker.core.plot import block_spans
+    from gputop_tracker.core.model.models import Event
+    from gputop_tracker.core.report.blockspans import BlockRun, block_runs, outermost
 
     def ev(t: float, kind: str, pid: int, name: str) -> Event:
         return Event(time=100 + t, elapsed=t, type=kind, pid=pid, name=name)
@@ -324,14 +322,19 @@ def test_block_spans_pair_each_run_by_process_and_name() -> None:
         ev(6, "block_end", 1, "step"),
         ev(7, "block_start", 1, "step"),  # still open at the end
     ]
-    assert block_spans(events, 100.0, 10.0) == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
+    runs = block_runs(events, 100.0, 10.0)
+    assert runs == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
+    assert outermost(runs) == runs  # none lies inside another
+    nested = [BlockRun("epoch", 0, 10), BlockRun("step", 1, 2), BlockRun("step", 3, 4), BlockRun("epoch", 10, 12)]
+    assert outermost(nested) == [("epoch", 0, 10), ("epoch", 10, 12)]  # the steps are left in their epoch
+    assert block_runs(events, 100.0, None)[-1] == ("step", 7, 7)  # open, the end unknown: no length invented
 
 
 def test_dollar_signs_in_outside_text_are_drawn_literally() -> None:
     """`bash -c 'kill $$'` in the title (or `$` in a block or mark name) started matplotlib's mathtext, whose
     parser failed the whole figure: no picture after a measured run."""
-    from gputop_tracker.core import plot
-    from gputop_tracker.core.models import Event, Session, SessionMeta
+    from gputop_tracker.core.model.models import Event, Session, SessionMeta
+    from gputop_tracker.core.report import plot
 
     meta = SessionMeta(id="x", status="finished", start_time=1000.0, command=["bash", "-c", "kill -9 $$"])
     events = [
@@ -355,8 +358,8 @@ def test_plot_with_history_is_a_usage_error(tmp_path: Path) -> None:
 def test_api_size_is_checked_like_the_size_flag(size: object) -> None:
     """Tracker.plot(size=...) went straight to matplotlib: (0, 0) failed at saving, (100000, 100000) tried
     to allocate tens of GB."""
-    from gputop_tracker.core import plot
-    from gputop_tracker.core.models import Session, SessionMeta
+    from gputop_tracker.core.model.models import Session, SessionMeta
+    from gputop_tracker.core.report import plot
 
     session = Session(meta=SessionMeta(id="x", status="running", start_time=1000.0))
     with pytest.raises(plot.PlotError, match="each 300 to 20000"):
@@ -366,8 +369,8 @@ def test_api_size_is_checked_like_the_size_flag(size: object) -> None:
 
 def test_byte_axes_of_an_idle_run_have_distinct_ticks() -> None:
     """A run that held (next to) nothing drew its RAM axis from 0 to 1.12 bytes: ticks `1 B, 1 B, 1 B, 0 B`."""
-    from gputop_tracker.core import plot
-    from gputop_tracker.core.models import Session, SessionMeta
+    from gputop_tracker.core.model.models import Session, SessionMeta
+    from gputop_tracker.core.report import plot
 
     fig = plot.figure(Session(meta=SessionMeta(id="x", status="finished", start_time=1000.0)))
     fig.canvas.draw()
@@ -380,22 +383,22 @@ def test_the_smallest_size_draws_without_warnings(real_session: tuple[Path, str]
     collapsed panels; the least size is now one that lays out (four panels: the session has GPUs)."""
     import warnings
 
-    from gputop_tracker.core import plot
+    from gputop_tracker.core.report import plot
 
     session = _session(*real_session)
     with pytest.raises(plot.PlotError):
-        plot.parse_size("299x300")
+        plot.parse_pixel_size("299x300")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert plot.picture(session, "png", plot.parse_size("300x300"))[:4] == b"\x89PNG"
+        assert plot.picture(session, "png", plot.parse_pixel_size("300x300"))[:4] == b"\x89PNG"
 
 
 def test_non_finite_figures_in_a_saved_timeline_are_gaps(tmp_path: Path) -> None:
     """A NaN or an infinity in a saved timeline made matplotlib refuse the axis limits: a traceback from
     `sessions plot`. They read as not read (None); drawing errors are one line."""
-    from gputop_tracker.core import plot
-    from gputop_tracker.core.columns import TimelineColumns
-    from gputop_tracker.core.models import Session, SessionMeta, Timeline
+    from gputop_tracker.core.model.models import Session, SessionMeta, Timeline
+    from gputop_tracker.core.report import plot
+    from gputop_tracker.core.report.columns import TimelineColumns
 
     cols = ["elapsed", "combined_total", "cpu_percent"]
     rows = [[0.0, float("nan"), 1.0], [float("nan"), 5.0, 1.0], [1.0, float("inf"), 2.0], [2.0, 3e6, float("-inf")]]

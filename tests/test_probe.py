@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import track_json
 
-from gputop_tracker.core.peaks import Peak
-from gputop_tracker.core.probe import PROBE_DIR, SITE_FILE, Exit, ProbeStats, python_without_probe
-from gputop_tracker.core.probesummary import upper_bound
+from gputop_tracker.core.probe.stats import PROBE_DIR, SITE_FILE, Exit, ProbeStats, python_without_probe
+from gputop_tracker.core.probe.summary import upper_bound
+from gputop_tracker.core.summary.peaks import Peak
 
 PY = sys.executable
 JOB = Path(__file__).with_name("probe_job")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gputop_tracker.core.procfs import PAGE_SIZE, ProcessTree
+from gputop_tracker.core.sampling.procfs import PAGE_SIZE, ProcessTree
 
 PY = sys.executable
 
@@ -92,9 +92,9 @@ def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.Monke
     """Before a process's first smaps_rollup read, and after its memory moved since the last one, its private,
     shared and PSS figures are lower bounds, marked so (`bound`, a sample's `mem_bound`); a read makes them the
     kernel's figures again."""
-    from gputop_tracker.core import procfs
-    from gputop_tracker.core.events import FlightRecorder
-    from gputop_tracker.core.summary import SummaryBuilder
+    from gputop_tracker.core.sampling import procfs
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+    from gputop_tracker.core.summary.events import FlightRecorder
 
     proc = subprocess.Popen([PY, "-c", ALLOCATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None

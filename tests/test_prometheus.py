@@ -1,4 +1,4 @@
-"""Prometheus export (issue 15): the endpoint and the textfile of the real CLI and the API, read with
+"""Prometheus export: the endpoint and the textfile of the real CLI and the API, read with
 prometheus-client's own parser; bad addresses refused before the command starts; GPU series through the
 fake NVML. The test against a real Prometheus server is in test_prometheus_server.py."""
 
@@ -36,12 +36,12 @@ from promutil import (
     wait_until,
 )
 
-from gputop_tracker.core.channel import EventMessage, Progress, SampleMessage, Started
-from gputop_tracker.core.exporters import ExportError, ExportOptions, SessionInfo
-from gputop_tracker.core.exporters.base import every_interface, parse_address
-from gputop_tracker.core.exporters.latest import LatestFigures
-from gputop_tracker.core.exporters.prometheus import TreeCollector
-from gputop_tracker.core.models import Event, ResourceUsage, Sample
+from gputop_tracker.core.integrations.exporters import ExportError, ExportOptions, SessionInfo
+from gputop_tracker.core.integrations.exporters.base import every_interface, parse_address
+from gputop_tracker.core.integrations.exporters.latest import LatestFigures
+from gputop_tracker.core.integrations.exporters.prometheus import TreeCollector
+from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
+from gputop_tracker.core.sampling.channel import EventMessage, Progress, SampleMessage, Started
 
 
 def make_sample(n_procs: int = 30, gpus: list[dict[str, Any]] | None = None) -> Sample:
@@ -202,7 +202,7 @@ def test_address_forms(text: str, host: str, port: int) -> None:
 
 def test_every_interface_serves_ipv4_and_ipv6_clients() -> None:
     """`:PORT` as Prometheus' exporters mean it: a scrape over IPv4 and one over IPv6 both reach /metrics."""
-    from gputop_tracker.core.exporters.prometheus import bind
+    from gputop_tracker.core.integrations.exporters.prometheus import bind
 
     registry = CollectorRegistry(auto_describe=False)
     server, _ = on_free_port(lambda port: bind(parse_address(f":{port}"), "--prometheus", registry))
@@ -233,7 +233,7 @@ def test_every_interface_falls_back_to_ipv4_only_where_ipv6_cannot_bind(monkeypa
     """IPv6 in the kernel but not bindable: IPv4 alone. A port in use is an error, never a quiet fallback."""
     import errno
 
-    from gputop_tracker.core.exporters import prometheus
+    from gputop_tracker.core.integrations.exporters import prometheus
 
     real = prometheus._bind
     calls = []
@@ -283,7 +283,7 @@ def test_options_check_textfile_and_top(tmp_path: Path) -> None:
 
 def test_a_forked_child_does_not_keep_the_listening_socket() -> None:
     """The CLI forks the sampler after binding: the child must not hold the endpoint's socket."""
-    from gputop_tracker.core.exporters import open_exporter
+    from gputop_tracker.core.integrations.exporters import open_exporter
 
     exporter, _ = on_free_port(lambda port: open_exporter(ExportOptions(prometheus=f"127.0.0.1:{port}"), SessionInfo()))
     assert exporter is not None
@@ -301,7 +301,7 @@ def test_a_forked_child_does_not_keep_the_listening_socket() -> None:
 
 def test_exporter_modules_never_import_textual() -> None:
     code = (
-        "import sys, gputop_tracker.core.exporters.prometheus, gputop_tracker.core.exporters.latest\n"
+        "import sys, gputop_tracker.core.integrations.exporters.prometheus, gputop_tracker.core.integrations.exporters.latest\n"
         "print([m for m in sys.modules if m == 'textual' or m.startswith('textual.')])"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -494,7 +494,7 @@ def test_only_the_file_this_run_wrote_is_removed(tmp_path: Path) -> None:
     """Removal checks the inode: a file put under the name after the run's last write is someone else's."""
     from prometheus_client import CollectorRegistry
 
-    from gputop_tracker.core.exporters.prometheus import TextfileWriter
+    from gputop_tracker.core.integrations.exporters.prometheus import TextfileWriter
 
     prom = tmp_path / "x.prom"
     never = TextfileWriter(str(prom), CollectorRegistry(), period=60)

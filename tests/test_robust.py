@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from helpers import track
 
-from gputop_tracker.cli import build_parser
-from gputop_tracker.core.text import command_line, escape_controls
-from gputop_tracker.sessions_cli import build_sessions_parser
+from gputop_tracker.cli.entry import build_parser
+from gputop_tracker.cli.sessions import build_sessions_parser
+from gputop_tracker.core.model.text import command_line, escape_controls
 
 PY = sys.executable
 SETPRIV = shutil.which("setpriv")

@@ -21,7 +21,7 @@ WAITS_FOR_GO = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n  
 PAUSED_READER = textwrap.dedent(
     """
     import fcntl, json, os, sys, threading, time
-    from gputop_tracker.core import sampler
+    from gputop_tracker.core.sampling import sampler
     r, w = os.pipe()
     fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page, full after a few samples
     cfg = sampler.EngineConfig(mode="launch", argv=["sleep", "2"], interval=0.05, store=sys.argv[1],
@@ -96,8 +96,8 @@ def test_watch_output_slow_consumer_neither_stalls_sampling_nor_loses_bytes(tmp_
 CRASH = textwrap.dedent(
     """
     import json, os, sys
-    from gputop_tracker.core import sampler
-    from gputop_tracker.core.summary import SummaryBuilder
+    from gputop_tracker.core.sampling import sampler
+    from gputop_tracker.core.summary.builder import SummaryBuilder
     orig = SummaryBuilder.summary
     calls = []
     def summary(self, *a, **k):

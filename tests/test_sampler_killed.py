@@ -128,7 +128,7 @@ def test_front_end_killed_is_recorded_in_the_session(tmp_path: Path, store: Path
 def test_a_front_end_dead_before_the_sampler_looked_is_still_noted() -> None:
     """The sampler took its front end's pid from getppid() once it had loaded: a front end killed before then
     was never noted (getppid() already named the reaper). The pid now comes from the front end itself."""
-    from gputop_tracker.core.endwatch import EndWatch
+    from gputop_tracker.core.sampling.endwatch import EndWatch
 
     gone = subprocess.Popen([PY, "-c", "pass"])
     gone.wait()
@@ -144,8 +144,8 @@ def test_a_front_end_dead_before_the_sampler_looked_is_still_noted() -> None:
 
 
 def test_the_front_end_names_itself_to_the_sampler() -> None:
-    from gputop_tracker.core import channel
-    from gputop_tracker.core.config import EngineConfig
+    from gputop_tracker.core.model.config import EngineConfig
+    from gputop_tracker.core.sampling import channel
 
     cfg = EngineConfig(mode="attach", pid=os.getpid(), save=False, interval=0.1)
     handle = channel.start_spawned(cfg)

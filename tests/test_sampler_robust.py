@@ -11,8 +11,8 @@ from pathlib import Path
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from gputop_tracker.core import sampler
-    from gputop_tracker.core.gpu import GpuBackend
+    from gputop_tracker.core.sampling import sampler
+    from gputop_tracker.core.gpu.backend import GpuBackend
 
     class Broken(GpuBackend):
         calls = 0

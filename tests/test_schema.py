@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputop_tracker.core import models
-from gputop_tracker.core.events import FlightRecorder
-from gputop_tracker.core.gpu import SAMPLE_FIELDS, FakeGpuBackend, GpuReading
-from gputop_tracker.core.procfs import HostReader, ProcessTree
-from gputop_tracker.core.summary import Outcome, SummaryBuilder
+from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, FakeGpuBackend, GpuReading
+from gputop_tracker.core.model import models
+from gputop_tracker.core.sampling.procfs import HostReader, ProcessTree
+from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
+from gputop_tracker.core.summary.events import FlightRecorder
 
 
 def _all_models() -> list[type[models.Model]]:

@@ -394,7 +394,7 @@ def test_an_interrupt_wrapped_by_class_creation_is_still_an_interrupt(monkeypatc
     from gputop_tracker import _entry
 
     def raising(exc: BaseException) -> types.ModuleType:
-        mod = types.ModuleType("gputop_tracker.cli")
+        mod = types.ModuleType("gputop_tracker.cli.entry")
 
         def main() -> int:
             raise exc
@@ -404,9 +404,9 @@ def test_an_interrupt_wrapped_by_class_creation_is_still_an_interrupt(monkeypatc
 
     wrapped = RuntimeError("Error calling __set_name__ on 'Field' instance 'argv'")
     wrapped.__cause__ = KeyboardInterrupt()
-    monkeypatch.setitem(sys.modules, "gputop_tracker.cli", raising(wrapped))
+    monkeypatch.setitem(sys.modules, "gputop_tracker.cli.entry", raising(wrapped))
     assert _entry.main() == _entry.EXIT_INTERRUPTED
-    monkeypatch.setitem(sys.modules, "gputop_tracker.cli", raising(RuntimeError("a real bug")))
+    monkeypatch.setitem(sys.modules, "gputop_tracker.cli.entry", raising(RuntimeError("a real bug")))
     with pytest.raises(RuntimeError, match="a real bug"):
         _entry.main()
 

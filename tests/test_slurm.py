@@ -16,12 +16,13 @@ import pytest
 from helpers import WORKLOADS
 from test_schema import forbid  # noqa: F401  (the fixture)
 
-from gputop_tracker.core import models, slurm
-from gputop_tracker.core.advise import advise, round_mem, round_time, slurm_mem, slurm_time
-from gputop_tracker.core.efficiency import fractions, notes, with_job
-from gputop_tracker.core.jobview import job_view
-from gputop_tracker.core.summary import SummaryBuilder
-from gputop_tracker.core.units import human_bytes
+from gputop_tracker.core.integrations import slurm
+from gputop_tracker.core.model import models
+from gputop_tracker.core.model.units import human_bytes
+from gputop_tracker.core.report.advise import advise, round_mem, round_time, slurm_mem, slurm_time
+from gputop_tracker.core.report.job_view import job_view
+from gputop_tracker.core.summary.builder import SummaryBuilder
+from gputop_tracker.core.summary.efficiency import fractions, notes, with_job
 
 MIB = 2**20
 GIB = 2**30
@@ -113,7 +114,7 @@ def test_bad_request_on_the_command_line_is_one_error_line(tmp_path: Path) -> No
 
 
 def test_tracker_request() -> None:
-    from gputop_tracker.core.tracker import Tracker
+    from gputop_tracker.api.tracker import Tracker
 
     t = Tracker(request="mem=1G,cpus=2", save=False)
     assert t._cfg.slurm is not None and t._cfg.slurm["requested"]["mem_bytes"] == GIB

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from helpers import WORKLOADS
 
-from gputop_tracker.core import cgroup, slurm
-from gputop_tracker.core.efficiency import fractions, memory_limit
-from gputop_tracker.core.gpu import GpuReading
+from gputop_tracker.core.gpu.backend import GpuReading
+from gputop_tracker.core.integrations import slurm
+from gputop_tracker.core.sampling import cgroup
+from gputop_tracker.core.summary.efficiency import fractions, memory_limit
 
 MIB = 2**20
 GIB = 2**30

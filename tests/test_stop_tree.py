@@ -1,5 +1,5 @@
 """Stopping a launched job from the live view stops its whole tree: the sampler, which knows every pid,
-signals the process group and each tracked process, and tracks until the tree is gone (issue 13)."""
+signals the process group and each tracked process, and tracks until the tree is gone."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ WORKLOAD = textwrap.dedent(
 DRIVER = textwrap.dedent(
     """
     import json, os, signal, sys, time
-    from gputop_tracker.core import channel
-    from gputop_tracker.core.config import EngineConfig
+    from gputop_tracker.core.sampling import channel
+    from gputop_tracker.core.model.config import EngineConfig
     store, workload, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     devnull = os.open(os.devnull, os.O_RDWR)
     cfg = EngineConfig(mode="launch", argv=[sys.executable, workload, mode], interval=0.1, store=store,
@@ -108,7 +108,7 @@ def test_stop_tree_tracks_until_the_tree_is_gone(tmp_path: Path) -> None:
 
 
 def test_request_pipe_closed_with_the_handle() -> None:
-    from gputop_tracker.core.channel import SamplerHandle
+    from gputop_tracker.core.sampling.channel import SamplerHandle
 
     r, w = os.pipe()
     h = SamplerHandle(0, r, request_fd=w)

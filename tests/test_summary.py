@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gputop_tracker.core.accumulators import TIMELINE_CAP
-from gputop_tracker.core.summary import SummaryBuilder
+from gputop_tracker.core.summary.accumulators import TIMELINE_CAP
+from gputop_tracker.core.summary.builder import SummaryBuilder
 
 
 def test_timeline_of_a_day_at_1s_stays_small_and_keeps_the_peak() -> None:

@@ -12,20 +12,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakesource import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from pydantic import ValidationError
 from textual.binding import Binding
 from textual.widgets import Static
 
-from gputop_tracker.core import channel, sampler
-from gputop_tracker.core.channel import STOP_SIGNAL, Failed, Progress, SampleMessage
-from gputop_tracker.core.livestats import SampleHistory
-from gputop_tracker.core.units import human_bytes, human_seconds
-from gputop_tracker.tui.fake import MAIN_PID, TREE, FakeSource, make_sample, make_summary
-from gputop_tracker.tui.live import clean_output
-from gputop_tracker.tui.live_app import LiveApp
-from gputop_tracker.tui.live_control import subtree_pids
-from gputop_tracker.tui.proctable import ProcessTable
-from gputop_tracker.tui.widgets import HelpScreen, KillScreen, QuitScreen, SignalScreen, short_bytes
+from gputop_tracker.core.model.units import human_bytes, human_seconds
+from gputop_tracker.core.sampling import channel, sampler
+from gputop_tracker.core.sampling.channel import STOP_SIGNAL, Failed, Progress, SampleMessage
+from gputop_tracker.core.summary.livestats import SampleHistory
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.control import subtree_pids
+from gputop_tracker.tui.live.run import clean_output
+from gputop_tracker.tui.widgets.panels import HelpScreen, KillScreen, QuitScreen, SignalScreen, short_bytes
+from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 
 def make_app(src: FakeSource) -> LiveApp:
@@ -431,7 +431,7 @@ async def test_attach_stop_needs_the_explicit_key() -> None:
 
 
 async def test_stubborn_tree_asks_before_sigkill(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputop_tracker.tui import live_control
+    from gputop_tracker.tui.live import control as live_control
 
     monkeypatch.setattr(live_control, "KILL_AFTER", 0.05)
     src = FakeSource(3, ignores_sigterm=True)
@@ -527,7 +527,7 @@ def test_subtree_pids_parents_first() -> None:
 
 
 def test_time_ring_is_bounded_over_the_whole_run_and_keeps_peaks() -> None:
-    from gputop_tracker.core.livestats import TimeRing
+    from gputop_tracker.core.summary.livestats import TimeRing
 
     ring = TimeRing(capacity=16)
     for i in range(1000):
@@ -540,7 +540,7 @@ def test_time_ring_is_bounded_over_the_whole_run_and_keeps_peaks() -> None:
 
 
 async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None:
-    from gputop_tracker.tui.charts import TimeChart, short_time, stepped_end
+    from gputop_tracker.tui.widgets.charts import TimeChart, short_time, stepped_end
 
     src = FakeSource(6)
     app = make_app(src)
@@ -566,7 +566,7 @@ async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None
 
 
 async def test_narrow_shows_one_compact_chart() -> None:
-    from gputop_tracker.tui.charts import TimeChart
+    from gputop_tracker.tui.widgets.charts import TimeChart
 
     src = FakeSource(4)
     app = make_app(src)
@@ -578,7 +578,7 @@ async def test_narrow_shows_one_compact_chart() -> None:
 
 
 def test_charts_of_one_to_three_samples_draw_points_not_lines() -> None:
-    from gputop_tracker.tui.charts import Series, TimeChart, short_time
+    from gputop_tracker.tui.widgets.charts import Series, TimeChart, short_time
 
     assert short_time(0.4) == "0.4s" and short_time(2.0) == "2s" and short_time(42) == "42s"
     chart = TimeChart("RAM", [0.0, 0.2], [Series("x", [1e9, 2e9], "green")], peak=(2e9, 0.2))
@@ -593,7 +593,7 @@ def chart_text(chart: object, width: int, height: int) -> str:
 
     from textual.geometry import Size
 
-    from gputop_tracker.tui.charts import TimeChart
+    from gputop_tracker.tui.widgets.charts import TimeChart
 
     assert isinstance(chart, TimeChart)
     with patch.object(TimeChart, "size", new_callable=PropertyMock, return_value=Size(width, height)):
@@ -601,7 +601,7 @@ def chart_text(chart: object, width: int, height: int) -> str:
 
 
 def test_short_command_keeps_what_tells_processes_apart() -> None:
-    from gputop_tracker.tui.process_rows import short_command
+    from gputop_tracker.tui.live.process_rows import short_command
 
     p = (
         make_sample(1)
@@ -651,9 +651,9 @@ async def test_command_and_state_columns_tell_workers_apart() -> None:
 
 
 async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
-    from gputop_tracker.core.channel import EventMessage
-    from gputop_tracker.core.models import Event
-    from gputop_tracker.tui.process_info import EXITED_ROWS
+    from gputop_tracker.core.model.models import Event
+    from gputop_tracker.core.sampling.channel import EventMessage
+    from gputop_tracker.tui.live.process_info import EXITED_ROWS
 
     src = FakeSource(3, tree=_workers_tree())
     app = make_app(src)
@@ -672,8 +672,9 @@ async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
 async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> None:
     """The sampler's running summary comes at most once a second; a sample that came after it, above its peaks,
     raises the peaks shown (summary panel and chart titles) with it."""
-    from gputop_tracker.tui.charts import TimeChart
-    from gputop_tracker.tui.fake import _tree_totals
+    from fakesource import _tree_totals
+
+    from gputop_tracker.tui.widgets.charts import TimeChart
 
     src = FakeSource(3)
     app = make_app(src)
@@ -703,7 +704,7 @@ async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> 
 
 async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pane() -> None:
     """While a process's private/shared figures are carried forward (or not read yet) they show as ≥ bounds."""
-    from gputop_tracker.tui.process_info import BOUND_NOTE, ProcessDetailScreen
+    from gputop_tracker.tui.live.process_info import BOUND_NOTE, ProcessDetailScreen
 
     src = FakeSource(3)
     app = make_app(src)
@@ -733,7 +734,7 @@ async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pa
 
 
 async def test_enter_opens_the_process_in_full() -> None:
-    from gputop_tracker.tui.process_info import ProcessDetailScreen
+    from gputop_tracker.tui.live.process_info import ProcessDetailScreen
 
     src = FakeSource(4)
     app = make_app(src)
@@ -764,7 +765,7 @@ async def test_enter_opens_the_process_in_full() -> None:
 
 
 def test_sm_percent_is_per_gpu() -> None:
-    from gputop_tracker.tui.process_rows import sm_text
+    from gputop_tracker.tui.live.process_rows import sm_text
 
     p = make_sample(3).processes[0].model_copy(update={"gpu_sm_percent": 170.0})
     assert len(p.gpu_memory) == 2 and sm_text(p) == "85×2"
@@ -772,7 +773,7 @@ def test_sm_percent_is_per_gpu() -> None:
 
 
 async def test_output_pane_is_terminal_like() -> None:
-    from gputop_tracker.tui.output_pane import OutputPane
+    from gputop_tracker.tui.live.output_pane import OutputPane
 
     src = FakeSource(2, output=[])
     app = make_app(src)
@@ -802,7 +803,7 @@ async def test_output_pane_is_terminal_like() -> None:
 
 
 async def test_output_zoom_and_find_keys() -> None:
-    from gputop_tracker.tui.output_pane import OutputPane
+    from gputop_tracker.tui.live.output_pane import OutputPane
 
     src = FakeSource(3)
     app = make_app(src)
@@ -914,7 +915,7 @@ async def test_sort_and_tree_redraw_while_paused() -> None:
 
 
 def test_every_binding_has_an_id_and_is_shown_or_in_help() -> None:
-    from gputop_tracker.tui.widgets import HELP
+    from gputop_tracker.tui.widgets.panels import HELP
 
     for b in LiveApp.BINDINGS:
         assert isinstance(b, Binding) and b.id, b
@@ -928,7 +929,7 @@ async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        from gputop_tracker.tui.history import HistoryScreen
+        from gputop_tracker.tui.history.screen import HistoryScreen
 
         await pilot.press("h")
         for _ in range(300):  # the list loads in a worker

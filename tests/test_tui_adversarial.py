@@ -16,13 +16,13 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from fakesource import FakeSource
 from test_tui import settle
 from textual.widgets import Footer, Static
 
-from gputop_tracker.core.text import clean_output
-from gputop_tracker.tui.fake import FakeSource
-from gputop_tracker.tui.live_app import LiveApp
-from gputop_tracker.tui.output_pane import OutputPane
+from gputop_tracker.core.model.text import clean_output
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.output_pane import OutputPane
 
 HOSTILE = (
     "a\x1bcb"  # RIS: resets the viewer's whole terminal
@@ -107,8 +107,9 @@ def check_layout(app: LiveApp, size: tuple[int, int]) -> None:
 
 
 def test_a_command_line_with_newlines_and_escapes_stays_on_its_row() -> None:
-    from gputop_tracker.tui.fake import make_sample
-    from gputop_tracker.tui.process_rows import process_cells
+    from fakesource import make_sample
+
+    from gputop_tracker.tui.live.process_rows import process_cells
 
     base = make_sample(3).processes[0]
     script = "import time\nfor i in range(30):\n\tprint('\x1b[2J', i)"
@@ -128,7 +129,7 @@ def test_a_flood_of_output_reaches_the_view_in_a_few_tail_batches(tmp_path: Path
     """`yes | head -c 200M`: the reader handed the view every 64 kB (3,200 messages, 100 million lines, each
     parsed), so samples waited behind them for many minutes. A flood is read in large batches, and only its
     last lines (more than the pane keeps) are handed on: the whole output stays in the log file."""
-    from gputop_tracker.tui.live import TAIL_LINES, SamplerSource
+    from gputop_tracker.tui.live.run import TAIL_LINES, SamplerSource
 
     path = tmp_path / "out.log"
     path.write_bytes(b"y\n" * 20_000_000 + b"DONE\n")
@@ -246,8 +247,8 @@ async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -
     history's hidden keys (g jobs, j job, f5 reload) were nowhere to be found."""
     from test_tui import make_app
 
-    from gputop_tracker.tui.history import HistoryApp, HistoryScreen
-    from gputop_tracker.tui.widgets import HelpScreen
+    from gputop_tracker.tui.history.screen import HistoryApp, HistoryScreen
+    from gputop_tracker.tui.widgets.panels import HelpScreen
 
     def help_text(app: object) -> str:
         screen = app.screen  # type: ignore[attr-defined]
@@ -323,7 +324,7 @@ def test_a_job_that_exits_at_once_gets_a_readable_chart() -> None:
     fraction of a byte) and its time axis 0s 0s 0s."""
     from textual.app import App, ComposeResult
 
-    from gputop_tracker.tui.charts import Series, TimeChart
+    from gputop_tracker.tui.widgets.charts import Series, TimeChart
 
     class One(App[None]):
         def compose(self) -> ComposeResult:
@@ -351,7 +352,7 @@ async def test_square_brackets_in_a_command_a_filter_or_a_search_do_not_crash_th
 ) -> None:
     """A `python -c` script with `[0m", …, flush=True)` in it was read as Textual markup in the table's
     subtitle: MarkupError, the view died with a traceback (exit 1) while the job ran on."""
-    from gputop_tracker.tui import fake
+    import fakesource as fake
 
     monkeypatch.setattr(fake, "COMMAND", ["python3", "-c", NASTY])
     src = FakeSource(3)

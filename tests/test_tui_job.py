@@ -1,6 +1,6 @@
 """Issue 18 in the views: the live view's job panel (fractions of the request, live), the history's line of
 a job session, and the history list grouped by SLURM job (array tasks, nodes). Pilot tests and snapshots;
-fake data only (tui/fake.py, generated sessions)."""
+fake data only (tests/fakesource.py, generated sessions)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakesource import FakeSource, fake_job
 from job_sessions import fill_job_store
 from rich.text import Text
 from test_tui_snapshots import settled
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from gputop_tracker.tui.fake import FakeSource, fake_job
-from gputop_tracker.tui.history import HistoryApp, HistoryScreen, SessionDetailScreen
-from gputop_tracker.tui.job_panel import JobPanel
-from gputop_tracker.tui.live_app import LiveApp
+from gputop_tracker.tui.history.screen import HistoryApp, HistoryScreen, SessionDetailScreen
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.widgets.job_panel import JobPanel
 
 SIZES = [(80, 24), (120, 40), (160, 50)]
 GIB = 2**30

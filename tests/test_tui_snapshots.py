@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakesource import FakeSource
 
-from gputop_tracker.tui.fake import FakeSource
-from gputop_tracker.tui.live_app import LiveApp
-from gputop_tracker.tui.output_pane import OutputPane
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.output_pane import OutputPane
 
 SIZES = [(80, 24), (120, 40), (160, 50)]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gputop_tracker.core.channel import SampleMessage
-from gputop_tracker.tui.fake import FakeSource, make_sample
-from gputop_tracker.tui.live_app import LiveApp
-from gputop_tracker.tui.widgets import Panel
+from fakesource import FakeSource, make_sample
+
+from gputop_tracker.core.sampling.channel import SampleMessage
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.widgets.panels import Panel
 
 
 def amd_sample(i: int) -> SampleMessage:

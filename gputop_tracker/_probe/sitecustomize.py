@@ -54,7 +54,7 @@ def _status_hwm():
 def _hwm():
     """VmHWM now, and the largest one code blocks cleared (they reset it to measure themselves)."""
     hwm = _status_hwm()
-    blocks = sys.modules.get("gputop_tracker.blocks")
+    blocks = sys.modules.get("gputop_tracker.api.blocks")
     cleared = getattr(blocks, "_reset_peak", None)
     if cleared and isinstance(cleared[0], int):
         hwm = max(hwm, cleared[0])

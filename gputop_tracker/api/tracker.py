@@ -1,0 +1,488 @@
+"""The Python API: `with Tracker(): ...` — the same figures as the CLI, inside a script or notebook.
+
+Shaped like gpu-tracker's Tracker (same arguments, `resource_usage`, `str()`, `to_json()`), so its users
+can switch by changing the import. The sampler runs in its own process, as for the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.integrations import slurm
+from gputop_tracker.core.integrations.exporters.base import (
+    DEFAULT_TOP_PROCESSES,
+    Exporter,
+    ExportError,
+    ExportOptions,
+    SessionInfo,
+    command_of,
+)
+from gputop_tracker.core.model import validate
+from gputop_tracker.core.model.config import EngineConfig
+from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
+from gputop_tracker.core.model.units import Units, parse_byte_size
+from gputop_tracker.core.probe.stats import InProcess
+from gputop_tracker.core.report import render as report
+from gputop_tracker.core.sampling.channel import (
+    STOP_SIGNAL,
+    EventMessage,
+    Failed,
+    Message,
+    SampleMessage,
+    SamplerHandle,
+    Started,
+    Summary,
+    start_spawned,
+)
+from gputop_tracker.core.summary.events import is_oom_exception
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.model.models import Session
+    from gputop_tracker.core.report.columns import TimelineColumns
+
+ABANDON_WAIT = 5.0  # seconds for a sampler whose start failed or was interrupted to stop, before SIGKILL
+READER_DRAIN = 10.0  # seconds for the reader to see the end of a killed sampler's pipe
+
+EventCallback = Callable[[Event], object]
+SampleCallback = Callable[[Sample], object]
+
+
+_SAMPLERS: set[int] = set()  # pids of the samplers of the Trackers running in this process
+
+
+def _new_inbox() -> BlockInbox | None:
+    """The FIFO this process's blocks report to; removed at exit should the Tracker never be stopped."""
+    inbox = BlockInbox.create()
+    if inbox is not None:
+        inbox.remove_at_exit()
+    return inbox
+
+
+def _hold(path: str, probe: bool) -> tuple[Any, InProcess | None]:
+    """This process's blocks report to `path`; with the probe, its exit hooks here and on PYTHONPATH too."""
+    from gputop_tracker.api import blocks
+
+    return blocks._push(path), InProcess(path) if probe else None
+
+
+def _release(held: tuple[Any, InProcess | None]) -> None:
+    """A Tracker's blocks back where they were, and the probe's hooks out of this process (PYTHONPATH too)."""
+    from gputop_tracker.api import blocks
+
+    sink, probe = held
+    blocks._pop(sink)
+    if probe is not None:
+        probe.off()
+
+
+class TrackerError(RuntimeError):
+    pass
+
+
+class Tracker:
+    """Tracks a process (this one by default) and all its descendants between start() and stop().
+
+    Single use: one start() and one stop() (stop() again returns the same usage); start() after that raises
+    TrackerError. Make a new Tracker for another run."""
+
+    _failure: Failed | None = None
+    _stopped = False
+    _reader: threading.Thread | None = None
+    _exporter: Exporter | None = None  # Prometheus (`prometheus=`): bound at start()
+
+    def __init__(
+        self,
+        sleep_time: float = 1.0,
+        ram_unit: str = "gigabytes",
+        gpu_ram_unit: str = "gigabytes",
+        time_unit: str = "hours",
+        n_expected_cores: int | None = None,
+        gpu_uuids: set[str] | list[str] | None = None,
+        disable_logs: bool = False,
+        process_id: int | None = None,
+        resource_usage_file: str | os.PathLike[str] | None = None,
+        n_join_attempts: int = 5,
+        join_timeout: float = 10.0,
+        *,
+        store: str | os.PathLike[str] | None = None,
+        save: bool = True,
+        simulate_gpus: int = 0,
+        gpu_backend: str = "auto",
+        mem_limit: int | str | None = None,
+        warn_at: float = 80.0,
+        critical_at: float = 95.0,
+        flight_seconds: float = 60.0,
+        oom_dumps: int = 5,
+        oom_dump_mb: float = 200.0,
+        wait_descendants: bool = False,
+        request: str | dict[str, int] | None = None,
+        prometheus: str | None = None,
+        prometheus_textfile: str | os.PathLike[str] | None = None,
+        prometheus_top: int = DEFAULT_TOP_PROCESSES,
+        probe: bool = True,
+    ) -> None:
+        # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
+        validate.tracking_options(
+            validate.API_NAMES,
+            interval=sleep_time,
+            n_expected_cores=n_expected_cores,
+            simulate_gpus=simulate_gpus,
+            warn_at=warn_at,
+            critical_at=critical_at,
+            flight_seconds=flight_seconds,
+            oom_dumps=oom_dumps,
+            oom_dump_mb=oom_dump_mb,
+        )
+        validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
+        validate.integer("n_join_attempts", n_join_attempts, 0)
+        if process_id is not None:
+            validate.integer("process_id", process_id, 1)
+        self.units = Units.parse(ram_unit, gpu_ram_unit, time_unit)
+        self.process_id = process_id if process_id is not None else os.getpid()
+        self.resource_usage_file = Path(resource_usage_file) if resource_usage_file else None
+        self.join_timeout = join_timeout * max(n_join_attempts, 1)
+        self.disable_logs = disable_logs
+        self._cfg = EngineConfig(
+            mode="attach",
+            pid=self.process_id,
+            interval=sleep_time,
+            n_expected_cores=n_expected_cores,
+            gpus=",".join(gpu_uuids) if gpu_uuids else None,
+            simulate_gpus=simulate_gpus,
+            gpu_backend=validate.choice("gpu_backend", gpu_backend, validate.GPU_BACKENDS),
+            store=str(store) if store else None,
+            save=save,
+            mem_limit=parse_byte_size(mem_limit) if mem_limit is not None else None,
+            warn_at=warn_at,
+            critical_at=critical_at,
+            flight_seconds=flight_seconds,
+            oom_dumps=oom_dumps,
+            oom_dump_mb=oom_dump_mb,
+            wait_descendants=bool(wait_descendants),
+            probe=bool(probe),
+            control_stdin=True,
+            slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
+        )
+        self._export = ExportOptions.for_api(prometheus, prometheus_textfile, prometheus_top)  # ValueError now
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """The run's state, before start()."""
+        self._handle: SamplerHandle | None = None
+        self._usage: ResourceUsage | None = None
+        self.session_id: str | None = None
+        self._lock = threading.Lock()
+        self._events: list[Event] = []
+        self._callbacks: list[tuple[EventCallback, frozenset[str] | None]] = []
+        self._sample_callbacks: list[SampleCallback] = []
+        self._oom_seen = threading.Condition(self._lock)
+        self.last_oom: Event | None = None
+        self._blocks_inbox: BlockInbox | None = None
+        self._blocks_sink: Any = None  # (blocks._Sink, the probe's hooks) of this run, while it tracks
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> Tracker:
+        if self._handle is not None:
+            raise TrackerError("this Tracker has already been started (a Tracker is single-use: make a new one)")
+        try:  # the process must be alive now: an attach to nothing would give an empty summary
+            validate.check_pid(self.process_id)
+        except ValueError as e:
+            raise TrackerError(f"cannot track process_id={self.process_id}: {e}") from None
+        if self.process_id == os.getpid():  # blocks of this program: a FIFO the sampler reads
+            self._blocks_inbox = _new_inbox()
+            self._cfg.blocks_fifo = self._blocks_inbox.path if self._blocks_inbox is not None else None
+        self._open_exporter()
+        # another Tracker's sampler running in this process is its child, not part of the program: left out
+        # (else counted, and waited for by wait_descendants until that Tracker stops: never, when it is outer)
+        self._cfg.exclude = sorted(_SAMPLERS)
+        self._handle = start_spawned(self._cfg)
+        _SAMPLERS.add(self._handle.pid)
+        try:  # a failure, or a Ctrl-C while the sampler loads: it must not track on until we exit
+            if (failure := self._await_started(self._handle.messages())) is not None:
+                raise TrackerError(failure)
+        except BaseException:
+            self._abandon()
+            raise
+        return self
+
+    def _await_started(self, messages: Iterator[Message]) -> str | None:
+        """Until the sampler tracks (then the reader thread takes the messages on); the failure, if any."""
+        for msg in messages:
+            if self._exporter is not None:
+                self._exporter.observe(msg)
+            if isinstance(msg, Started):
+                self.session_id = msg.session_id
+                self._report_blocks(True)
+                self._reader = threading.Thread(
+                    target=self._read, args=(messages,), name="gputop-tracker-events", daemon=True
+                )
+                self._reader.start()
+                return None
+            if isinstance(msg, Failed):
+                return msg.message
+        return "the sampler process exited before it started tracking"
+
+    def _abandon(self) -> None:
+        """start() failed or was interrupted: the sampler stopped (killed if it does not stop within
+        ABANDON_WAIT s) and reaped, this process's blocks back where they were, the FIFO and the exporter closed."""
+        handle = self._handle
+        assert handle is not None
+        self._report_blocks(False)
+        handle.end(STOP_SIGNAL, ABANDON_WAIT)
+        _SAMPLERS.discard(handle.pid)
+        self._close_blocks()
+        self._close_exporter()
+
+    def _read(self, messages: Iterator[Message]) -> None:
+        """The reader thread: streamed events go to the callbacks; the summary is kept for stop()."""
+        try:
+            for msg in messages:
+                if self._exporter is not None:
+                    self._exporter.observe(msg)
+                if isinstance(msg, EventMessage):
+                    self._dispatch(msg.event)
+                elif isinstance(msg, SampleMessage):
+                    self._dispatch_sample(msg.sample)
+                elif isinstance(msg, Summary):
+                    self._usage = msg.usage
+                elif isinstance(msg, Failed):
+                    self._failure = msg
+        except Exception as e:  # a bad line must not kill the program being tracked
+            self._failure = Failed(1, f"cannot read the sampler's messages: {e!r}")
+
+    def _dispatch(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+            callbacks = list(self._callbacks)
+            if event.type == "oom":
+                self.last_oom = event
+                self._oom_seen.notify_all()
+        for callback, types in callbacks:
+            if types is None or event.type in types:
+                try:
+                    callback(event)
+                except BaseException as e:  # a broken callback (sys.exit() too) is the caller's bug: say so, go on
+                    print(f"gputop-tracker: event callback {callback!r} raised {e!r}", file=sys.stderr)
+
+    def _dispatch_sample(self, sample: Sample) -> None:
+        for callback in list(self._sample_callbacks):
+            try:
+                callback(sample)
+            except BaseException as e:
+                print(f"gputop-tracker: sample callback {callback!r} raised {e!r}", file=sys.stderr)
+
+    def stop(self) -> ResourceUsage:
+        if self._handle is None:
+            raise TrackerError("this Tracker was never started")
+        if self._stopped:
+            return self.resource_usage
+        self._report_blocks(False)
+        self._handle.signal(STOP_SIGNAL)
+        if self._reader is not None:
+            # The reader ends when the sampler has sent the summary and exited (end of its pipe): never close the
+            # pipe under it (the summary would be lost on the way). Past `join_timeout` the sampler is stuck: it
+            # is killed, and its session keeps the last checkpoint.
+            self._reader.join(self.join_timeout)
+            if self._reader.is_alive():
+                self._handle.signal(signal.SIGKILL)
+                self._reader.join(READER_DRAIN)
+        self._close_exporter()  # after the reader: it feeds the exporter to its last message
+        self._handle.close()
+        self._handle.wait()
+        _SAMPLERS.discard(self._handle.pid)
+        self._close_blocks()  # the sampler is done with the FIFO
+        if self._failure is not None and self._usage is None:
+            raise TrackerError(self._failure.message)
+        if self._usage is None:
+            if self._handle.exit_status == -signal.SIGKILL:  # by us (a stop() interrupted meanwhile too)
+                raise TrackerError(
+                    "the sampler was killed: it did not finish within join_timeout × n_join_attempts "
+                    f"({self.join_timeout:g} s), or the kernel's OOM killer ended it; its session keeps the figures "
+                    "of its last checkpoint"
+                )
+            if self._handle.lost:
+                raise TrackerError("this program closed the pipe to the sampler (every fd closed?): no summary")
+            raise TrackerError("the sampler process ended without a summary")
+        if self.resource_usage_file is not None:
+            from gputop_tracker.core.store.sessions import write_output
+
+            data = report.to_json(self._usage, self.units).encode()
+            write_output(self.resource_usage_file, data, make_dirs=True)  # as it always did: its directory made
+        self._stopped = True  # only now: a stop() interrupted before (Ctrl-C) is finished by the next
+        return self.resource_usage
+
+    def _report_blocks(self, on: bool) -> None:
+        """Code blocks of this process (and of the children it starts from now on) report to the sampler while
+        tracking (`on`); after, what was there before is back (no-ops, an outer Tracker's or gputop-track's)."""
+        inbox = self._blocks_inbox
+        if inbox is None:
+            return
+        if on:
+            inbox.close_fds()  # the sampler reads it now
+            self._blocks_sink = _hold(inbox.path, self._cfg.probe)
+        elif self._blocks_sink is not None:
+            held, self._blocks_sink = self._blocks_sink, None
+            _release(held)
+
+    def _open_exporter(self) -> None:
+        """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
+        if not self._export.enabled:
+            return
+        from gputop_tracker.core.integrations.exporters import open_exporter
+
+        slurm_job = (self._cfg.slurm or {}).get("job_id") or ""
+        info = SessionInfo(command=command_of(self.process_id), slurm_job_id=slurm_job)
+        try:
+            self._exporter = open_exporter(self._export, info)
+        except ExportError as e:
+            raise TrackerError(str(e)) from None
+        if self._exporter is not None:
+            self._cfg.stream_samples = True
+            self._exporter.start()  # the sampler is spawned, not forked: threads may start first
+
+    def _close_exporter(self) -> None:
+        if self._exporter is not None:
+            self._exporter.close()
+            self._exporter = None
+
+    def _close_blocks(self) -> None:
+        if self._blocks_inbox is not None:
+            self._blocks_inbox.close()
+
+    def __enter__(self) -> Tracker:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        try:  # the program's own exception goes on unchanged: a tracking failure must not replace it
+            self.stop()
+        except TrackerError as e:
+            print(f"gputop-tracker: {e}", file=sys.stderr)
+
+    # ------------------------------------------------------------------ events
+
+    def on_event(self, callback: EventCallback, types: str | Iterable[str] | None = None) -> EventCallback:
+        """Call `callback(event)` for every new event (of `types` only, if given: "warning", "critical", "oom",
+        "gpu_lost", "peak", "process_started", "process_exited", "start", "stop"). Callbacks run on the
+        tracker's reader thread: keep them short. Returns the callback, so it can be used as a decorator."""
+        wanted = frozenset([types] if isinstance(types, str) else types) if types is not None else None
+        with self._lock:
+            self._callbacks.append((callback, wanted))
+        return callback
+
+    def on_sample(self, callback: SampleCallback) -> SampleCallback:
+        """Call `callback(sample)` with every sample (`models.Sample`: the tree's totals, each process, each
+        GPU) as it is taken, on the reader thread. Register before start(): samples are sent to this process
+        only when asked (the notebook's live display uses it)."""
+        if self._handle is not None:
+            raise TrackerError("on_sample() must be called before start()")
+        self._cfg.stream_samples = True
+        self._sample_callbacks.append(callback)
+        return callback
+
+    def events(
+        self, type: str | Iterable[str] | None = None, since: float | None = None, until: float | None = None
+    ) -> list[Event]:
+        """Events so far (all of the session's after stop()), of `type` and between `since` and `until`
+        (epoch seconds, as `Event.time`)."""
+        if self._usage is not None:
+            found = list(self._usage.events)
+        else:
+            with self._lock:
+                found = list(self._events)
+        wanted = {type} if isinstance(type, str) else set(type) if type is not None else None
+        return [
+            e
+            for e in found
+            if (wanted is None or e.type in wanted)
+            and (since is None or e.time >= since)
+            and (until is None or e.time <= until)
+        ]
+
+    def report_oom(self, exc: BaseException | str, timeout: float = 10.0) -> Event | None:
+        """Record an out-of-memory error (an `oom` event) and have the sampler write a dump bundle of its last
+        samples; waits up to `timeout` s for it and returns the event (its `dump` is the bundle's directory)."""
+        if self._handle is None or self._usage is not None:
+            return None
+        message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            before = self.last_oom
+        if not self._handle.request({"cmd": "oom", "message": message[:1000], "pid": os.getpid()}):
+            return None
+        with self._lock:
+            self._oom_seen.wait_for(lambda: self.last_oom is not before, timeout)
+            return self.last_oom if self.last_oom is not before else None
+
+    @contextmanager
+    def capture_oom(self) -> Iterator[None]:
+        """`with tracker.capture_oom(): ...` — an out-of-memory exception (MemoryError, torch.OutOfMemoryError,
+        a CUDA 'out of memory' RuntimeError) raised inside is recorded and dumped, then raised on."""
+        try:
+            yield
+        except BaseException as e:
+            if is_oom_exception(e):
+                self.report_oom(e)
+            raise
+
+    # ------------------------------------------------------------------ results
+
+    @property
+    def resource_usage(self) -> ResourceUsage:
+        """The summary in the units given to the constructor (gpu-tracker's field names)."""
+        if self._usage is None:
+            raise TrackerError("no resource usage yet: call stop() (or leave the with block) first")
+        u = self.units
+        return self._usage.in_units(u.ram or "gigabytes", u.gpu_ram or "gigabytes", u.time or "hours")
+
+    @property
+    def raw_usage(self) -> ResourceUsage:
+        """The summary in bytes and seconds."""
+        if self._usage is None:
+            raise TrackerError("no resource usage yet")
+        return self._usage
+
+    def session(self) -> Session:
+        """The saved session (meta, summary, timeline), read back from the store after stop()."""
+        from gputop_tracker.core.store import sessions as store
+
+        usage = self.raw_usage
+        if not usage.session_path:
+            why = "save=False" if not self._cfg.save else "it could not be saved"
+            raise TrackerError(f"no saved session to read ({why}): the timeline is kept in the saved session")
+        entry = store.load(Path(usage.session_path))
+        if entry.session is None:
+            raise TrackerError(f"cannot read the session {usage.session_path}: {entry.error}")
+        return entry.session
+
+    def timeline(self) -> TimelineColumns:
+        """The samples as columns (`t`, `tree_ram`, `private`, `cpu_percent`, per GPU `gpu_memory_of(i)`,
+        `gpu_util_of(i)` …; `.to_pandas()` with pandas installed). After stop(), from the saved session."""
+        from gputop_tracker.core.report.columns import TimelineColumns
+
+        return TimelineColumns.of_session(self.session())
+
+    def plot(self, size: tuple[int, int] | None = None) -> Any:
+        """The session as a matplotlib Figure (needs matplotlib: `pip install gputop-tracker[plot]`);
+        `size` in pixels. Save it with `fig.savefig("run.png")`."""
+        from gputop_tracker.core.report import plot
+
+        return plot.figure(self.session(), size)
+
+    def to_json(self) -> dict[str, Any]:
+        return report.to_json_dict(self.raw_usage, self.units)
+
+    def __str__(self) -> str:
+        if self._usage is None:
+            return f"Tracker(process_id={self.process_id}, not stopped yet)"
+        return report.to_text(self._usage, self.units)

@@ -1,0 +1,185 @@
+"""`gputop-track advise` (what to ask SLURM for next time) and `gputop-track sessions job JOBID` (every
+session of one job: array tasks or nodes). The figures come from core/report/advise.py and core/report/job_view.py."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from gputop_tracker import console
+from gputop_tracker.cli import formats
+from gputop_tracker.console import Parser, UsageError
+from gputop_tracker.core.model import paths
+from gputop_tracker.core.model.text import command_line, escape_controls
+from gputop_tracker.core.model.units import human_bytes, human_seconds
+from gputop_tracker.core.report.advise import DEFAULT_HEADROOM, advise
+from gputop_tracker.core.report.job_view import belongs, job_view
+from gputop_tracker.core.store import sessions as store
+
+ADVISE_EPILOG = f"""\
+examples:
+  {console.PROG} advise                      from the newest session
+  {console.PROG} advise --job 4242           from every session of SLURM job 4242 (or array 4242)
+  {console.PROG} advise --command train.py --last 10 --headroom 30
+  {console.PROG} advise ID1 ID2 -f json
+
+The request is the largest figure over the sessions (p95 shown when there are 5 or more) plus the
+headroom, rounded up: see README, "Sizing advice". Paste the #SBATCH lines into the job script.
+"""
+
+
+def build_advise_parser() -> Parser:
+    p = Parser(
+        prog=f"{console.PROG} advise",
+        description="What to ask SLURM for next time, from the peaks of one or many saved sessions.",
+        epilog=ADVISE_EPILOG,
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help="sessions (id or its start); default: the newest")
+    p.add_argument("--job", metavar="JOBID", help="every session of this SLURM job (or job array)")
+    p.add_argument("--command", metavar="TEXT", help="only sessions whose command line contains TEXT")
+    p.add_argument("--last", type=int, metavar="N", help="only the newest N of the sessions chosen")
+    p.add_argument(
+        "--headroom",
+        type=float,
+        default=DEFAULT_HEADROOM,
+        metavar="PCT",
+        help=f"added to the peaks of memory and time (default {DEFAULT_HEADROOM:g})",
+    )
+    formats.ADVICE.add_option(p)
+    p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
+    return p
+
+
+def _finished(entries: list[store.Entry]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for e in entries:
+        s = e.session
+        if s is not None and s.summary is not None and not e.running:
+            out.append((e.id, s.summary.model_dump(mode="json")))
+    return out
+
+
+def choose(store_dir: Path, args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """The sessions `advise` reads: the IDs given, else the store's; filtered by --job and --command, then
+    the newest --last N (the newest one when nothing narrows the choice)."""
+    if args.ids:
+        entries = [store.load(store.find(store_dir, i), timeline=False) for i in args.ids]
+    else:
+        entries = store.list_entries(store_dir, timeline=False)  # newest first
+    chosen = _finished(entries)
+    if args.job is not None:
+        chosen = [(sid, u) for sid, u in chosen if belongs(u, args.job)]
+    if args.command is not None:
+        chosen = [(sid, u) for sid, u in chosen if args.command in command_line(u.get("command") or [])]
+    last = args.last if args.last is not None else (None if args.ids or args.job or args.command else 1)
+    return chosen[:last] if last is not None else chosen
+
+
+def advise_main(argv: list[str]) -> int:
+    try:
+        args = build_advise_parser().parse_args(argv)
+        if args.last is not None and args.last < 1:
+            raise UsageError(f"--last needs a positive number, not {args.last}")
+        if not (0 <= args.headroom <= 1000) or math.isnan(args.headroom):
+            raise UsageError(f"--headroom must be between 0 and 1000 (percent), not {args.headroom:g}")
+        chosen = choose(paths.store_dir(args.store), args)
+    except UsageError as e:
+        return console.error(str(e))
+    except LookupError as e:
+        return console.error(str(e.args[0]))
+    if not chosen:
+        return console.error("no finished session matches: nothing to advise from")
+    advice = advise([u for _, u in chosen], args.headroom)
+    advice["sessions"] = [sid for sid, _ in chosen]
+    sys.stdout.write(formats.ADVICE.render(args.format, advice))
+    return 0
+
+
+def advice_text(advice: dict[str, Any]) -> str:
+    """The #SBATCH lines, each with its basis, then the GPU memory needed and the notes."""
+    n = len(advice["sessions"])
+    lines = [f"# from {n} session{'s' if n != 1 else ''} (headroom {advice['headroom_percent']:g} %)"]
+    width = max(len(x) for x in advice["sbatch"])
+    keys = ["mem", "cpus", *(["gpus"] if advice["gpus"] else []), "time"]
+    lines += [f"{line:<{width}}  # {advice['basis'][k]}" for line, k in zip(advice["sbatch"], keys, strict=True)]
+    if advice["gpus"]:
+        lines.append(
+            f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
+        )
+    lines += [f"# note: {n}" for n in advice["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- sessions job
+
+
+def add_job_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    job = sub.add_parser(
+        "job",
+        help="every session of one SLURM job: array tasks or nodes",
+        description="Every session of one SLURM job: the tasks of an array (n, p50, p95, max, failures by exit "
+        "code) or the nodes of a multi-node job (one row per node, totals, the slowest node).",
+        parents=[common],
+    )
+    job.add_argument("job_id", metavar="JOBID", help="the job's id (SLURM_JOB_ID) or the array's (SLURM_ARRAY_JOB_ID)")
+    formats.JOB.add_option(job)
+
+
+def job(store_dir: Path, args: argparse.Namespace) -> int:
+    view = job_view(args.job_id, _finished(store.list_entries(store_dir, timeline=False)))
+    if not view["n"]:
+        raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
+    sys.stdout.write(formats.JOB.render(args.format, view))
+    return 0
+
+
+def _cells(r: dict[str, Any], first: str) -> list[str]:
+    code = r["exit_code"]
+    return [
+        escape_controls(str(r[first] if r[first] is not None else "-")),
+        human_bytes(r["peak_ram_bytes"]),
+        human_bytes(r["peak_gpu_ram_bytes"]),
+        human_seconds(r["wall_s"]),
+        f"{r['cpu_seconds']:.1f}",
+        "" if code is None else str(code),
+    ]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        out.append("  ".join(cells))
+    return out
+
+
+def job_text(view: dict[str, Any]) -> list[str]:
+    kind = view["kind"]
+    first = {"array": "array_task_id", "nodes": "node"}.get(kind, "session_id")
+    head = {"array": "task", "nodes": "node"}.get(kind, "session")
+    n = view["n_nodes"] if kind == "nodes" else view["n"]
+    title = {"array": "array task", "nodes": "node", "single": "session"}[kind] + ("s" if n != 1 else "")
+    lines = [f"SLURM job {escape_controls(view['job_id'])}: {n} {title}"]
+    rows = [[head, "peak RAM", "peak GPU", "wall", "CPU s", "exit"], *(_cells(r, first) for r in view["rows"])]
+    if kind == "nodes":
+        rows.append(_cells({**view["total"], "node": "total", "exit_code": None}, "node"))
+    lines += _table(rows)
+    st = view["stats"]
+    lines.append("")
+    for key, label, fmt in (
+        ("peak_ram_bytes", "peak RAM", human_bytes),
+        ("peak_gpu_ram_bytes", "peak GPU", human_bytes),
+        ("wall_s", "wall", human_seconds),
+        ("cpu_seconds", "CPU s", lambda v: f"{v:.1f}"),
+    ):
+        s = st[key]
+        lines.append(f"{label:<10} p50 {fmt(s['p50'])}, p95 {fmt(s['p95'])}, max {fmt(s['max'])}")
+    if kind == "nodes":
+        lines.append(f"slowest node: {escape_controls(view['slowest_node'])}")
+    fails = view["failures"]
+    lines.append("failures: " + (", ".join(f"{k} × exit {c}" for c, k in fails.items()) if fails else "none"))
+    return lines

@@ -1,0 +1,346 @@
+"""`gputop-track sessions list|show|export|events|compare|delete`: the saved sessions without the TUI."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gputop_tracker import console
+from gputop_tracker.cli import formats
+from gputop_tracker.cli import jobs as jobs_cli
+from gputop_tracker.cli import plot as plot_cli
+from gputop_tracker.console import Parser, UsageError
+from gputop_tracker.core.model import paths
+from gputop_tracker.core.model.models import Session
+from gputop_tracker.core.model.text import command_line, escape_controls
+from gputop_tracker.core.model.units import UnitError, human_bytes, human_seconds
+from gputop_tracker.core.store import sessions as store
+
+SESSIONS_EPILOG = f"""\
+examples:
+  {console.PROG} sessions list                newest first (the command is cut only on a terminal)
+  {console.PROG} sessions list -f json | jq '.[].id'
+  {console.PROG} sessions show 20250102-0930 --ru gigabytes
+  {console.PROG} sessions export ID -f csv -o timeline.csv
+  {console.PROG} sessions events ID -t warning -t critical
+  {console.PROG} sessions job 4242 -f json   every session of SLURM job 4242 (array tasks or nodes)
+  {console.PROG} sessions compare ID_A ID_B     the run and its code blocks side by side
+  {console.PROG} sessions plot ID -o run.html   RAM, CPU and GPUs over time (.png, .svg, .html)
+
+An ID may be given by its start (any prefix that matches one session). Reports, listings and
+exports go to stdout unless -o FILE; errors go to stderr (one line starting `{console.PROG}: error:`).
+
+exit codes:
+  0  done
+  1  a file or stdout could not be written
+  2  bad input (an unknown session, a bad option, an -o FILE that cannot be written)
+"""
+
+STORE_HELP = f"session store (default: ${paths.STORE_ENV} or the user data dir)"
+ID_HELP = "the session's id, or its start if only one session matches (as `sessions list` shows)"
+
+
+def build_sessions_parser() -> Parser:
+    p = Parser(
+        prog=f"{console.PROG} sessions",
+        description="The saved sessions (one JSON file each in the store), without the TUI.",
+        epilog=SESSIONS_EPILOG,
+    )
+    p.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
+    # given before the action (or None) stays
+    common = Parser(add_help=False)
+    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
+    sub = p.add_subparsers(
+        dest="action", required=True, parser_class=Parser, metavar="ACTION", help="one of (`ACTION --help` for more):"
+    )
+    for action in ACTIONS:
+        action.add_parser(sub, common)
+    return p
+
+
+def _add_delete_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    delete = sub.add_parser(
+        "delete",
+        help="delete a session",
+        description="Delete a session's file, its saved output and its OOM dumps (cannot be undone).",
+        parents=[common],
+    )
+    delete.add_argument("id", metavar="ID", help=ID_HELP)
+
+
+def _add_plot_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    plot_cli.add_plot_parser(sub, common, ID_HELP)
+
+
+def _add_list_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    ls = sub.add_parser(
+        "list",
+        help="every saved session, newest first",
+        description="Every saved session, newest first; unreadable files are listed with the reason.",
+        parents=[common],
+    )
+    formats.LISTING.add_option(ls)
+    ls.add_argument("--no-trunc", action="store_true", help="never shorten the command (it is cut only on a terminal)")
+
+
+def _add_show_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    show_parser = sub.add_parser(
+        "show",
+        help="the report of one session",
+        description="The report of one session, as the run printed it (text) or as JSON.",
+        parents=[common],
+    )
+    show_parser.add_argument("id", metavar="ID", help=ID_HELP)
+    formats.REPORT.add_option(show_parser)
+    formats.add_unit_options(show_parser)
+
+
+def _add_export_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    export_parser = sub.add_parser(
+        "export",
+        help="a session as JSON (everything) or CSV (the timeline)",
+        description="A session as JSON (everything saved) or CSV (the sampled timeline, one row per sample).",
+        parents=[common],
+    )
+    export_parser.add_argument("id", metavar="ID", help=ID_HELP)
+    formats.SESSION.add_option(export_parser)
+    export_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+
+
+def _add_events_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    events_parser = sub.add_parser(
+        "events",
+        help="the event timeline of a session (alerts, peaks, processes, OOM)",
+        description="The event timeline of a session: alerts, new peaks, processes started and ended, OOM.",
+        parents=[common],
+    )
+    events_parser.add_argument("id", metavar="ID", help=ID_HELP)
+    formats.EVENTS.add_option(events_parser)
+    events_parser.add_argument(
+        "-t", "--type", action="append", metavar="TYPE", help="only events of TYPE, e.g. warning (repeatable)"
+    )
+    events_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+
+
+def _add_compare_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="two sessions side by side: the run and the same code blocks, with differences",
+        description=(
+            "Two sessions side by side: the run's figures and each code block (`with block()`, `@tracked`) of "
+            "either, with B - A and the change in percent. JSON figures are bytes and seconds."
+        ),
+        parents=[common],
+    )
+    p.add_argument("a", metavar="ID_A", help=ID_HELP)
+    p.add_argument("b", metavar="ID_B", help="the other session (B - A is shown)")
+    formats.COMPARISON.add_option(p)
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    formats.add_unit_options(p, " of the text")
+
+
+def main(argv: list[str]) -> int:
+    """`gputop-track sessions ARGV...`; bad input is one error line and exit 2."""
+    try:
+        return run(build_sessions_parser().parse_args(argv))
+    except UsageError as e:
+        return console.error(str(e))
+
+
+def _open(store_dir: Path, session_id: str) -> Session:
+    entry = store.load(store.find(store_dir, session_id))
+    if entry.session is None:
+        raise LookupError(f"session {entry.id} is unreadable: {entry.error}")
+    return entry.session
+
+
+def run(args: argparse.Namespace) -> int:
+    store_dir = paths.store_dir(args.store)
+    try:
+        code = _dispatch(store_dir, args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
+    except (LookupError, UnitError, store.OutputError) as e:
+        return console.error(str(e.args[0]))
+    except OSError as e:
+        if e.filename is None:  # stdout: a closed pipe (`| head`) or a full disk
+            console.stdout_failed()
+            return console.error(f"cannot write to stdout: {e.strerror}", console.EXIT_FAILURE)
+        return console.error(f"{e.filename}: {e.strerror}", console.EXIT_FAILURE)
+
+
+def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
+    return next(a for a in ACTIONS if a.name == args.action).run(store_dir, args)
+
+
+def list_sessions(store_dir: Path, args: argparse.Namespace) -> int:
+    """Every session, newest first. The command is cut to the terminal's width only on a terminal: piped
+    (`| grep train.py`) every row is whole."""
+    entries = store.list_entries(store_dir, timeline=False)
+    listing = Listing(store_dir, entries, trunc=not args.no_trunc and sys.stdout.isatty())
+    sys.stdout.write(formats.LISTING.render(args.format, listing))
+    return 0
+
+
+def delete(store_dir: Path, args: argparse.Namespace) -> int:
+    path = store.delete(store_dir, args.id)
+    print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
+    return 0
+
+
+def _list_status(e: store.Entry) -> str:
+    if e.session is None:
+        return "unreadable"
+    if e.running:
+        return "running"
+    return "stale" if e.session.meta.status == "running" else e.session.meta.status
+
+
+def listing_item(e: store.Entry) -> dict[str, object]:
+    """One session of `sessions list -f json`: its metadata and headline figures, or why it cannot be read."""
+    item: dict[str, object] = {"id": e.id, "path": str(e.path), "status": _list_status(e), "error": e.error}
+    if e.session is not None:
+        u = e.session.summary
+        item["meta"] = e.session.meta.model_dump(mode="json")
+        item["duration_seconds"] = u.compute_time.time if u else None
+        item["peak_ram_bytes"] = u.max_ram.combined.total_rss if u else None
+        item["peak_gpu_ram_bytes"] = u.max_gpu_ram.combined if u and u.gpus else None
+    return item
+
+
+def _list_row(e: store.Entry) -> list[str]:
+    """The cells of one `sessions list` row: seven, or three (id, UNREADABLE, the reason) for an unreadable file."""
+    sid = escape_controls(e.id)
+    if e.session is None:
+        return [sid, "UNREADABLE", escape_controls(e.error or "")]
+    s = e.session
+    u = s.summary
+    return [
+        sid,
+        _list_status(e),
+        human_seconds(u.compute_time.time) if u else "-",
+        "" if s.meta.exit_code is None else str(s.meta.exit_code),
+        human_bytes(u.max_ram.combined.total_rss) if u else "-",
+        human_bytes(u.max_gpu_ram.combined) if u and u.gpus else "-",
+        command_line(s.meta.command) or "-",
+    ]
+
+
+@dataclass(frozen=True)
+class Listing:
+    store_dir: Path
+    entries: list[store.Entry]
+    trunc: bool  # cut the command to the terminal's width
+
+
+def listing_text(listing: Listing) -> str:
+    """One line per session; control characters escaped: one session, one line."""
+    if not listing.entries:
+        return f"no sessions in {escape_controls(str(listing.store_dir))}\n"
+    rows = [["id", "status", "duration", "exit", "peak RAM", "peak GPU", "command"]]
+    rows += [_list_row(e) for e in listing.entries]
+    full = [r for r in rows if len(r) == 7]
+    widths = [max(len(r[i]) for r in (rows if i < 2 else full)) for i in range(6)]
+    room = max(shutil.get_terminal_size().columns - sum(w + 2 for w in widths), 20) if listing.trunc else 0
+    lines = []
+    for r in rows:
+        if len(r) < 7:  # unreadable: id, UNREADABLE, the reason
+            lines.append(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
+            continue
+        cmd = r[6][: room - 1] + "…" if listing.trunc and len(r[6]) > room else r[6]
+        cells = [
+            r[0].ljust(widths[0]),
+            r[1].ljust(widths[1]),
+            *(c.rjust(w) for c, w in zip(r[2:6], widths[2:6], strict=True)),
+            cmd,
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def show(store_dir: Path, args: argparse.Namespace) -> int:
+    s = _open(store_dir, args.id)
+    if s.summary is None:
+        return console.error(f"session {s.meta.id} has no summary yet")
+    sys.stdout.write(formats.REPORT.render(args.format, s.summary, formats.units_of(args)))
+    sys.stdout.flush()
+    return 0
+
+
+def _write(text: str, output: str | None, done: str) -> int:
+    """To `output` (checked before any work by `store.check_output`; then `done` on stderr) or to stdout.
+    A file that cannot be written is named in one error line: exit 1."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return 0
+    try:
+        store.write_output(Path(output), text.encode())
+    except OSError as e:
+        return console.error(f"cannot write {output}: {e.strerror or e}", console.EXIT_FAILURE)
+    print(done, file=sys.stderr)
+    return 0
+
+
+def export(store_dir: Path, args: argparse.Namespace) -> int:
+    if args.output is not None:
+        store.check_output(args.output)
+    s = _open(store_dir, args.id)
+    text = formats.SESSION.render(args.format, s)
+    return _write(text, args.output, f"exported {s.meta.id} to {args.output}")
+
+
+def events(store_dir: Path, args: argparse.Namespace) -> int:
+    """The event timeline of a session: text (one line each), JSON (a list) or CSV."""
+    from gputop_tracker.core.summary.events import EVENT_TYPES
+
+    for t in args.type or []:
+        if t not in EVENT_TYPES:
+            raise LookupError(f"unknown event type {t!r}: choose from {', '.join(EVENT_TYPES)}")
+    if args.output is not None:
+        store.check_output(args.output)
+    s = _open(store_dir, args.id)
+    found = [e for e in s.events if not args.type or e.type in args.type]
+    text = formats.EVENTS.render(args.format, found) or f"no events in session {s.meta.id}\n"
+    return _write(text, args.output, f"exported {len(found)} events of {s.meta.id} to {args.output}")
+
+
+def compare_sessions(store_dir: Path, args: argparse.Namespace) -> int:
+    """`sessions compare A B`: text or JSON (core/report/compare.py)."""
+    from gputop_tracker.core.report import compare
+
+    units = formats.units_of(args)
+    if args.output is not None:
+        store.check_output(args.output)
+    a, b = _open(store_dir, args.a), _open(store_dir, args.b)
+    text = formats.COMPARISON.render(args.format, compare.compare(a, b), units)
+    return _write(text, args.output, f"compared {a.meta.id} and {b.meta.id} into {args.output}")
+
+
+# --------------------------------------------------------------------------- the actions, in `--help` order
+
+
+@dataclass(frozen=True)
+class Action:
+    """One `sessions ACTION`: its parser and what it does. Adding an action is one entry of ACTIONS."""
+
+    name: str
+    add_parser: Callable[[argparse._SubParsersAction[Parser], Parser], None]
+    run: Callable[[Path, argparse.Namespace], int]
+
+
+ACTIONS = (
+    Action("list", _add_list_parser, list_sessions),
+    Action("show", _add_show_parser, show),
+    Action("export", _add_export_parser, export),
+    Action("events", _add_events_parser, events),
+    Action("job", jobs_cli.add_job_parser, jobs_cli.job),
+    Action("compare", _add_compare_parser, compare_sessions),
+    Action("plot", _add_plot_parser, plot_cli.plot_session),
+    Action("delete", _add_delete_parser, delete),
+)

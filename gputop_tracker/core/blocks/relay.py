@@ -1,0 +1,118 @@
+"""The Engine's side of code blocks: the FIFO's messages into the session's `BlockStats`, with a sample at
+block boundaries.
+
+`BlockRelay(cfg).open()` runs in the sampler before the command starts: in launch mode it makes the FIFO
+(`BlockInbox`) and names it in the environment the command inherits; for the Python API the `Tracker` made
+the FIFO and passed its path (`EngineConfig.blocks_fifo`), and the relay only reads it. `bind()` gives it the
+session's builder and a way to take one sample; `serve()` runs when the FIFO is readable; `finish()` takes
+the last messages and closes (and removes a FIFO of its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.model.config import LAUNCH, EngineConfig
+from gputop_tracker.core.probe.stats import ProbeStats, probe_environment, remove_probe_path
+
+BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at block boundaries
+
+
+class BlockRelay:
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.inbox: BlockInbox | None = None
+        self.owned = False  # our FIFO (removed at the end), or the Tracker's
+        self.builder: Any = None  # SummaryBuilder (not imported: the relay is a leaf)
+        self.sample: Callable[[], object] = lambda: None
+        self.failed: Callable[[Any, Exception], None] = lambda _b, _e: None
+        self.next_boundary = 0.0
+        self.probe = ProbeStats(False)
+        self.probe_path_set = False
+
+    def open(self) -> None:
+        """Before the command starts: where its blocks report (nothing read when there is no FIFO)."""
+        cfg = self.cfg
+        if cfg.blocks_fifo:
+            self.inbox = BlockInbox.attach(cfg.blocks_fifo)
+        elif cfg.mode == LAUNCH:  # --attach: a running process cannot be given the variable
+            self.inbox = BlockInbox.create()
+            self.owned = True
+            if self.inbox is not None:
+                self.inbox.export()
+                self._probe_on()
+        if cfg.blocks_fifo and cfg.probe and self.inbox is not None:  # the Tracker set the probe up itself
+            self.probe = ProbeStats(True)
+
+    def _probe_on(self) -> None:
+        """The probe first on the command's PYTHONPATH (it reports through our FIFO)."""
+        if not self.cfg.probe:
+            self.probe = ProbeStats(False, "turned off (--no-probe, or probe=False)")
+            return
+        why = probe_environment(os.environ)  # type: ignore[arg-type]
+        self.probe = ProbeStats(why is None, why)
+        self.probe_path_set = why is None
+
+    @property
+    def fd(self) -> int:
+        return self.inbox.fd if self.inbox is not None else -1
+
+    def bind(self, builder: Any, sample: Callable[[], object], failed: Callable[[Any, Exception], None]) -> None:
+        self.builder, self.sample, self.failed = builder, sample, failed
+        builder.probe = self.probe
+
+    def _split(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The probe's reports to its stats; the code blocks' messages returned."""
+        if not any(m["k"] in ("x", "r") for m in msgs):
+            return msgs
+        self.probe.feed([m for m in msgs if m["k"] in ("x", "r")])
+        return [m for m in msgs if m["k"] not in ("x", "r")]
+
+    def serve(self) -> None:
+        """The FIFO is readable: its messages into the builder, a sample at the boundaries (so a block shorter
+        than the interval is sampled while it runs), at most one per BOUNDARY_GAP."""
+        if self.inbox is None:
+            return
+        msgs = self._split(self.inbox.read())
+        if self.builder is None or not msgs:
+            return
+        if self.builder.blocks.feed(msgs, self.builder.events, self._boundary_sample):
+            self._boundary_sample()
+
+    def _boundary_sample(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_boundary:
+            return False
+        self.next_boundary = now + BOUNDARY_GAP
+        try:
+            self.sample()
+        except Exception as e:  # as in the loop: a failed sample never costs the run
+            self.failed(self.builder, e)
+        return True
+
+    def finish(self) -> None:
+        """Tracking ends: the last messages (the blocks that ended as the command exited), then close."""
+        if self.inbox is not None and self.builder is not None:
+            with contextlib.suppress(Exception):
+                self.builder.blocks.feed(self._split(self.inbox.read()), self.builder.events, lambda: False)
+        if self.builder is not None:
+            self.builder.blocks.close()
+        self.close()
+
+    def close(self) -> None:
+        inbox, self.inbox = self.inbox, None
+        if inbox is None:
+            return
+        if self.owned:
+            inbox.close()
+            os.environ.pop("GPUTOP_TRACKER_BLOCKS", None)
+            if self.probe_path_set:
+                remove_probe_path(os.environ)  # type: ignore[arg-type]
+                self.probe_path_set = False
+        else:
+            inbox.close_fds()

@@ -1,0 +1,661 @@
+"""GPU access behind one small interface: NVML (nvidia-ml-py) for real GPUs, fakes for tests and demos.
+
+Nothing else in the tool knows which backend it talks to. Every NVML failure degrades to a missing
+field, a GPU marked lost, or a one-line note — never an exception out of `read`.
+
+Cost (measured, bench/bench_nvml.py): the cheap per-device queries (memory, utilization, temperature, power, clocks,
+energy, GPM) run every sample; the running-processes query takes a driver lock (~4.5 ms per GPU), so it
+and the other slow queries (per-process utilization, fan, power limit) run at their own bounded rate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class GpuReading:
+    """One device (a whole GPU or one MIG instance) at one instant. None = not supported / unreadable."""
+
+    index: int
+    uuid: str
+    name: str
+    memory_total: int | None = None
+    memory_used: int | None = None
+    utilization_gpu: float | None = None
+    utilization_memory: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    #: pid as the tracker sees it (host PIDs from NVML mapped through NSpid) -> bytes of GPU memory
+    processes: dict[int, int] = field(default_factory=dict)
+    lost: bool = False
+    pci_bus_id: str | None = None
+    memory_reserved: int | None = None
+    clock_sm_mhz: float | None = None
+    clock_memory_mhz: float | None = None
+    fan_percent: float | None = None
+    energy_mj: int | None = None  # NVML's counter since the driver loaded; differences are what count
+    # GPM (Hopper and newer): how busy the SMs really were; None where the GPU has no GPM
+    sm_activity: float | None = None
+    sm_occupancy: float | None = None
+    tensor_activity: float | None = None
+    dram_bandwidth: float | None = None
+    #: pid -> SM / memory utilization % from nvmlDeviceGetProcessUtilization (new samples only)
+    process_sm_util: dict[int, float] = field(default_factory=dict)
+    process_memory_util: dict[int, float] = field(default_factory=dict)
+    #: pid -> (gpuInstanceId, computeInstanceId) where NVML gives them (MIG)
+    process_instances: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: bytes NVML lists for PIDs that could not be mapped to this PID namespace (containers); None = n/a
+    unattributed_memory: int | None = None
+    mig_parent: int | None = None  # index of the physical GPU this MIG device belongs to
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    vendor: str | None = None  # "nvidia", "amd"; None: simulated or scripted
+    #: other names the GPU goes by in a *_VISIBLE_DEVICES list (AMD: the HIP/ROCr UUID, GPU-<hex>)
+    alt_ids: tuple[str, ...] = ()
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+
+
+def vendor_label(vendor: str | None) -> str:
+    """The vendor as people write it ("AMD"); "" when unknown (simulated GPUs, sessions older than the field)."""
+    return VENDOR_NAMES.get(vendor, vendor.upper()) if vendor else ""
+
+
+#: the reading's own fields a streamed sample carries (`models.GpuSample` adds tree_memory, counted, simulated,
+#: energy_j and tree_sm_util); a test checks this list against the model with extra="forbid"
+SAMPLE_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "memory_total",
+    "memory_used",
+    "utilization_gpu",
+    "utilization_memory",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "lost",
+    "pci_bus_id",
+    "memory_reserved",
+    "clock_sm_mhz",
+    "clock_memory_mhz",
+    "fan_percent",
+    "sm_activity",
+    "sm_occupancy",
+    "tensor_activity",
+    "dram_bandwidth",
+    "unattributed_memory",
+    "mig_parent",
+    "vendor",
+)
+
+
+class GpuBackend:
+    """The interface. `read` is called once per sample with the tracked pids."""
+
+    simulated = False
+    #: "nvidia" or "amd": which *_VISIBLE_DEVICES variables choose the GPUs counted; None for fakes
+    vendor: str | None = None
+    #: one line for the report when GPUs are absent or only partly readable
+    note: str | None = None
+
+    def __init__(self) -> None:
+        #: lines for the report's notes, gathered while running (a set the summary reads at the end)
+        self.problems: set[str] = set()
+
+    def read(self, pids: Sequence[int]) -> list[GpuReading]:
+        return []
+
+    def close(self) -> None:
+        return None
+
+    def found_none(self) -> bool:
+        """True when this backend has no GPU to read (so the next vendor's may be tried)."""
+        return False
+
+
+class NoGpuBackend(GpuBackend):
+    def __init__(self, note: str) -> None:
+        super().__init__()
+        self.note = note
+
+    def found_none(self) -> bool:
+        return True
+
+
+class FakeGpuBackend(GpuBackend):
+    """Scripted GPUs for tests: `script(pids) -> list[GpuReading]`."""
+
+    def __init__(self, script: Callable[[Sequence[int]], list[GpuReading]]) -> None:
+        super().__init__()
+        self._script = script
+
+    def read(self, pids: Sequence[int]) -> list[GpuReading]:
+        return self._script(pids)
+
+
+class SimulatedGpuBackend(GpuBackend):
+    """Clearly labelled simulated GPUs for demos and screenshots on machines without a GPU.
+
+    Deterministic given elapsed time: utilization follows a slow wave, and the main tracked
+    process appears to hold a GPU memory that grows then levels off.
+    """
+
+    simulated = True
+    note = "GPUs are SIMULATED (--simulate-gpus): no figure below comes from real hardware"
+
+    def __init__(self, count: int, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.count = count
+        self._clock = clock
+        self._t0 = clock()
+
+    def read(self, pids: Sequence[int]) -> list[GpuReading]:
+        t = self._clock() - self._t0
+        out = []
+        total = 80 * 1024**3
+        for i in range(self.count):
+            util = 50 + 45 * math.sin(t / 7.0 + i)
+            held = int(min(1.0, t / 20.0) * (6 + 4 * i) * 1024**3)
+            procs = {pids[0]: held} if pids else {}
+            other = 512 * 1024**2
+            power = 90 + 3 * util
+            out.append(
+                GpuReading(
+                    index=i,
+                    uuid=f"GPU-51a1a7ed-0000-4000-8000-{i:012d}",
+                    name="Simulated GPU",
+                    memory_total=total,
+                    memory_used=held + other,
+                    utilization_gpu=round(util, 1),
+                    utilization_memory=round(util * 0.6, 1),
+                    temperature_c=40 + util / 4,
+                    power_w=power,
+                    power_limit_w=700.0,
+                    processes=procs,
+                    pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
+                    clock_sm_mhz=1980.0,
+                    clock_memory_mhz=2619.0,
+                    energy_mj=int(power * t * 1000),
+                    sm_activity=round(util * 0.7, 1),
+                    sm_occupancy=round(util * 0.4, 1),
+                    process_sm_util={pids[0]: round(util * 0.9, 1)} if pids else {},
+                )
+            )
+        return out
+
+
+# The initial PID namespace has this fixed inode (PROC_PID_INIT_INO); any other means a container.
+_INIT_PID_NS = "pid:[4026531836]"
+
+
+def in_pid_namespace() -> bool:
+    try:
+        return os.readlink("/proc/self/ns/pid") != _INIT_PID_NS
+    except OSError:
+        return False
+
+
+def read_nspid(pid: int) -> list[int]:
+    """NSpid of /proc/PID/status: the PID in each namespace from /proc's own down to the process's."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+class PidMapper:
+    """Maps the host PIDs NVML reports to the PIDs the tracker sees.
+
+    Outside a PID namespace they are the same. Inside one (a container), /proc shows the host PID only
+    where it is mounted from an outer namespace (NSpid has more than one level); PIDs that cannot be
+    mapped are returned as unmapped, so their memory is reported as unattributed rather than dropped.
+    """
+
+    def __init__(self, namespaced: bool | None = None, nspid: Callable[[int], list[int]] = read_nspid) -> None:
+        self.namespaced = in_pid_namespace() if namespaced is None else namespaced
+        self._nspid = nspid
+        self._map: dict[int, int] = {}
+        self._known: set[int] = set()
+
+    def update(self, pids: Sequence[int]) -> None:
+        if not self.namespaced:
+            return
+        for pid in pids:
+            if pid in self._known:
+                continue
+            self._known.add(pid)
+            levels = self._nspid(pid)
+            if len(levels) > 1:  # /proc shows outer levels: one of them is the host's PID
+                for x in levels:
+                    self._map[x] = pid
+
+    def __call__(self, host_pid: int) -> int | None:
+        if not self.namespaced:
+            return host_pid
+        return self._map.get(host_pid)
+
+
+@dataclass
+class _Device:
+    handle: Any
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str | None = None
+    memory_total: int | None = None
+    power_limit_w: float | None = None
+    fan_percent: float | None = None
+    mig_parent: int | None = None
+    mig_enabled: bool = False  # a physical GPU in MIG mode: its processes are read on its MIG devices
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    memory_v2: bool = True
+    gpm: bool = False
+    gpm_prev: Any = None
+    last_seen_us: int = 0  # nvmlDeviceGetProcessUtilization's timestamp, kept or values lag
+    lost: bool = False
+    procs: dict[int, int] = field(default_factory=dict)
+    instances: dict[int, tuple[int, int]] = field(default_factory=dict)
+    unattributed: int | None = None
+
+
+class NvmlBackend(GpuBackend):
+    """Real GPUs through nvidia-ml-py. NVML is initialised once and handles are cached."""
+
+    vendor = "nvidia"
+
+    #: the running-processes query takes a driver lock (~4.5 ms per GPU): at most this often ...
+    PROCESS_PERIOD = 1.0
+    #: ... and never more than 1/PROCESS_BUDGET of the time (period = max(PERIOD, cost × BUDGET))
+    PROCESS_BUDGET = 50.0
+
+    def __init__(self, pid_mapper: PidMapper | None = None) -> None:
+        super().__init__()
+        import pynvml
+
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+        self._pids = pid_mapper or PidMapper()
+        self._devices: list[_Device] = []
+        n = pynvml.nvmlDeviceGetCount()
+        migs: list[_Device] = []
+        for i in range(n):
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            except pynvml.NVMLError as e:
+                self.problems.add(f"GPU {i} could not be opened ({_err(e)}); it is not tracked")
+                continue
+            dev = self._open(h, i)
+            self._devices.append(dev)
+            if dev.lost:
+                continue
+            mode = self._get(pynvml.nvmlDeviceGetMigMode, h)
+            if mode is not None and mode[0] == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+                dev.mig_enabled = True
+                count = self._get(pynvml.nvmlDeviceGetMaxMigDeviceCount, h) or 0
+                for k in range(count):
+                    mh = self._get(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
+                    if mh is None:
+                        continue
+                    m = self._open(mh, n + len(migs))
+                    m.mig_parent = i
+                    m.gpu_instance_id = self._get(pynvml.nvmlDeviceGetGpuInstanceId, mh)
+                    m.compute_instance_id = self._get(pynvml.nvmlDeviceGetComputeInstanceId, mh)
+                    m.gpm = False  # GPM of MIG instances needs nvmlGpmMigSampleGet: not read
+                    migs.append(m)
+        self._devices += migs
+        self._procs_due = 0.0
+        self.process_query_s = 0.0  # last cost of the slow queries, all devices (for the benchmark)
+        if not self._devices:
+            self.note = "NVML found no NVIDIA GPU"
+
+    def found_none(self) -> bool:
+        return not self._devices
+
+    def _open(self, h: Any, index: int) -> _Device:
+        nv = self._nvml
+        try:
+            name = self._get(nv.nvmlDeviceGetName, h) or f"GPU {index}"
+            uuid = self._get(nv.nvmlDeviceGetUUID, h) or f"GPU-index-{index}"
+            dev = _Device(handle=h, index=index, uuid=str(uuid), name=str(name))
+            pci = self._get(nv.nvmlDeviceGetPciInfo, h)
+            if pci is not None:
+                bus = pci.busId
+                dev.pci_bus_id = bus.decode() if isinstance(bus, bytes) else str(bus)
+            mem = self._memory(dev)
+            dev.memory_total = int(mem.total) if mem is not None else None
+            dev.gpm = bool(getattr(self._get(nv.nvmlGpmQueryDeviceSupport, h), "isSupportedDevice", 0))
+        except nv.NVMLError_GpuIsLost:
+            dev = _Device(handle=h, index=index, uuid=f"GPU-index-{index}", name=f"GPU {index}", lost=True)
+            self.problems.add(f"GPU {index} was lost before tracking started")
+        return dev
+
+    def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call one NVML query; None when unsupported, not permitted or failing. A lost GPU raises."""
+        nv = self._nvml
+        try:
+            return fn(*args)
+        except nv.NVMLError as e:
+            if isinstance(e, nv.NVMLError_GpuIsLost):
+                raise
+            if isinstance(e, nv.NVMLError_NoPermission):
+                self.problems.add(f"NVML: no permission for {_fn_name(fn)}; that figure is absent")
+            return None
+        except Exception:  # NVMLLibraryMismatchError (unversioned wrappers) is a plain Exception
+            return None
+
+    def _memory(self, dev: _Device) -> Any:
+        nv = self._nvml
+        if dev.memory_v2 and hasattr(nv, "nvmlMemory_v2"):
+            try:
+                return nv.nvmlDeviceGetMemoryInfo(dev.handle, version=nv.nvmlMemory_v2)
+            except nv.NVMLError_GpuIsLost:
+                raise
+            except Exception:  # an older driver without _v2: the v1 struct (no reserved) from now on
+                dev.memory_v2 = False
+        return self._get(nv.nvmlDeviceGetMemoryInfo, dev.handle)
+
+    def read(self, pids: Sequence[int]) -> list[GpuReading]:
+        now = time.monotonic()
+        slow = now >= self._procs_due
+        if slow:
+            self._pids.update(pids)
+        out = []
+        by_index = {d.index: d for d in self._devices}
+        for dev in self._devices:
+            if dev.mig_parent is not None and by_index[dev.mig_parent].lost:
+                dev.lost = True
+            r = GpuReading(
+                index=dev.index,
+                uuid=dev.uuid,
+                name=dev.name,
+                memory_total=dev.memory_total,
+                pci_bus_id=dev.pci_bus_id,
+                mig_parent=dev.mig_parent,
+                gpu_instance_id=dev.gpu_instance_id,
+                compute_instance_id=dev.compute_instance_id,
+                vendor="nvidia",
+            )
+            out.append(r)
+            if dev.lost:
+                r.lost = True
+                continue
+            try:
+                self._read_device(dev, r, slow)
+            except self._nvml.NVMLError_GpuIsLost:
+                dev.lost = r.lost = True
+                self.problems.add(f"GPU {dev.index} ({dev.uuid}) fell off the bus (NVML: GPU is lost)")
+            except Exception as e:  # never let one device stop the tracking of the others
+                self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
+        if slow:
+            cost = time.monotonic() - now
+            self.process_query_s = cost
+            self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
+        return out
+
+    def _read_device(self, dev: _Device, r: GpuReading, slow: bool) -> None:
+        nv = self._nvml
+        h = dev.handle
+        get = self._get
+        mem = self._memory(dev)
+        if mem is not None:
+            r.memory_used = int(mem.used)
+            r.memory_total = dev.memory_total = int(mem.total)
+            reserved = getattr(mem, "reserved", None)
+            r.memory_reserved = int(reserved) if reserved is not None else None
+        util = get(nv.nvmlDeviceGetUtilizationRates, h)
+        if util is not None:
+            r.utilization_gpu = float(util.gpu)
+            r.utilization_memory = float(util.memory)
+        r.temperature_c = _num(get(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU))
+        power = _num(get(nv.nvmlDeviceGetPowerUsage, h))
+        r.power_w = power / 1000.0 if power is not None else None
+        r.clock_sm_mhz = _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM))
+        r.clock_memory_mhz = _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM))
+        energy = get(nv.nvmlDeviceGetTotalEnergyConsumption, h)
+        r.energy_mj = int(energy) if isinstance(energy, int) else None
+        if dev.gpm:
+            self._read_gpm(dev, r)
+        if slow:
+            limit = _num(get(nv.nvmlDeviceGetEnforcedPowerLimit, h))
+            dev.power_limit_w = limit / 1000.0 if limit is not None else None
+            dev.fan_percent = _num(get(nv.nvmlDeviceGetFanSpeed, h))
+            self._read_processes(dev, r)
+        r.power_limit_w = dev.power_limit_w
+        r.fan_percent = dev.fan_percent
+        r.processes = dev.procs
+        r.process_instances = dev.instances
+        r.unattributed_memory = dev.unattributed
+
+    def _read_processes(self, dev: _Device, r: GpuReading) -> None:
+        nv = self._nvml
+        if dev.mig_enabled:  # the parent lists MIG processes without memory: read them on the MIG devices
+            dev.procs, dev.instances, dev.unattributed = {}, {}, None
+            return
+        procs: dict[int, int] = {}
+        instances: dict[int, tuple[int, int]] = {}
+        unattributed = 0
+        unmapped = False
+        for fn in (nv.nvmlDeviceGetComputeRunningProcesses_v3, nv.nvmlDeviceGetGraphicsRunningProcesses_v3):
+            for p in self._get(fn, dev.handle) or ():
+                used = getattr(p, "usedGpuMemory", None)
+                used = int(used) if used else 0  # None: not available (MIG on the parent, WDDM)
+                pid = self._pids(int(p.pid))
+                if pid is None:
+                    unmapped = True
+                    unattributed += used
+                    continue
+                procs[pid] = procs.get(pid, 0) + used
+                gi = getattr(p, "gpuInstanceId", 0xFFFFFFFF)
+                ci = getattr(p, "computeInstanceId", 0xFFFFFFFF)
+                if gi != 0xFFFFFFFF:
+                    instances[pid] = (int(gi), int(ci))
+        dev.procs, dev.instances = procs, instances
+        dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
+        if dev.unattributed:
+            self.problems.add(
+                "the tracker runs in a PID namespace (container) whose /proc does not show the host PIDs "
+                "NVML reports: GPU memory of processes it could not map is reported as unattributed"
+            )
+        if dev.mig_parent is None:
+            self._read_process_util(dev, r)
+
+    def _read_process_util(self, dev: _Device, r: GpuReading) -> None:
+        nv = self._nvml
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(dev.handle, dev.last_seen_us)
+        except nv.NVMLError_GpuIsLost:
+            raise
+        except Exception:  # NOT_FOUND: no new samples since last_seen; NotSupported: none ever
+            return
+        for s in samples:
+            dev.last_seen_us = max(dev.last_seen_us, int(s.timeStamp))
+            pid = self._pids(int(s.pid))
+            if pid is None:
+                continue
+            r.process_sm_util[pid] = max(r.process_sm_util.get(pid, 0.0), float(s.smUtil))
+            r.process_memory_util[pid] = max(r.process_memory_util.get(pid, 0.0), float(s.memUtil))
+
+    def _read_gpm(self, dev: _Device, r: GpuReading) -> None:
+        nv = self._nvml
+        try:
+            sample = nv.nvmlGpmSampleAlloc()
+            nv.nvmlGpmSampleGet(dev.handle, sample)
+        except nv.NVMLError_GpuIsLost:
+            raise
+        except Exception:
+            dev.gpm = False  # GPM advertised but unusable (e.g. no permission): absent from now on
+            return
+        prev, dev.gpm_prev = dev.gpm_prev, sample
+        if prev is None:
+            return
+        try:
+            mg = nv.c_nvmlGpmMetricsGet_t()
+            mg.version = nv.NVML_GPM_METRICS_GET_VERSION
+            mg.sample1 = prev
+            mg.sample2 = sample
+            ids = (
+                nv.NVML_GPM_METRIC_SM_UTIL,
+                nv.NVML_GPM_METRIC_SM_OCCUPANCY,
+                nv.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+                nv.NVML_GPM_METRIC_DRAM_BW_UTIL,
+            )
+            mg.numMetrics = len(ids)
+            for i, mid in enumerate(ids):
+                mg.metrics[i].metricId = mid
+            nv.nvmlGpmMetricsGet(mg)
+            vals = [float(mg.metrics[i].value) if mg.metrics[i].nvmlReturn == 0 else None for i in range(len(ids))]
+            r.sm_activity, r.sm_occupancy, r.tensor_activity, r.dram_bandwidth = vals
+        except nv.NVMLError_GpuIsLost:
+            raise
+        except Exception:
+            pass
+        finally:
+            try:
+                nv.nvmlGpmSampleFree(prev)
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        for dev in self._devices:
+            if dev.gpm_prev is not None:
+                try:
+                    self._nvml.nvmlGpmSampleFree(dev.gpm_prev)
+                except Exception:
+                    pass
+                dev.gpm_prev = None
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", "an NVML query").removeprefix("nvmlDevice")
+
+
+def _err(e: Exception) -> str:
+    return type(e).__name__.removeprefix("NVMLError_")
+
+
+SIMULATE_ENV = "GPUTOP_TRACKER_SIMULATE_GPUS"
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the name pynvml loads on Linux
+
+
+def open_backend(simulate: int = 0) -> GpuBackend:
+    """The backend for this machine: simulated if asked, else NVML, else none with a one-line note."""
+    simulate = simulate or int(os.environ.get(SIMULATE_ENV, "0") or 0)
+    if simulate > 0:
+        return SimulatedGpuBackend(simulate)
+    try:
+        # 0.2 ms without a driver, against ~25 ms to import pynvml: machines without a GPU pay nothing
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return NoGpuBackend(f"no NVIDIA GPU found ({_nvml_reason_by_name('LibraryNotFound', '')})")
+    try:
+        import pynvml
+    except ImportError:
+        return NoGpuBackend("no GPU tracking: nvidia-ml-py is not installed")
+    try:
+        return NvmlBackend()
+    except pynvml.NVMLError as e:
+        return NoGpuBackend(f"no NVIDIA GPU found ({_nvml_reason(e)})")
+    except Exception as e:  # a broken or mismatched library must not stop CPU/RAM tracking
+        return NoGpuBackend(f"no NVIDIA GPU found ({type(e).__name__}: {e})")
+
+
+def _nvml_reason(e: Exception) -> str:
+    return _nvml_reason_by_name(type(e).__name__.removeprefix("NVMLError_"), str(e))
+
+
+def _nvml_reason_by_name(name: str, message: str) -> str:
+    reasons = {
+        "LibraryNotFound": "NVIDIA driver library libnvidia-ml.so.1 not found",
+        "DriverNotLoaded": "NVIDIA driver not loaded",
+        "NoPermission": "no permission to use NVML",
+    }
+    return reasons.get(name, f"NVML: {message}")
+
+
+def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+    """UUIDs chosen by a CUDA_VISIBLE_DEVICES-style list: indices, full or short UUIDs, MIG UUIDs.
+
+    Returns (uuids, problems). NVML orders GPUs by PCI bus, not as CUDA does, so indices are taken as
+    NVML indices of physical GPUs (MIG devices are chosen by UUID only); everything is resolved to a UUID.
+    A layered spec (`ROCR_VISIBLE_DEVICES=0,2; HIP_VISIBLE_DEVICES=1`, see gpuselect) applies each list to
+    what the one before it left, as ROCr and HIP do: an index is a position in that list.
+    """
+    if "=" in spec:
+        return _resolve_layers(readings, spec)
+    picked, problems = _pick(spec, readings, by_position=False)
+    return {r.uuid for r in picked}, problems
+
+
+def _pick(value: str, pool: Sequence[GpuReading], *, by_position: bool) -> tuple[list[GpuReading], list[str]]:
+    """The GPUs of `pool` a comma-separated list names, in the list's order, and the items that name none or
+    several. An index is a position in `pool` (by_position) or an NVML index of a physical GPU; other items are
+    full or short UUIDs. A negative index ends the list, as in CUDA."""
+    picked: list[GpuReading] = []
+    problems: list[str] = []
+    for raw in value.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if item.lstrip("-").isdigit():
+            idx = int(item)
+            if idx < 0:
+                break  # CUDA stops at the first invalid index
+            if by_position:
+                found = [pool[idx]] if idx < len(pool) else []
+            else:
+                found = [r for r in pool if r.index == idx and r.mig_parent is None]
+        else:
+            uuids = set(_match_id(pool, item))
+            found = [r for r in pool if r.uuid in uuids]
+        if len(found) == 1:
+            if found[0] not in picked:
+                picked.append(found[0])
+        else:
+            problems.append(f"{item!r} matches {'no' if not found else 'more than one'} GPU")
+    return picked, problems
+
+
+def _match_id(readings: Sequence[GpuReading], item: str) -> list[str]:
+    """UUIDs of the readings a full or short UUID (or an alternative id, AMD's GPU-<hex>) names."""
+    key = item.lower()
+
+    def ids(r: GpuReading) -> list[str]:
+        return [x.lower() for x in (r.uuid, *r.alt_ids)]
+
+    match = [r.uuid for r in readings if any(x == key or x.startswith(key) for x in ids(r))]
+    if not match and not key.startswith(("gpu-", "mig-")):
+        match = [r.uuid for r in readings if any(x.startswith("gpu-" + key) for x in ids(r))]
+    return match
+
+
+def _resolve_layers(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+    pool = sorted((r for r in readings if r.mig_parent is None), key=lambda r: r.index)
+    problems: list[str] = []
+    for layer in spec.split(";"):
+        name, _, value = layer.strip().partition("=")
+        pool, missed = _pick(value, pool, by_position=True)
+        problems += [f"{name}: {p}" for p in missed]
+    return {r.uuid for r in pool}, problems

@@ -1,0 +1,115 @@
+"""Checks of user input shared by the CLI and the API: numbers (finite, in range) and a PID to attach to.
+
+Each raises ValueError with a message naming the argument as the caller spells it (`--interval` on the
+command line, `sleep_time` in the API); the CLI turns it into one line on stderr and exit 2.
+Light on purpose: the CLI imports it before it forks the sampler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from gputop_tracker.core.model.config import MIN_INTERVAL
+
+MAX_INTERVAL = 3600.0  # seconds between samples
+MAX_WINDOW = 86400.0  # seconds of samples the OOM flight recorder keeps
+MAX_SIMULATED_GPUS = 64
+MAX_DUMP_MB = 1e9
+GPU_BACKENDS = ("auto", "nvidia", "amd", "none")  # --gpu-backend / Tracker(gpu_backend=)
+
+# How each caller spells the options tracking_options checks: flags on the command line, keyword
+# arguments of `Tracker` (the API keeps gpu-tracker's `sleep_time`).
+CLI_NAMES = {
+    "interval": "--interval",
+    "n_expected_cores": "--n-expected-cores",
+    "simulate_gpus": "--simulate-gpus",
+    "warn_at": "--warn-at",
+    "critical_at": "--critical-at",
+    "flight_seconds": "--oom-window",
+    "oom_dumps": "--oom-dumps",
+    "oom_dump_mb": "--oom-dump-mb",
+}
+API_NAMES = {key: key for key in CLI_NAMES} | {"interval": "sleep_time"}
+
+
+def tracking_options(
+    names: Mapping[str, str],
+    *,
+    interval: object,
+    n_expected_cores: object,
+    simulate_gpus: object,
+    warn_at: object,
+    critical_at: object,
+    flight_seconds: object,
+    oom_dumps: object,
+    oom_dump_mb: object,
+) -> None:
+    """The options the CLI and the API share, each finite and in range, the alert levels in order;
+    ValueError naming the option as `names` spells it (CLI_NAMES or API_NAMES)."""
+    number(names["interval"], interval, MIN_INTERVAL, MAX_INTERVAL)
+    if n_expected_cores is not None:
+        integer(names["n_expected_cores"], n_expected_cores, 1)
+    integer(names["simulate_gpus"], simulate_gpus, 0, MAX_SIMULATED_GPUS)
+    warn = number(names["warn_at"], warn_at, 0, 100, above=True)
+    critical = number(names["critical_at"], critical_at, 0, 100, above=True)
+    number(names["flight_seconds"], flight_seconds, 0, MAX_WINDOW)
+    integer(names["oom_dumps"], oom_dumps, 0)
+    number(names["oom_dump_mb"], oom_dump_mb, 0, MAX_DUMP_MB, above=True)
+    if warn >= critical:
+        raise ValueError(f"{names['warn_at']} ({warn:g}) must be below {names['critical_at']} ({critical:g})")
+
+
+def number(name: str, value: object, low: float, high: float, *, above: bool = False) -> float:
+    """A finite real number with low <= value <= high (low < value with `above`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, not {value!r}")
+    bound = f"more than {low:g}" if above else f"at least {low:g}"
+    if not math.isfinite(value) or value < low or (above and value == low) or value > high:
+        raise ValueError(f"{name} must be a finite number {bound} and at most {high:g}, not {value!r}")
+    return float(value)
+
+
+def integer(name: str, value: object, low: int, high: int | None = None) -> int:
+    """An int (not a bool) with low <= value (<= high)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    if value < low or (high is not None and value > high):
+        most = f" and at most {high}" if high is not None else ""
+        raise ValueError(f"{name} must be at least {low}{most}, not {value}")
+    return value
+
+
+def choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """One of `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (kthreadd, kworkers)
+
+
+def check_pid(pid: object) -> int:
+    """A PID that names a live (not zombie) process we can read; ValueError otherwise."""
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise ValueError(f"a PID must be a whole number, not {pid!r}")
+    if pid <= 0:
+        raise ValueError(f"a PID must be positive, not {pid}")
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            head, tail = f.read().rsplit(b")", 1)
+        fields = tail.split()
+        state, flags = fields[0], int(fields[6])
+    except FileNotFoundError:
+        raise ValueError(f"no process with PID {pid}") from None
+    except OSError as e:
+        raise ValueError(f"cannot read process {pid}: {e.strerror}") from None
+    except (IndexError, ValueError):
+        raise ValueError(f"cannot read process {pid}: unexpected /proc/{pid}/stat") from None
+    if state == b"Z":
+        raise ValueError(f"process {pid} has already exited (zombie)")
+    if flags & PF_KTHREAD:
+        name = head.split(b"(", 1)[-1].decode(errors="replace")
+        raise ValueError(f"process {pid} ({name}) is a kernel thread: it has no memory or CPU time of a program")
+    return pid

@@ -1,0 +1,1 @@
+"""The in-process probe, sampler side: its exit reports (stats) and what they change in the report (summary)."""

@@ -1,0 +1,180 @@
+"""What the probe's exit reports change in the report: exact per-process peaks, rows for processes no sample saw,
+the tree's upper bound, GPU allocator peaks, and the `probe` section (on or off, who reported, who could not).
+
+The upper bound (Σ of per-process peaks) must never be below the truth. Each process's VmHWM counts shared
+pages in full, so the Σ over every process of the tree of a figure at least its own peak is an upper bound —
+provided no process is missing. A process can be missing only if someone reaped it without our knowing: so the
+bound is given only when every process that reaped children told us each one (its probe's reap list, checked
+against the kernel's child-fault counter), or is known to have reaped none (its zombie's counter, read by us).
+Plain functions on the builder (duck-typed: this module is imported by the summary).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputop_tracker.core.probe.stats import LABEL, Exit, ProbeStats, python_without_probe
+from gputop_tracker.core.summary.peaks import PAGE_SLACK, Peak
+
+ALLOC_SOURCE = "exact (the allocator's own peak, read in-process at exit)"
+ALLOC_AT_EXIT = "lower bound (CuPy's pool keeps no peak: its size at exit)"
+DESC_ALLOC_SOURCE = (
+    "upper bound (Σ over descendants of each one's allocator peak on that device; they may not have peaked "
+    "together); exact when one process"
+)
+
+
+def probe_of(b: Any) -> ProbeStats | None:
+    probe = getattr(b, "probe", None)
+    return probe if isinstance(probe, ProbeStats) and probe.enabled else None
+
+
+def probe_peak(b: Any, p: Any) -> Peak | None:
+    """The process's own VmHWM at its exit, when it reported and nothing says an earlier image held more."""
+    probe = probe_of(b)
+    ex = probe.exits.get(p.pid) if probe is not None else None
+    if ex is None or p.hwm_at_attach is not None or p.peak_before_attach is not None:
+        return None
+    # VmHWM is per image: a figure above it (a sample, or ru_maxrss, which covers every image and the waited
+    # children) is from an image exec replaced, or from a child: then the rules of the other readings apply
+    if p.peak_rss > ex.hwm + PAGE_SLACK:
+        return None
+    own_rusage = p.reaped and p.waited_for_children is False and not _polluted(b, p.pid, p)
+    if own_rusage and (p.rusage_maxrss or 0) > ex.hwm + PAGE_SLACK:
+        return None  # its own peak over every image (it waited for no child): the ru_maxrss rule
+    return Peak(max(ex.hwm, p.peak_rss), True, "probe", LABEL)
+
+
+def add_unseen(b: Any, new_process: Any) -> None:
+    """A row for each process that reported but no sample saw (and we did not reap)."""
+    probe = probe_of(b)
+    if probe is None:
+        return
+    for pid, ex in probe.exits.items():
+        if pid not in b.procs:
+            p = b.procs[pid] = new_process(pid, ex.ppid, ex.name, ex.t)
+            p.peak_rss = ex.hwm
+            p.peak_source = LABEL
+            if pid == b.main_pid:
+                p.role = "main"
+            b.events.add("process_started", ex.t, f"process {pid} ({ex.name}) started", pid=pid, name=ex.name)
+
+
+def _reaps_known(b: Any, pid: int, p: Any, ex: Exit | None) -> bool:
+    """Every child `pid` reaped is known to us."""
+    if ex is not None:
+        if ex.reap_faults < 0 or ex.child_faults != ex.reap_faults + ex.child_faults0:
+            return False
+        attached_main = pid == b.main_pid and b.mode == "attach"
+        return ex.child_faults0 == 0 or attached_main  # before a Tracker's start: not this run's
+    if p is None:
+        return False  # reaped by a process of the tree, did not report: whether it reaped any is unknown
+    if p.reaped:
+        return p.waited_for_children is False
+    return not p.waited and not p.exit_reported  # alive at the end, never seen reaping
+
+
+def upper_bound(b: Any, peaks: dict[int, Peak]) -> tuple[int | None, str]:
+    """(Σ of a figure at least each process's own peak, or None; why not)."""
+    probe = probe_of(b)
+    assert probe is not None
+    total = 0
+    pids = set(peaks) | set(probe.reaped_by)
+    for pid in sorted(pids):
+        p = b.procs.get(pid)
+        pk = peaks.get(pid)
+        term = _upper_term(b, probe, pid, p, pk)
+        if term is None:
+            name = p.name if p is not None else "?"
+            return None, f"the peak of PID {pid} ({name}) is a lower bound (it reported no exit, nor was it reaped)"
+        if not _reaps_known(b, pid, p, probe.exits.get(pid)):
+            name = p.name if p is not None else probe.exits[pid].name if pid in probe.exits else "?"
+            return None, f"PID {pid} ({name}) may have reaped children no one reported"
+        total += term
+    return total or None, ""
+
+
+def _upper_term(b: Any, probe: ProbeStats, pid: int, p: Any, pk: Peak | None) -> int | None:
+    """A figure at least the process's own peak (its exact peak, or a ru_maxrss: own and waited children)."""
+    values = [pk.value] if pk is not None else [0]
+    if pk is not None and pk.exact:
+        return pk.value
+    if p is not None and p.reaped and p.rusage_maxrss is not None and not _polluted(b, pid, p):
+        return max(*values, p.rusage_maxrss)
+    if pid in probe.reaped_by:
+        return max(*values, probe.reaped_by[pid][1])
+    return None
+
+
+def _polluted(b: Any, pid: int, p: Any) -> bool:
+    """Main's ru_maxrss at most our own fork copy: says nothing of the command."""
+    return bool(pid == b.main_pid and (p.rusage_maxrss or 0) <= b.spawner_hwm)
+
+
+def allocator_rows(b: Any, pid: int) -> list[dict[str, Any]]:
+    probe = probe_of(b)
+    ex = probe.exits.get(pid) if probe is not None else None
+    return [dict(a) for a in ex.allocators] if ex is not None else []
+
+
+def allocator_summary(b: Any) -> dict[str, Any] | None:
+    """max_gpu_ram.allocator: main's allocator peaks per device, and the descendants' (Σ per device)."""
+    probe = probe_of(b)
+    if probe is None or not any(ex.allocators for ex in probe.exits.values()):
+        return None
+    main: list[dict[str, Any]] = []
+    desc: dict[tuple[str, str], dict[str, Any]] = {}
+    for pid, ex in probe.exits.items():
+        for a in ex.allocators:
+            if pid == b.main_pid:
+                main.append({**a, "processes": 1})
+                continue
+            acc = desc.setdefault((a["framework"], a["device"]), {**a, "peak_allocated": 0, "processes": 0})
+            acc["processes"] += 1
+            acc["at_exit"] = acc["at_exit"] or a["at_exit"]
+            for k in ("peak_allocated", "peak_reserved"):
+                if a[k] is not None:
+                    acc[k] = (acc[k] or 0) + a[k] if acc["processes"] > 1 else a[k]
+    return {
+        "main": main,
+        "descendants": list(desc.values()),
+        "sources": {"main": ALLOC_SOURCE, "descendants": DESC_ALLOC_SOURCE, "at_exit": ALLOC_AT_EXIT},
+    }
+
+
+def probe_section(b: Any) -> dict[str, Any]:
+    """Whether the probe was on, which processes reported, and the Python processes that could not run it."""
+    probe = getattr(b, "probe", None)
+    if not isinstance(probe, ProbeStats):
+        return {"enabled": False, "reported": [], "without_probe": [], "note": "not used (attached, or an old run)"}
+    without = []
+    for pid, p in sorted(b.procs.items()) if probe.enabled else ():
+        why = python_without_probe(p.name, p.cmdline) if pid not in probe.exits else None
+        if why is not None:
+            without.append({"pid": pid, "name": p.name, "reason": why})
+    listed = {w["pid"] for w in without}
+    unreported = [
+        pid
+        for pid, p in sorted(b.procs.items())
+        if probe.enabled
+        and pid not in probe.exits
+        and pid not in listed
+        and p.name.startswith("python")
+        and not (pid == b.main_pid and b.mode == "attach")  # a Tracker's own process: alive when it stops
+    ]
+    return {
+        "enabled": probe.enabled,
+        "reported": sorted(probe.exits),
+        "without_probe": without,
+        "python_unreported": unreported,
+        "note": probe.note,
+    }
+
+
+def probe_notes(section: dict[str, Any]) -> list[str]:
+    out = []
+    for w in section["without_probe"][:5]:
+        out.append(f"PID {w['pid']} ({w['name']}) ran Python in {w['reason']}: no probe, its peak keeps its label")
+    if section.get("note"):
+        out.append(f"probe off: {section['note']}")
+    return out

@@ -1,0 +1,182 @@
+"""What to ask the scheduler for next time: `#SBATCH` lines from the peaks of one or many sessions.
+
+Pure functions on report dicts (`ResourceUsage.model_dump()` or `SummaryBuilder.summary()`), no I/O.
+
+The formula (README, "Sizing advice"): for each resource the basis is the largest value over the sessions
+(with the 95th percentile shown beside it when there are at least 5), then
+  --mem            = peak combined RAM × (1 + headroom), rounded up: 256 MiB steps below 1 GiB, whole GiB up to
+                     64 GiB, 4 GiB steps above
+  --cpus-per-task  = ceil(CPU-seconds / wall time), the cores kept busy on average (at least 1; no headroom)
+  --gres=gpu:N     = the most GPUs the tree held memory on; the GPU memory needed = peak tree GPU memory ×
+                     (1 + headroom), with a MIG slice named when one would hold it
+  --time           = longest wall time × (1 + headroom), rounded up: 5 min steps below 1 h, 30 min below 24 h,
+                     whole hours above (at least 5 min)
+A session that the kernel OOM-killed, or whose peak reached 95 % of the memory limit it ran under (the smaller of
+--mem and the cgroup's own limit), needed at least that much: its peak is only a floor, so --mem is then at
+least that limit × (1 + headroom), with a note naming those sessions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_HEADROOM = 20.0  # percent
+GIB = 2**30
+MIB = 2**20
+# MIG profiles of an 80 GB A100/H100: (name, memory); the smallest that holds the need is suggested
+MIG_SLICES = (("1g.10gb", 10 * 10**9), ("2g.20gb", 20 * 10**9), ("3g.40gb", 40 * 10**9))
+
+
+def round_mem(need: float) -> int:
+    """Bytes rounded up to a size one types in --mem: 256 MiB steps below 1 GiB, GiB to 64 GiB, then 4 GiB."""
+    step = 256 * MIB if need <= GIB else GIB if need <= 64 * GIB else 4 * GIB
+    return max(step, math.ceil(need / step) * step)
+
+
+def slurm_mem(n: int) -> str:
+    """Bytes as sbatch --mem writes them: '768M', '5G' (binary, as SLURM reads them)."""
+    return f"{n // GIB}G" if n % GIB == 0 else f"{math.ceil(n / MIB)}M"
+
+
+def round_time(need: float) -> int:
+    """Seconds rounded up: 5 min steps below 1 h, 30 min below 24 h, whole hours above; at least 5 min."""
+    step = 300 if need < 3600 else 1800 if need < 86400 else 3600
+    return max(300, math.ceil(need / step) * step)
+
+
+def slurm_time(s: int) -> str:
+    """Seconds as sbatch --time writes them: HH:MM:SS, or D-HH:MM:SS from a day on."""
+    days, rest = divmod(int(s), 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{days}-{h:02d}:{m:02d}:{sec:02d}" if days else f"{h:02d}:{m:02d}:{sec:02d}"
+
+
+def cores_used(cpu_seconds: float, wall: float) -> int:
+    """The cores kept busy on average, rounded up (3.02 counts as 3: a tenth of a core is noise)."""
+    return max(1, math.ceil(round(cpu_seconds / max(wall, 1e-9), 1)))
+
+
+def mig_hint(gpu_memory: float) -> str | None:
+    for name, size in MIG_SLICES:
+        if gpu_memory <= size:
+            return f"a MIG slice would do ({name}: {size / 1e9:.0f} GB)"
+    return None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    xs = sorted(values)
+    if not xs:
+        return 0.0
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+# --------------------------------------------------------------------------- from sessions
+
+
+def _figures(u: dict[str, Any]) -> dict[str, float]:
+    wall = float(u["compute_time"]["time"])
+    counted = [g for g in u.get("gpus") or [] if g.get("counted", True)]
+    return {
+        "mem": float(u["max_ram"]["combined"]["total_rss"]),
+        "cores": float(u["cpu_time"]["total"]) / max(wall, 1e-9),
+        "gpus": float(sum(1 for g in counted if (g.get("tree_peak_memory") or 0) > 0)),
+        "gpu_mem": float(u["max_gpu_ram"]["combined"]),
+        "wall": wall,
+    }
+
+
+LIMIT_REACHED = 0.95  # a peak at this fraction of the memory limit may have been held down by it
+
+
+def memory_limit(requested: dict[str, Any]) -> tuple[int | None, str | None]:
+    """What memory is a fraction of, and which: the request (--mem) or the job cgroup's limit, the smaller
+    when both are known (the kernel enforces the cgroup's, whatever was asked)."""
+    mem, cg = requested.get("mem_bytes"), requested.get("cgroup_mem_bytes")
+    if cg and (not mem or cg < mem):
+        return cg, "cgroup"
+    return (mem, "request") if mem else (None, None)
+
+
+def session_limit(u: dict[str, Any]) -> float | None:
+    """The memory limit the session ran under (`memory_limit` of its job's request), None without a job."""
+    limit, _ = memory_limit((u.get("slurm") or {}).get("requested") or {})
+    return float(limit) if limit else None
+
+
+def held_down(u: dict[str, Any]) -> bool:
+    """Whether the session's peak RAM is only a floor of its need: OOM-killed, or peaked at the limit."""
+    if any(e.get("type") == "oom" and e.get("source") == "kernel" for e in u.get("events") or []):
+        return True  # the kernel's OOM killer; not a CUDA "out of memory" seen in the output (GPU memory)
+    limit = session_limit(u)
+    return limit is not None and float(u["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
+
+
+def _basis(values: list[float], what: str, fmt: Any) -> str:
+    text = f"max {what} {fmt(max(values))} over {len(values)} session{'s' if len(values) != 1 else ''}"
+    if len(values) >= 5:
+        text += f" (p95 {fmt(percentile(values, 95))})"
+    return text
+
+
+def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM) -> dict[str, Any]:
+    """The request to use next time, from report dicts in bytes and seconds (see the module's formula)."""
+    from gputop_tracker.core.model.units import human_bytes, human_seconds
+
+    if not usages:
+        raise ValueError("no sessions to advise from")
+    figs = [_figures(u) for u in usages]
+    factor = 1.0 + headroom / 100.0
+    col = {k: [f[k] for f in figs] for k in figs[0]}
+    mem = round_mem(max(col["mem"]) * factor)
+    cpus = max(cores_used(f["cores"], 1.0) for f in figs)
+    gpus = int(max(col["gpus"]))
+    gpu_mem = math.ceil(max(col["gpu_mem"]) * factor) if gpus else 0
+    time_s = round_time(max(col["wall"]) * factor)
+    basis = {
+        "mem": _basis(col["mem"], "peak RAM", human_bytes) + f", +{headroom:g} % headroom",
+        "cpus": _basis(col["cores"], "cores busy on average", lambda v: f"{v:.2f}"),
+        "gpus": _basis(col["gpus"], "GPUs used", lambda v: f"{v:.0f}"),
+        "gpu_memory": _basis(col["gpu_mem"], "GPU memory", human_bytes) + f", +{headroom:g} % headroom",
+        "time": _basis(col["wall"], "wall time", human_seconds) + f", +{headroom:g} % headroom",
+    }
+    lines = [
+        f"#SBATCH --mem={slurm_mem(mem)}",
+        f"#SBATCH --cpus-per-task={cpus}",
+        *([f"#SBATCH --gres=gpu:{gpus}"] if gpus else []),
+        f"#SBATCH --time={slurm_time(time_s)}",
+    ]
+    notes = []
+    if held := [u for u in usages if held_down(u)]:
+        limits = [lim for u in held if (lim := session_limit(u)) is not None]
+        if limits:
+            mem = max(mem, round_mem(max(limits) * factor))
+            lines[0] = f"#SBATCH --mem={slurm_mem(mem)}"
+            basis["mem"] += f"; at least the limit {human_bytes(max(limits))} reached, +{headroom:g} % headroom"
+        notes.append(
+            f"{len(held)} of {len(usages)} session{'s' if len(usages) != 1 else ''} hit the memory limit or "
+            "were OOM-killed: their peak is a floor of what they needed, not their need"
+            + (f"; --mem is at least their limit {human_bytes(max(limits))} + headroom" if limits else "")
+        )
+    if gpus == 1 and (hint := mig_hint(gpu_mem)):
+        notes.append(f"GPU memory needed {human_bytes(gpu_mem)}: {hint}")
+    if not gpus:
+        notes.append("no session used a GPU: request none")
+    return {
+        "mem_bytes": mem,
+        "cpus": cpus,
+        "gpus": gpus,
+        "gpu_memory_bytes": gpu_mem,
+        "time_s": time_s,
+        "headroom_percent": headroom,
+        "n_sessions": len(usages),
+        "basis": basis,
+        "sbatch": lines,
+        "notes": notes,
+    }

@@ -1,0 +1,345 @@
+"""Saved sessions: one JSON file per session, written atomically (temp file + rename), no shared index.
+
+Fifty runs into one store at once never touch the same file, so nothing needs a lock. Readers validate
+with `models.Session` and list unreadable files with the reason instead of failing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import socket
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputop_tracker.core.model import paths
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.model.models import Session
+
+SUFFIX = ".json"
+# save_session writes the timeline last; a reader that needs only meta and summary stops parsing here.
+_TIMELINE_KEY = b',"timeline":'
+_HEAD_CHUNK = 64 * 1024
+
+
+def new_session_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
+    host = "".join(c for c in socket.gethostname().split(".")[0] if c.isalnum() or c == "-")[:24] or "host"
+    return f"{stamp}-{host}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def write_atomic(
+    path: Path, data: bytes, mode: int | None = None, *, durable: bool = True, make_dirs: bool = True
+) -> None:
+    """Write `path` whole or not at all: a temporary file beside it, renamed over it. The file gets `mode`
+    (else mkstemp's 0600). `durable=False` skips the fsync (a checkpoint the final save will supersede).
+    `make_dirs`: its directory is made when missing (the store's; never a directory the user named)."""
+    if make_dirs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (os.umask would, for a moment, for every thread)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+class OutputError(ValueError):
+    """An `-o FILE` that cannot be written: the CLI says so in one line and exits 2 before any work."""
+
+
+def check_output(name: str) -> None:
+    """The one rule for every `-o FILE` (the report, `sessions export`, `sessions events`): refuse, before any
+    work, what a shell's `> FILE` would refuse. A regular file must be writable by us (`os.access`, so root
+    may overwrite a 0444 file as its shell would); a new one needs an existing, writable directory (no
+    directory is created); a FIFO, a device or /dev/stdout must be writable and is written in place."""
+    if not name:
+        raise OutputError("cannot write '': no such file or directory")
+    if name.endswith(os.sep):  # Path() drops the slash: FILE.png/ would become FILE.png, as no shell does
+        raise OutputError(f"cannot write {name}: a file name cannot end in {os.sep}")
+    out = Path(name)
+    try:
+        st: os.stat_result | None = os.stat(out)
+    except FileNotFoundError:
+        st = None  # new, or a dangling symlink: its target is created
+    except OSError as e:
+        raise OutputError(f"cannot write {name}: {e.strerror}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"cannot write {name}: is a directory")
+        if not os.access(out, os.W_OK):
+            raise OutputError(f"cannot write {name}: permission denied")
+        if stat.S_ISREG(st.st_mode):
+            parent = Path(os.path.realpath(out)).parent  # replaced by a rename inside its directory
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+        return
+    parent = Path(os.path.realpath(out)).parent
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {name}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+
+
+def check_store(store: Path) -> None:
+    """The store can take a session: a writable directory, or one that `mkdir -p` can make (its nearest
+    existing ancestor is a writable directory). OutputError otherwise."""
+    probe = Path(store).absolute()  # not abspath: "link/.." is the kernel's to resolve, through the link
+    while not os.path.lexists(probe) and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"the session cannot be saved in {store}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise OutputError(f"the session cannot be saved in {store}: {probe} is not writable")
+
+
+def write_output(path: Path, data: bytes, *, make_dirs: bool = False) -> None:
+    """Write a file the user named (`-o FILE`) as a shell's `>` would leave it, but atomically where it can.
+
+    A FIFO, a device or anything else that is not a regular file (also through a symlink: /dev/stdout) is
+    opened and written in place, never replaced. A regular file is replaced atomically, through its
+    symlinks (the link stays a link), keeping its permissions. A new file gets 0666 less the umask.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    target = Path(os.path.realpath(path))  # a (dangling) symlink: write its target
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    # as `>`: a missing directory (removed during the run) is an error, unless the caller asks for it
+    write_atomic(target, data, mode, make_dirs=make_dirs)
+
+
+def save_session(store: Path, session: dict[str, Any], *, durable: bool = True) -> Path:
+    path = paths.session_file(store, session["meta"]["id"])
+    write_atomic(path, json.dumps(session, separators=(",", ":")).encode(), durable=durable)
+    return path
+
+
+@dataclass
+class Entry:
+    """One file of the store: a readable session, or the reason it is not."""
+
+    id: str
+    path: Path
+    session: Session | None
+    error: str | None = None
+    partial: bool = False
+    """True when loaded without its timeline (`load(..., timeline=False)`): load it again in full to chart it."""
+
+    @property
+    def running(self) -> bool:
+        """Still being written by a live gputop-track (its sampler's pid is alive on this host)."""
+        if self.session is None or self.session.meta.status != "running":
+            return False
+        meta = self.session.meta
+        if meta.host != socket.gethostname() or not meta.engine_pid:
+            return True  # cannot check another host: trust the file
+        try:
+            os.kill(meta.engine_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+class NotRegular(OSError):
+    """A store entry that is not a regular file (a FIFO, a directory, a device): never read, never waited on."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "a device or special file")
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """Open `path` for reading only if it is a regular file (through symlinks). The open itself cannot block:
+    O_NONBLOCK makes a FIFO without a writer open at once, and it is then refused by its fstat."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(f"not a regular file ({_kind(mode)})")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _cannot_read(e: OSError) -> str:
+    if isinstance(e, NotRegular):
+        return str(e)
+    return f"cannot read: {e.strerror or e}"
+
+
+def _read_head(path: Path) -> bytes | None:
+    """The session without its timeline, as JSON, or None when the file is not laid out as save_session writes.
+
+    Reads from the start only up to the timeline, so a day-long session costs no more than a short one.
+    Inside a JSON string a quote is always escaped, so `,"timeline":` occurs only as a key. The file must end
+    by closing both the timeline and the session, so one cut short inside its timeline is not taken as whole.
+    """
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        head = b""
+        while True:
+            chunk = f.read(_HEAD_CHUNK)
+            if not chunk:
+                return None
+            searched = max(0, len(head) - len(_TIMELINE_KEY))
+            head += chunk
+            at = head.find(_TIMELINE_KEY, searched)
+            if at >= 0:
+                break
+        f.seek(max(0, size - 8))
+        if not f.read().rstrip().endswith(b"}}"):
+            return None
+    return head[:at] + b"}"
+
+
+def load(path: Path, *, timeline: bool = True) -> Entry:
+    """One session file, validated. With `timeline=False` the timeline is not read (a list of sessions needs
+    only meta and summary; a long session's timeline is megabytes) and the entry is marked `partial`."""
+    sid = path.name.removesuffix(SUFFIX)
+    if not timeline:
+        try:
+            head = _read_head(path)
+        except OSError as e:
+            return Entry(sid, path, None, _cannot_read(e))
+        if head is not None:
+            entry = _parse(sid, path, head)
+            if entry.session is not None:
+                entry.partial = True
+                return entry
+        # not laid out as expected, or the head alone does not parse: the full parse gives the true reason
+    try:
+        with open_regular(path) as f:
+            raw = f.read()
+    except OSError as e:
+        return Entry(sid, path, None, _cannot_read(e))
+    except MemoryError:
+        return Entry(sid, path, None, "too large to read into memory")
+    return _parse(sid, path, raw)
+
+
+def _parse(sid: str, path: Path, raw: bytes) -> Entry:
+    from pydantic import ValidationError
+
+    from gputop_tracker.core.model.models import SCHEMA_VERSION, Session
+
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return Entry(sid, path, None, f"corrupt or truncated JSON ({e.msg} at byte {e.pos})")
+    except UnicodeDecodeError as e:
+        return Entry(sid, path, None, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})")
+    except ValueError as e:
+        return Entry(sid, path, None, f"corrupt: {e}")
+    except RecursionError:
+        return Entry(sid, path, None, "not a session (JSON nested too deeply to read)")
+    except MemoryError:
+        return Entry(sid, path, None, "too large to parse in memory")
+    if not isinstance(data, dict):
+        return Entry(sid, path, None, "not a session (JSON is not an object)")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        return Entry(sid, path, None, f"written by a newer gputop-tracker (schema {version} > {SCHEMA_VERSION})")
+    try:
+        session = Session.model_validate(data)
+    except (RecursionError, MemoryError):
+        return Entry(sid, path, None, "invalid session (nested too deeply or too large to validate)")
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        return Entry(sid, path, None, f"invalid session: {where}: {first['msg']} ({e.error_count()} errors)")
+    return Entry(sid, path, session)
+
+
+def list_entries(store: Path, *, timeline: bool = True) -> list[Entry]:
+    """Every session file, newest first (by file name, which starts with the start time).
+
+    `timeline=False` skips the timelines (see `load`): what a list of sessions needs."""
+    try:
+        files = [p for p in store.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
+    except FileNotFoundError:
+        return []
+    files.sort(key=lambda p: p.name, reverse=True)
+    return [load(p, timeline=timeline) for p in files]
+
+
+def _check_id(session_id: str) -> None:
+    if not session_id or "/" in session_id or "\0" in session_id or session_id.startswith("."):
+        raise LookupError(f"invalid session id {session_id!r}: give an id (or its start) as `sessions list` shows")
+
+
+def find(store: Path, session_id: str) -> Path:
+    """The file of a session id, or of the only session whose id starts with it. Only plain names of the
+    store are matched: an id with '/' or starting with '.' is refused."""
+    _check_id(session_id)
+    try:
+        names = [n.name for n in store.iterdir()]
+    except FileNotFoundError:
+        names = []
+    except NotADirectoryError:
+        raise LookupError(f"the store {store} is not a directory") from None
+    sessions = [n for n in names if n.endswith(SUFFIX) and not n.startswith(".")]
+    if session_id + SUFFIX in sessions:
+        return store / (session_id + SUFFIX)
+    matches = sorted(n for n in sessions if n.startswith(session_id))
+    if len(matches) == 1:
+        return store / matches[0]
+    if not matches:
+        raise LookupError(f"no session {session_id!r} in {store}")
+    raise LookupError(f"{session_id!r} matches {len(matches)} sessions; give more of the id")
+
+
+def delete(store: Path, session_id: str) -> Path:
+    path = find(store, session_id)
+    path.unlink()
+    sid = path.name.removesuffix(SUFFIX)
+    paths.output_file(store, sid).unlink(missing_ok=True)
+    import shutil
+
+    for dump in store.iterdir():  # its OOM dump bundles go with it
+        if dump.name.startswith(f"{sid}.oom-"):
+            shutil.rmtree(dump, ignore_errors=True)
+    return path

@@ -1,0 +1,1 @@
+"""The history view: browse, inspect, compare, export and delete saved sessions."""

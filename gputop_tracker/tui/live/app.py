@@ -1,0 +1,576 @@
+"""The live view: a Textual app fed by a data source (the sampler process, or a fake in tests).
+
+Two thread workers read the source (samples, and the command's output) and hand everything to the UI
+thread with `post_message`; widgets are only touched in the message handlers. The process table is
+diffed by row key (add / update / remove, then one sort) — never cleared and refilled.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from pathlib import Path
+
+from rich.text import Text
+from textual import events, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.driver import Driver
+from textual.message import Message
+from textual.widgets import Footer, Input
+
+from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
+from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.core.sampling import channel
+from gputop_tracker.core.sampling.channel import (
+    STOP_SIGNAL,
+    BlocksMessage,
+    EventMessage,
+    Failed,
+    Progress,
+    SampleMessage,
+    Started,
+    Summary,
+)
+from gputop_tracker.core.summary.livestats import SampleHistory
+from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
+from gputop_tracker.tui.live.charts import LiveCharts
+from gputop_tracker.tui.live.control import DataSource
+from gputop_tracker.tui.live.keys import ViewKeys
+from gputop_tracker.tui.live.output_pane import OutputPane
+from gputop_tracker.tui.live.process_info import ExitedRows
+from gputop_tracker.tui.live.process_rows import (
+    COLUMNS,
+    final_processes,
+    fit_columns,
+    fit_label,
+    ordered_processes,
+    process_cells,
+    sort_mark,
+)
+from gputop_tracker.tui.live.quiet_driver import quiet_driver
+from gputop_tracker.tui.widgets.job_panel import JobPanel
+from gputop_tracker.tui.widgets.panels import (
+    GpuPanel,
+    HostPanel,
+    Panel,
+    SummaryPanel,
+    clock,
+    plain,
+    side_width,
+)
+from gputop_tracker.tui.widgets.proctable import ProcessTable
+
+NARROW = 100  # columns: below this the panels stack and the table drops a column
+LOG_LINES = 2000
+ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
+_GC_FROZEN = False
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, after the first sample is drawn: move every object alive then (the modules, the widget
+    tree, Textual's and pydantic's caches: hundreds of thousands) out of the cycle collector's reach. A full
+    collection otherwise walks them all, 60-70 ms every half minute or so, as much as the rest of the view's
+    work over 5 s; what is frozen is still freed by reference counting. The youngest generation is collected
+    a tenth as often: the few hundred objects in reference cycles each sample leaves are then found young, in
+    one pass instead of ten, and fewer reach the older generations (measured: 11 ms of collections over 30 s
+    instead of 16 ms plus a full collection)."""
+    global _GC_FROZEN
+    if not _GC_FROZEN:
+        _GC_FROZEN = True
+        gc.collect()  # the startup's garbage goes first, then the survivors are frozen
+        gc.freeze()
+        threshold0, *older = gc.get_threshold()
+        gc.set_threshold(threshold0 * 10, *older)
+
+
+def fit_heights(height: int, narrow: bool) -> tuple[int, int, int]:
+    """Rows of the charts, the output pane and (narrow: stacked under the table) the side panels. They grow with
+    the terminal (the side panels keep what they need at 120x40); on a short one the header, the footer and a
+    table with three process rows come first, then the output, then the charts, then the side panels, so
+    nothing is cut off and the screen never scrolls."""
+    if narrow:
+        charts, output, side = 5, 4, 8
+    else:
+        charts, output, side = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6)), 0
+    room = height - 3 - 6  # the header (2), the footer (1), the table (its borders, labels and three rows)
+    output = min(output, room) if room >= 3 else 0  # a border and one line at least
+    room -= output
+    charts = min(charts, room) if room >= 5 else 0  # a title, two plot rows, the axis and its labels
+    room -= charts
+    return charts, output, max(0, min(side, room))
+
+
+class SamplerEvent(Message):
+    """One message from the sampler, handed to the UI thread."""
+
+    def __init__(self, msg: channel.Message) -> None:
+        super().__init__()
+        self.msg = msg
+
+
+class SourceEnded(Message):
+    def __init__(self, error: str | None) -> None:
+        super().__init__()
+        self.error = error
+
+
+class Told(Message):
+    """A line for the user from another thread (an exporter that cannot write): shown as a notification."""
+
+    def __init__(self, text: str, title: str) -> None:
+        super().__init__()
+        self.text = text
+        self.title = title
+
+
+class OutputText(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+@functools.lru_cache(maxsize=8)
+def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
+    """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
+    cmd = escape_controls(" ".join(command)) or "-"
+    if mode == "attach":
+        cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
+    line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
+    line.truncate(max(width - 2, 10), overflow="ellipsis")
+    return line
+
+
+def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
+    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
+    sample may come between two: a peak on screen must never read below a current figure beside it. The
+    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
+    if s is None:
+        return u
+    t = s.tree
+    ram = u.max_ram.combined
+    top = max([t.combined_total, *(p.rss for p in s.processes)])
+    updates: dict[str, object] = {}
+    if top > ram.total_rss or t.combined_private > ram.private_rss:
+        ram = ram.model_copy(
+            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
+        )
+        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
+    if t.gpu_memory > u.max_gpu_ram.combined:
+        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
+    cpu = u.cpu_utilization.combined
+    if t.cpu_percent > cpu.max_sum_percent:
+        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
+        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
+    if t.threads > u.peak_threads:
+        updates["peak_threads"] = t.threads
+    if t.n_processes > u.n_processes:
+        updates["n_processes"] = t.n_processes
+    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
+    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
+        updates["gpus"] = [
+            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
+            for g in u.gpus
+        ]
+    return u.model_copy(update=updates) if updates else u
+
+
+class LiveApp(ViewKeys):
+    """Full-screen live view of one tracked command or attached process."""
+
+    CSS_PATH = "live.tcss"
+    TITLE = "gputop-track"
+
+    def __init__(
+        self,
+        source: DataSource,
+        *,
+        interval: float,
+        command: list[str] | None = None,
+        mode: str = "launch",
+        store_dir: Path | None = None,
+        output_path: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.interval = interval
+        self.command = list(command or [])
+        self.mode = mode
+        self.store_dir = store_dir
+        self.output_path = output_path
+        self.history = SampleHistory()
+        self.progress: ResourceUsage | None = None  # the sampler's running summary (the report's figures)
+        self.main_pid: int | None = None
+        self.session_id: str | None = None
+        self.latest: Sample | None = None
+        self.final: ResourceUsage | None = None
+        self.failure: Failed | None = None
+        self.source_error: str | None = None
+        self.ended = False  # the source has no more messages
+        self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
+        self.n_messages = 0
+        self._columns: list[str] = []
+        self._name_width = 0
+        self._gpu_panels: dict[int, GpuPanel] = {}
+        self._held_output: list[str] = []
+        self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
+        self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
+        self._prompt_mode = ""
+        self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
+        self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
+        self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+        self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
+        self.blocks_pane = BlocksPane()  # the blocks table (key b)
+        self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver(super().get_driver_class())  # no input poll ten times a second
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Panel(id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                table = ProcessTable(id="procs")
+                table.border_title = "processes"
+                yield table
+                yield ProcessTable(id="blocks")
+            with VerticalScroll(id="side"):
+                yield self.job_panel  # shown once a request is known
+                yield HostPanel(id="host", classes="panel")
+                yield SummaryPanel(id="summary", classes="panel")
+        yield ProcessTable(id="blocks-wide")
+        yield LiveCharts(id="charts")
+        log = OutputPane(LOG_LINES, id="output")
+        log.border_title = "output"
+        if self.output_path is not None:
+            log.border_subtitle = plain(str(self.output_path))
+        yield log
+        prompt = Input(id="prompt")
+        prompt.display = False
+        yield prompt
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_width(self.size.width, self.size.height)
+        self._draw_header()
+        self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
+        self.read_samples()
+        self.read_output()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._apply_width(event.size.width, event.size.height)
+        self._redraw()
+
+    @property
+    def narrow(self) -> bool:
+        return self.has_class("narrow")
+
+    def _apply_width(self, width: int, height: int | None = None) -> None:
+        # during a resize self.size is still the old one: everything drawn from here on uses view_size
+        self.view_size = (width, height if height is not None else self.view_size[1] or self.size.height)
+        height = self.view_size[1]
+        narrow = width < NARROW
+        self.set_class(narrow, "narrow")
+        charts_h, output_h, side_h = fit_heights(height, narrow)
+        self.query_one("#charts").styles.height = charts_h
+        self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
+        self.query_one("#side").styles.max_height = side_h if narrow else None
+        side = 0 if narrow else side_width(width)
+        self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
+        cols, name_w = fit_columns(width - side)
+        keys = [c[0] for c in cols]
+        if keys == self._columns and name_w == self._name_width:
+            return
+        # Only on a resize: the widths change, so rebuild the columns once and re-add the rows.
+        self._columns = keys
+        self._name_width = name_w
+        table = self.query_one("#procs", ProcessTable)
+        table.set_columns([(key, label, w or name_w, right) for key, label, w, right in cols])
+        self._label_sort_column()
+        if self.latest is not None:
+            self._update_table(self.latest)
+
+    # ------------------------------------------------------------------ workers (off the UI thread)
+
+    @work(thread=True, group="sampler", exclusive=True, exit_on_error=False)
+    def read_samples(self) -> None:
+        try:
+            for msg in self.source.messages():
+                self.post_message(SamplerEvent(msg))
+        except Exception as e:  # a broken pipe or a bad line: say so on screen, never crash the view
+            self.post_message(SourceEnded(f"{type(e).__name__}: {e}"))
+        else:
+            self.post_message(SourceEnded(None))
+
+    @work(thread=True, group="output", exclusive=True, exit_on_error=False)
+    def read_output(self) -> None:
+        for text in self.source.output():
+            self.post_message(OutputText(text))
+
+    # ------------------------------------------------------------------ messages (UI thread)
+
+    def on_sampler_event(self, event: SamplerEvent) -> None:
+        self.n_messages += 1
+        msg = event.msg
+        if isinstance(msg, SampleMessage):
+            self.history.add(msg.sample)  # charts keep every sample, paused or not
+            self.exited.seen(msg.sample)
+            if self.paused:
+                self._paused_latest = msg.sample
+            else:
+                self.latest = msg.sample
+                with self.batch_update():  # one screen update per sample, not one per widget
+                    self._redraw(sample=True)
+                freeze_startup_objects()
+        elif isinstance(msg, Progress):
+            self.progress = msg.usage  # drawn with the next sample: one screen update a second
+        elif isinstance(msg, BlocksMessage):
+            self.blocks_pane.latest = msg.blocks  # drawn with the next sample, as the progress
+        elif isinstance(msg, Started):
+            self.main_pid = msg.pid
+            self.session_id = msg.session_id
+            if self.store_dir is None:
+                self.store_dir = Path(msg.store)
+            self._draw_header()
+        elif isinstance(msg, EventMessage):
+            if msg.event.type == "process_exited":
+                self.exited.exited(msg.event)
+            self._on_alert(msg)
+        elif isinstance(msg, Summary):
+            self.final = msg.usage
+            self.blocks_pane.finished(msg.usage)
+            self._on_finished()
+        elif isinstance(msg, Failed):
+            self.failure = msg
+            self._on_finished()
+
+    def _on_alert(self, msg: EventMessage) -> None:
+        e = msg.event
+        if self.open_blocks.feed(e):
+            self._draw_header()
+            return
+        rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3}
+        if e.type not in rank:
+            return  # peaks and process events stay in the session's timeline
+        if rank[e.type] >= rank.get(self.alert or "", 0):
+            self.alert = e.type
+        self.notify(
+            e.message + (f"\ndump: {e.dump}" if e.dump else ""),
+            title=e.type.upper(),
+            severity="warning" if rank[e.type] == 1 else "error",
+            markup=False,  # a process's name, a CUDA error line: text, not markup
+        )
+        self._draw_header()
+
+    def on_source_ended(self, event: SourceEnded) -> None:
+        self.ended = True
+        self.source_error = event.error
+        if self.final is None and self.failure is None:
+            self._on_finished()
+            job = "the command runs on untracked" if self.mode == "launch" else "the attached process is untouched"
+            wait = ": quit (q) and this terminal waits for it, Ctrl-C then signals it" if self.mode == "launch" else ""
+            self.notify(
+                f"{job}{wait}; the session keeps the figures measured so far",
+                title="the sampler process stopped",
+                severity="error",
+                timeout=3600,
+                markup=False,
+            )
+
+    def tell(self, text: str, title: str = "") -> bool:
+        """Show `text` as a warning notification; callable from any thread (`post_message` is thread-safe).
+        False when the view is closing (the caller tells it elsewhere)."""
+        return self.post_message(Told(text, title))
+
+    def on_told(self, event: Told) -> None:
+        self.notify(event.text, title=event.title, severity="warning", timeout=30, markup=False)
+
+    def on_output_text(self, event: OutputText) -> None:
+        if self.paused:
+            self._held_output.append(event.text)
+            return
+        self.query_one("#output", OutputPane).write(event.text)
+
+    def _on_finished(self) -> None:
+        self._redraw()
+        if self.quit_choice is not None:
+            self.source.close()
+            self.exit(self.exit_code, return_code=self.exit_code)
+            return
+        if self.final is not None:
+            where = self.final.session_path
+            self.notify(
+                f"session saved: {where}" if where else "session not saved", title=self._status_text(), markup=False
+            )
+        elif self.failure is not None:
+            self.notify(self.failure.message, severity="error", title="could not track", markup=False)
+
+    # ------------------------------------------------------------------ drawing
+
+    def _status_text(self) -> str:
+        if self.failure is not None:
+            return f"failed: {self.failure.message}"
+        u = self.final
+        if u is not None:
+            if u.status == "detached":
+                return "detached (still running)"
+            if u.mode == "attach":
+                return "target exited" if u.status == "exited" else "tracking stopped"
+            if u.exit_signal:
+                return f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
+            return f"exited with code {u.exit_code}"
+        if self.ended:
+            return "sampler stopped unexpectedly" + (f": {self.source_error}" if self.source_error else "")
+        if self.quit_choice == "stop":
+            return "stopping…"
+        if self.quit_choice == "detach":
+            return "detaching…"
+        return "running"
+
+    def _draw_header(self) -> None:
+        status = self._status_text()
+        style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
+        if self.failure is not None or (self.final is not None and self.final.exit_code not in (0, None)):
+            style = "bold red"
+        elapsed = (
+            self.final.compute_time.time if self.final is not None else self.latest.elapsed if self.latest else 0.0
+        )
+        n = self.latest.tree.n_processes if self.latest else 0
+        extras: list[tuple[str, str] | str] = []
+        if self.paused:
+            extras.append(("  PAUSED", "bold reverse yellow"))
+        if self.alert is not None:
+            extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
+        if running_blocks := self.open_blocks.text():
+            extras.append((f"  {running_blocks}", "bold blue"))
+        if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
+            extras.append(("  b: blocks", "dim"))
+        if self.latest is not None and any(g.simulated for g in self.latest.gpus):
+            extras.append(("  SIMULATED GPUs", "bold magenta"))
+        line2 = Text.assemble(
+            ("PID ", "dim"),
+            str(self.main_pid or "-"),
+            "  ",
+            (f"● {status}", style),
+            ("  elapsed ", "dim"),
+            clock(elapsed),
+            ("  every ", "dim"),
+            f"{self.interval:g} s",
+            ("  processes ", "dim"),
+            str(n),
+            *extras,
+        )
+        command = self.command or (self.final.command if self.final is not None else [])
+        line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
+        self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
+
+    def _redraw(self, *, sample: bool = False) -> None:
+        """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
+        if self.paused:
+            self._draw_header()
+            return
+        self._draw_header()
+        s = self.latest
+        if self.final is not None and self.final.processes:
+            self._update_table(self.latest, final_processes(self.final))
+        elif s is not None:
+            self._update_table(s)
+        self._draw_blocks()
+        if s is not None:
+            self._update_gpus(s)
+            self.query_one("#host", HostPanel).show(s.host, self.panel_width)
+            self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
+        summary = self.query_one("#summary", SummaryPanel)
+        if self.final is not None:
+            summary.show_final(self.final, self.narrow, width=self.panel_width)
+            self.show_table_title()
+        elif self.failure is not None:
+            summary.update(Text(self.failure.message, style="bold red"))
+        elif self.progress is not None:
+            summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
+        self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
+
+    @property
+    def panel_width(self) -> int:
+        """Content width of a side panel (known from the layout rules, not from a size not yet laid out)."""
+        width = self.view_size[0]
+        return width - 2 if self.narrow else side_width(width) - 6
+
+    def _update_gpus(self, s: Sample) -> None:
+        side = self.query_one("#side", VerticalScroll)
+        for g in s.gpus:
+            panel = self._gpu_panels.get(g.index)
+            if panel is None:
+                panel = self._gpu_panels[g.index] = GpuPanel(g.index)
+                side.mount(panel, before=self.query_one("#host"))
+            mean = (
+                next((x.mean_utilization for x in self.progress.gpus if x.index == g.index), None)
+                if self.progress
+                else None
+            )
+            panel.show(g, self.history.gpus.get(g.index), mean, self.narrow, self.panel_width)
+
+    def _update_table(self, s: Sample | None, processes: list[ProcessSample] | None = None) -> None:
+        states: dict[int, str] = {}
+        if processes is None:
+            if self.final is not None and self.final.processes:
+                processes = final_processes(self.final)
+            else:
+                processes = s.processes if s is not None else []
+                ghosts = self.exited.ghosts(processes)
+                states = {p.pid: label for p, label in ghosts}
+                processes = processes + [p for p, _ in ghosts]
+        if self.row_filter:
+            processes = [p for p in processes if self.keep_row(p)]
+        ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
+        cols, width = self._columns, self._name_width
+        rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
+        table = self.query_one("#procs", ProcessTable)
+        table.update_rows(rows)
+        if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
+            self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
+        self.show_table_title(bool(rows))
+        self._show_selected_command()
+
+    def _show_selected_command(self) -> None:
+        """The selected process's whole command line under the table (the column shortens it)."""
+        table = self.query_one("#procs", ProcessTable)
+        pid = table.cursor_key
+        p = self._process(pid)
+        text = escape_controls(" ".join(p.cmdline) or p.name) if p is not None else ""
+        width = self.view_size[0]
+        room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        subtitle = plain(f"{pid}: {text}" if text else None)
+        if table.border_subtitle != (subtitle.markup if subtitle else None):  # setting it repaints the whole table
+            table.border_subtitle = subtitle
+
+    def _process(self, pid: int | None) -> ProcessSample | None:
+        if pid is None:
+            return None
+        procs = self.latest.processes if self.latest is not None else []
+        ghosts = [p for p, _ in self.exited.ghosts(procs)]
+        return next((p for p in [*procs, *ghosts] if p.pid == pid), None)
+
+    def on_process_table_cursor_moved(self, _event: ProcessTable.CursorMoved) -> None:
+        self._show_selected_command()
+
+    def _label_sort_column(self) -> None:
+        table = self.query_one("#procs", ProcessTable)
+        widths = table.widths
+        for key, label, _width, _right in COLUMNS:
+            if key in table.columns:
+                mark = sort_mark(key, self.sort_key, self.sort_reverse)
+                table.set_label(key, fit_label(label, mark, widths[key]), "bold" if mark else "")
+
+    def selected_pid(self) -> int | None:
+        return self.query_one("#procs", ProcessTable).cursor_key
+
+    def on_unmount(self) -> None:
+        self.source.close()  # lets the reader threads end, so the app can shut down
+
+
+__all__ = ["STOP_SIGNAL", "DataSource", "LiveApp"]

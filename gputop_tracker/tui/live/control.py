@@ -1,0 +1,168 @@
+"""The tracked run's lifecycle in the live view: whether it still runs, its exit code, and the keys that act
+on processes — quit (stop, detach), signal one process. A base class of LiveApp, apart from the drawing."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from typing import Protocol
+
+from textual.app import App
+
+from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
+from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.core.sampling import channel
+from gputop_tracker.core.sampling.channel import Failed
+from gputop_tracker.tui.widgets.panels import KILL_GRACE, KillScreen, QuitScreen, SignalScreen
+
+KILL_AFTER = KILL_GRACE  # seconds of grace after SIGTERM to the tree before asking whether to SIGKILL what is left
+
+
+class DataSource(Protocol):
+    """What the live view reads: the sampler's messages, the command's output, and two controls."""
+
+    def messages(self) -> Iterator[channel.Message]: ...
+    def output(self) -> Iterator[str]: ...
+    def signal(self, sig: int) -> None: ...
+    def stop_tree(self, sig: int) -> bool: ...
+    def stop(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class RunControl(App[int]):
+    """Quit, stop, detach and signal; LiveApp sets these attributes and draws the header."""
+
+    source: DataSource
+    mode: str  # "launch" or "attach"
+    command: list[str]
+    main_pid: int | None
+    latest: Sample | None
+    final: ResourceUsage | None
+    failure: Failed | None
+    ended: bool  # the source has no more messages
+    quit_choice: str | None  # "stop" / "detach" once the user asked to leave
+
+    def _draw_header(self) -> None:
+        raise NotImplementedError
+
+    def selected_pid(self) -> int | None:
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        return self.final is None and self.failure is None and not self.ended
+
+    @property
+    def exit_code(self) -> int:
+        """The command's exit code (128+N after signal N); 0 when detached or attached; 1 if tracking broke."""
+        if self.failure is not None:
+            return self.failure.exit_code
+        if self.final is not None:
+            if self.mode == "attach" or self.final.exit_code is None:
+                return 0
+            return self.final.exit_code
+        return 0 if self.quit_choice == "detach" else 1
+
+    async def action_quit(self) -> None:
+        if not self.running:
+            self.source.close()
+            self.exit(self.exit_code, return_code=self.exit_code)
+            return
+        if isinstance(self.screen, QuitScreen | KillScreen):
+            return  # ctrl+c pressed again while the dialog is open
+        what = escape_controls(" ".join(self.command)) or f"PID {self.main_pid}"
+
+        def chosen(choice: str | None) -> None:
+            if choice == "stop":
+                self.quit_choice = "stop"
+                self.stop_tree(signal.SIGTERM)
+                self.set_timer(KILL_AFTER, self._ask_kill)
+            elif choice == "detach":
+                self.quit_choice = "detach"
+                self.source.stop()
+            else:
+                return
+            self._draw_header()
+            self.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
+
+        self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
+
+    def stop_tree(self, sig: int) -> None:
+        """The sampler signals the whole tree (it knows every pid, also those that left the process group);
+        an older or unreachable sampler: the main process only."""
+        if not self.source.stop_tree(sig):
+            self._kill(self.main_pid, sig)
+
+    def tree_pids(self) -> list[int]:
+        return [p.pid for p in self.latest.processes] if self.latest is not None else []
+
+    def _ask_kill(self) -> None:
+        """The grace period is over and the tree still runs: SIGKILL only if the user says so."""
+        if not self.running or isinstance(self.screen, KillScreen):
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice == "kill":
+                self.stop_tree(signal.SIGKILL)
+                self.notify("SIGKILL sent to the tree", severity="warning", markup=False)
+            elif choice == "detach":
+                self.quit_choice = "detach"
+                self.source.stop()
+            else:  # wait: ask again after another grace period
+                self.set_timer(KILL_AFTER, self._ask_kill)
+            self._draw_header()
+
+        self.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER), chosen)
+
+    def _kill(self, pid: int | None, sig: int) -> bool:
+        if not pid:
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            self.notify(f"process {pid} has already exited", severity="warning", markup=False)
+            return False
+        except PermissionError:
+            self.notify(f"not allowed to signal process {pid}", severity="error", markup=False)
+            return False
+        return True
+
+    def action_signal(self) -> None:
+        pid = self.selected_pid()
+        s = self.latest
+        proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
+        if pid is None or proc is None or not self.running:
+            self.notify("select a running process of the tracked tree first", severity="warning", markup=False)
+            return
+        subtree = subtree_pids(s.processes if s else [], pid)
+
+        def chosen(answer: tuple[int, bool] | None) -> None:
+            if answer is None:
+                return
+            sig, whole = answer
+            # re-check: rows may have left the tree while the dialog was open
+            alive = set(self.tree_pids())
+            if pid not in alive:
+                self.notify(f"process {pid} is no longer in the tracked tree", severity="warning", markup=False)
+                return
+            targets = [p for p in (subtree if whole else [pid]) if p in alive]
+            sent = [p for p in targets if self._kill(p, sig)]
+            what = f"{pid} ({proc.name})" + (f" and {len(sent) - 1} descendants" if whole else "")
+            if sent:
+                self.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
+
+        self.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1), chosen)
+
+
+def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:
+    """`root` and every process below it in the tree, parents first."""
+    children: dict[int, list[int]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(c for c in children.get(pid, []) if c not in out and c != pid)
+    return out

@@ -1,0 +1,230 @@
+"""The live view's process rows: which columns fit, the order of the rows (tree or flat, by a sort column)
+and the cells of each row. Plain functions of the samples; the live app hands the result to ProcessTable."""
+
+from __future__ import annotations
+
+import math
+
+from gputop_tracker.core.model.models import ProcessSample, ResourceUsage
+from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.tui.widgets.panels import short_bytes
+from gputop_tracker.tui.widgets.proctable import Cell, Column
+
+# column key, label, width (cells; 0: the name column, which takes what is left), right-aligned
+COLUMNS: list[Column] = [
+    ("pid", "PID", 7, True),
+    ("name", "command", 0, False),
+    ("state", "state", 6, False),
+    ("cpu", "CPU %", 6, True),
+    ("threads", "thr", 4, True),
+    ("rss", "RSS", 7, True),
+    ("private", "private", 7, True),
+    ("shared", "shared", 7, True),
+    ("gpu", "GPU mem", 7, True),
+    ("sm", "SM %", 5, True),
+]
+DROP_ORDER = ["shared", "sm", "threads", "state", "private"]  # least useful first, when the names lack room
+MIN_NAME = 18
+
+SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
+SORT_LABEL = {
+    "pid": "PID",
+    "cpu": "CPU %",
+    "rss": "RSS",
+    "private": "private",
+    "gpu": "GPU mem",
+    "threads": "threads",
+    "name": "command",
+}
+ASCENDING_SORTS = ("pid", "name")  # the others put the largest first
+
+
+def name_width(table_width: int, cols: list[Column]) -> int:
+    fixed = sum(w + 2 for key, _, w, _ in cols if key != "name")  # + cell padding
+    return table_width - fixed - 2 - 2 - 2  # its own padding, the table border, the scrollbar
+
+
+def fit_columns(table_width: int) -> tuple[list[Column], int]:
+    """The columns that fit a table `table_width` cells wide, and the width of the name column."""
+    cols = list(COLUMNS)
+    for drop in DROP_ORDER:  # columns leave, least useful first, until the names have room
+        if name_width(table_width, cols) >= MIN_NAME:
+            break
+        cols = [c for c in cols if c[0] != drop]
+    return cols, max(MIN_NAME // 2, name_width(table_width, cols))
+
+
+def sort_value(p: ProcessSample, key: str) -> float | str:
+    """What a row is ordered by: ascending for pid and name, largest first for the figures."""
+    if key == "pid":
+        return p.pid
+    if key == "name":
+        return p.name.lower()
+    if key == "cpu":
+        return -p.cpu_percent
+    if key == "rss":
+        return -p.rss
+    if key == "private":
+        return -p.private
+    if key == "gpu":
+        return -sum(p.gpu_memory.values())
+    return -p.threads
+
+
+def final_processes(u: ResourceUsage) -> list[ProcessSample]:
+    """The final report's processes as table rows: each figure is that process's peak (pss=-1 marks them)."""
+    return [
+        ProcessSample(
+            pid=p.pid,
+            ppid=p.ppid,
+            name=p.name,
+            cmdline=p.cmdline,
+            role=p.role,
+            rss=p.peak_rss,
+            private=p.peak_private,
+            shared=0,
+            pss=-1,
+            peak_rss=p.peak_rss,
+            cpu_seconds=p.cpu_seconds,
+            cpu_percent=p.max_cpu_percent,
+            threads=p.peak_threads,
+            gpu_memory={"peak": p.peak_gpu_memory} if p.peak_gpu_memory else {},
+        )
+        for p in u.processes
+    ]
+
+
+def ordered_processes(
+    procs: list[ProcessSample], key: str, tree: bool, *, reverse: bool = False
+) -> list[tuple[ProcessSample, int]]:
+    """Each process with its depth in the tree (0 in the flat list), in display order: siblings by `key`
+    (`reverse`: the other way), the main process's tree first."""
+    if not tree:
+        return [(p, 0) for p in sorted(procs, key=lambda p: (sort_value(p, key), p.pid), reverse=reverse)]
+    by_pid = {p.pid: p for p in procs}
+    children: dict[int, list[ProcessSample]] = {}
+    roots = []
+    for p in procs:
+        if p.ppid in by_pid and p.ppid != p.pid:
+            children.setdefault(p.ppid, []).append(p)
+        else:
+            roots.append(p)
+    out: list[tuple[ProcessSample, int]] = []
+    # depth first with a stack, not a nested recursive function: that one is a reference cycle (it refers to
+    # itself), which kept each sample's tree for the cycle collector instead of freeing it at once
+    stack = [(r, 0) for r in sorted(roots, key=lambda r: (r.role != "main", sort_value(r, key), r.pid))][::-1]
+    while stack:
+        p, depth = stack.pop()
+        out.append((p, depth))
+        kids = sorted(children.get(p.pid, []), key=lambda c: (sort_value(c, key), c.pid), reverse=reverse)
+        stack += [(c, depth + 1) for c in reversed(kids)]
+    return out
+
+
+LONG_ARG = 24  # a path argument longer than this shows as …/its-last-part
+
+
+def short_arg(arg: str) -> str:
+    """A long path (or --opt=path) keeps its last part: the script or file that tells processes apart."""
+    if len(arg) <= LONG_ARG or "/" not in arg:
+        return arg
+    head, sep, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    base = value.rstrip("/").rsplit("/", 1)[-1]
+    return f"{head}{sep}…/{base}" if base else arg
+
+
+INTERPRETERS = ("python", "pypy", "node", "bash", "sh", "dash", "zsh", "perl", "ruby", "Rscript", "julia")
+
+
+def short_command(p: ProcessSample, room: int = 0) -> str:
+    """The command line, shortened: the program's base name, long paths as …/last-part, every flag kept.
+    A process that renamed itself (its comm is not the program's name) shows that name first. With `room`
+    (cells) and a line still too long: paths lose their directory, then an interpreter gives way to its
+    script, so the arguments that tell workers apart stay in view."""
+    name = escape_controls(p.name)  # a newline or an escape (in a `python -c` script) must not leave the row
+    if not p.cmdline:
+        return name  # unreadable (another user's, or gone): the kernel's name
+    prog = escape_controls(p.cmdline[0].rsplit("/", 1)[-1])
+    args = [escape_controls(short_arg(a)) for a in p.cmdline[1:]]
+    renamed = name and not prog.startswith(name[:15]) and not name.startswith(prog[:15])
+    text = " ".join([prog, *args])
+    if room and len(text) > room and not renamed:
+        args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
+        text = " ".join([prog, *args])
+        script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+        if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
+            text = " ".join(args[script:])
+    return f"{name}: {text}" if renamed else text
+
+
+def process_state(p: ProcessSample) -> str:
+    """running, or zombie: a process that holds no memory any more has exited and waits for its parent."""
+    if p.pss < 0:
+        return ""  # a final report's row: peaks over the run, no state
+    return "zombie" if p.rss == 0 else "run"
+
+
+def process_cells(
+    p: ProcessSample, depth: int, columns: list[str], state: str | None = None, name_width: int = 0
+) -> tuple[Cell, ...]:
+    """The row of one process: the cells of `columns`, the command indented by its depth in the tree.
+    `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago; `name_width`: the
+    command column's width (a long command is shortened to what tells it apart)."""
+    style = "bold" if p.role == "main" else ""
+    if state is not None:
+        style = "dim"
+    else:
+        state = process_state(p)
+    indent = ("  " * (depth - 1) + "└ ") if depth else ""
+    gpu = sum(p.gpu_memory.values())
+    state_style = "dim" if state in ("", "run") else "bold yellow" if state == "zombie" else "bold red"
+    values: dict[str, Cell] = {
+        "pid": (str(p.pid), style),
+        "name": (indent + short_command(p, max(name_width - len(indent), 0)), style),
+        "state": (state, state_style if state != "run" or style != "dim" else "dim"),
+        "cpu": (f"{p.cpu_percent:.1f}", ""),
+        "threads": (str(p.threads), ""),
+        "rss": (short_bytes(p.rss), ""),
+        "private": (bound_bytes(p.private) if p.mem_bound else short_bytes(p.private), ""),
+        "shared": ((bound_bytes(p.shared) if p.mem_bound else short_bytes(p.shared)) if p.pss >= 0 else "-", ""),
+        "gpu": (short_bytes(gpu) if gpu else "-", ""),
+        "sm": (sm_text(p), ""),
+    }
+    return tuple(values[k] for k in columns)
+
+
+BOUND_MARK = "≥"
+BOUND_LEGEND = "≥ lower bound (smaps_rollup read pending)"
+
+
+def bound_bytes(n: int) -> str:
+    """A lower bound in at most 7 cells: ≥ and two or three figures, rounded down (never above the bound)."""
+    for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= factor:
+            v = n / factor
+            text = f"{math.floor(v)}" if v >= 10 else f"{math.floor(v * 10) / 10:.1f}"
+            return f"{BOUND_MARK}{text} {unit}"
+    return f"{BOUND_MARK}{n} B"
+
+
+def sort_mark(column: str, sort_key: str, reverse: bool = False) -> str:
+    """The header's arrow on the sort column: ▲ ascending (pid, name), ▼ largest first; flipped when reversed."""
+    if column != sort_key:
+        return ""
+    return " ▲" if (column in ASCENDING_SORTS) != reverse else " ▼"
+
+
+def fit_label(label: str, mark: str, width: int) -> str:
+    """A column label with its sort arrow in `width` cells: the label gives way, never the arrow."""
+    if len(label) + len(mark) <= width:
+        return label + mark
+    return label[: max(width - len(mark), 1)].rstrip() + mark
+
+
+def sm_text(p: ProcessSample) -> str:
+    """SM % of one process: NVML sums it over GPUs; shown per GPU (the mean over the GPUs it holds memory on),
+    so a figure never reads above 100."""
+    if p.gpu_sm_percent is None:
+        return "-"
+    n = max(1, len(p.gpu_memory))
+    return f"{p.gpu_sm_percent / n:.0f}" + (f"×{n}" if n > 1 else "")

@@ -1,0 +1,1 @@
+"""Widgets both views use: panels, braille charts, the keyed process table, the job panel."""
