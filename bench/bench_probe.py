@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from gputop_tracker.core.probe.stats import PROBE_DIR
+from gputop_tracker.core.blocks.probe import PROBE_DIR
 
 
 def _start(env: dict[str, str]) -> float:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import track_json
 
-from gputop_tracker.core.probe.stats import PROBE_DIR, SITE_FILE, Exit, ProbeStats, python_without_probe
-from gputop_tracker.core.probe.summary import upper_bound
+from gputop_tracker.core.blocks.probe import PROBE_DIR, SITE_FILE
 from gputop_tracker.core.summary.peaks import Peak
+from gputop_tracker.core.summary.probe import Exit, ProbeStats, python_without_probe, upper_bound
 
 PY = sys.executable
 JOB = Path(__file__).with_name("probe_job")
@@ -194,7 +194,7 @@ def test_probe_file_is_python38_and_standalone() -> None:
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
     }
-    assert imported <= {"os", "sys", "json", "time", "select", "signal", "atexit", "sitecustomize"}, imported
+    assert imported <= {"os", "sys", "time", "select", "_signal", "atexit", "importlib", "sitecustomize"}, imported
 
 
 # ---------------------------------------------------------------------------- pure rules (synthetic reports)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.blocks.probe import InProcess
 from gputop_tracker.core.integrations import slurm
 from gputop_tracker.core.integrations.exporters.base import (
     DEFAULT_TOP_PROCESSES,
@@ -29,7 +30,6 @@ from gputop_tracker.core.model import validate
 from gputop_tracker.core.model.config import EngineConfig
 from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
 from gputop_tracker.core.model.units import Units, parse_byte_size
-from gputop_tracker.core.probe.stats import InProcess
 from gputop_tracker.core.report import render as report
 from gputop_tracker.core.sampling.channel import (
     STOP_SIGNAL,

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.blocks.probe import probe_environment, remove_probe_path
 from gputop_tracker.core.model.config import LAUNCH, EngineConfig
-from gputop_tracker.core.probe.stats import ProbeStats, probe_environment, remove_probe_path
+from gputop_tracker.core.summary.probe import ProbeStats
 
 BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at block boundaries
 

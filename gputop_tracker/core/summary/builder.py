@@ -19,17 +19,6 @@ from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
-from gputop_tracker.core.probe.stats import ProbeStats
-from gputop_tracker.core.probe.summary import (
-    add_unseen,
-    allocator_rows,
-    allocator_summary,
-    probe_notes,
-    probe_of,
-    probe_peak,
-    probe_section,
-    upper_bound,
-)
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
@@ -44,6 +33,17 @@ from gputop_tracker.core.summary.accumulators import (
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
 from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
+from gputop_tracker.core.summary.probe import (
+    ProbeStats,
+    add_unseen,
+    allocator_rows,
+    allocator_summary,
+    probe_notes,
+    probe_of,
+    probe_peak,
+    probe_section,
+    upper_bound,
+)
 
 TIMELINE_COLUMNS = [
     "elapsed",

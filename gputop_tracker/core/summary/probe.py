@@ -1,5 +1,10 @@
-"""What the probe's exit reports change in the report: exact per-process peaks, rows for processes no sample saw,
-the tree's upper bound, GPU allocator peaks, and the `probe` section (on or off, who reported, who could not).
+"""The in-process probe's exit reports and what they change in the report: exact per-process peaks, rows for
+processes no sample saw, the tree's upper bound, GPU allocator peaks, and the `probe` section (on or off, who
+reported, who could not).
+
+Each Python process of a launched tree sends, as it exits (`gputop_tracker/_probe/sitecustomize.py`), its VmHWM
+(its exact peak RSS), the children it reaped with their ru_maxrss, and the peaks of the GPU allocators it had
+imported; the relay feeds them to `ProbeStats`.
 
 The upper bound (Σ of per-process peaks) must never be below the truth. Each process's VmHWM counts shared
 pages in full, so the Σ over every process of the tree of a figure at least its own peak is an upper bound —
@@ -11,10 +16,120 @@ Plain functions on the builder (duck-typed: this module is imported by the summa
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from gputop_tracker.core.probe.stats import LABEL, Exit, ProbeStats, python_without_probe
 from gputop_tracker.core.summary.peaks import PAGE_SLACK, Peak
+
+MAX_EXITS = 100_000  # processes whose exit reports are kept
+LABEL = "exact (VmHWM at exit, in-process)"
+
+
+@dataclass
+class Exit:
+    """One process's exit report."""
+
+    pid: int
+    ppid: int
+    name: str
+    t: float
+    how: str  # exit | _exit
+    hwm: int
+    child_faults: int
+    reap_faults: int  # -1: more reaps than the probe lists
+    child_faults0: int
+    allocators: list[dict[str, Any]] = field(default_factory=list)
+
+    def reaps_known(self) -> bool:
+        """Every child this process reaped is in its reap list (the kernel's child faults equal theirs)."""
+        return self.reap_faults >= 0 and self.child_faults0 == 0 and self.child_faults == self.reap_faults
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62 else None
+
+
+def _allocators(raw: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for entry in raw if isinstance(raw, list) else []:
+        if not isinstance(entry, list) or len(entry) != 5:
+            continue
+        fw, dev, alloc, reserved, kind = entry
+        if not isinstance(fw, str) or not isinstance(dev, str) or kind not in ("peak", "at_exit"):
+            continue
+        out.append(
+            {
+                "framework": fw[:32],
+                "device": dev[:32],
+                "peak_allocated": _int(alloc),
+                "peak_reserved": _int(reserved),
+                "at_exit": kind == "at_exit",
+            }
+        )
+    return out
+
+
+class ProbeStats:
+    """The exit reports of the session (fed by the relay; read by the summary)."""
+
+    def __init__(self, enabled: bool, note: str | None = None) -> None:
+        self.enabled = enabled
+        self.note = note  # why it is off, when it was asked for and could not be
+        self.exits: dict[int, Exit] = {}
+        self.reaped_by: dict[int, tuple[int, int]] = {}  # child pid -> (reaper pid, its ru_maxrss)
+        self.bad = 0
+
+    def feed(self, msgs: list[dict[str, Any]]) -> None:
+        for m in msgs:
+            if m.get("k") == "r":
+                self._reaps(m)
+            else:
+                self._exit(m)
+
+    def _reaps(self, m: dict[str, Any]) -> None:
+        reaps = m.get("reaps")
+        for entry in reaps if isinstance(reaps, list) else []:
+            if isinstance(entry, list) and len(entry) == 2 and _int(entry[0]) and _int(entry[1]) is not None:
+                self.reaped_by[entry[0]] = (m["pid"], entry[1])
+            else:
+                self.bad += 1
+
+    def _exit(self, m: dict[str, Any]) -> None:
+        values = [_int(m.get(k)) for k in ("ppid", "hwm", "cf", "cf0")]
+        rf = m.get("rf")
+        if any(v is None for v in values) or not isinstance(rf, int) or len(self.exits) >= MAX_EXITS:
+            self.bad += 1
+            return
+        ppid, hwm, cf, cf0 = (v or 0 for v in values)
+        how = m.get("how") if m.get("how") in ("exit", "_exit") else "exit"
+        self.exits[m["pid"]] = Exit(
+            m["pid"], ppid, str(m["name"])[:64], float(m["t"]), str(how), hwm, cf, rf, cf0, _allocators(m.get("ga"))
+        )
+
+
+# interpreter options that keep the probe out: -I (isolated), -E (PYTHON* variables ignored), -S (no site)
+NO_PROBE_FLAGS = {"I": "isolated mode (-I)", "E": "-E (PYTHONPATH ignored)", "S": "-S (no site import)"}
+
+
+def python_without_probe(name: str, cmdline: list[str]) -> str | None:
+    """Why a Python process cannot have run the probe (its interpreter options), or None."""
+    if not name.startswith("python"):
+        return None
+    args = iter(cmdline[1:])
+    for arg in args:
+        if not arg.startswith("-") or arg == "-" or arg.startswith("--"):
+            return None  # the script, stdin, or a long option: the interpreter's short options end here
+        for i, letter in enumerate(arg[1:]):
+            if letter in NO_PROBE_FLAGS:
+                return NO_PROBE_FLAGS[letter]
+            if letter in "cm":
+                return None  # what follows is the program's
+            if letter in "XW":  # an option with a value: the rest of this word, or the next one
+                if i == len(arg) - 2:
+                    next(args, None)
+                break
+    return None
+
 
 ALLOC_SOURCE = "exact (the allocator's own peak, read in-process at exit)"
 ALLOC_AT_EXIT = "lower bound (CuPy's pool keeps no peak: its size at exit)"
