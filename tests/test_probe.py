@@ -248,3 +248,23 @@ def test_python_without_probe_reads_interpreter_options() -> None:
     assert python_without_probe("python3", ["python3", "x.py", "-I"]) is None
     assert python_without_probe("python3", ["python3", "-c", "-I"]) is None
     assert python_without_probe("bash", ["bash", "-I"]) is None
+
+
+def test_block_allocator_exact_when_the_peak_rose_else_a_bracket(tmp_path: Path) -> None:
+    proc, r = track_json(tmp_path, "--", PY, str(JOB / "blocks_main.py"), env=_job_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "300000000" in proc.stderr.splitlines()  # the program's own peak statistic, never reset
+    blocks = {b["name"]: b for b in r["blocks"]}
+    grow, other = blocks["grow"]["gpu_allocator"]
+    # cuda:2 was not touched in the block: nothing seen at its boundaries, at most its earlier peak
+    assert (other["device"], other["peak_allocated"], other["peak_allocated_max"]) == ("cuda:2", 0, 7777777)
+    assert (grow["peak_allocated"], grow["peak_allocated_max"], grow["exact"]) == (300_000_000, 300_000_000, True)
+    assert grow["peak_reserved"] == grow["peak_reserved_max"] == 144 * 2**21  # 300 MB in 2 MiB segments
+    within = blocks["within"]["gpu_allocator"][0]
+    # the truth (250 MB) lies in the bracket: at least its end (170 MB), at most the peak so far (300 MB)
+    assert (within["peak_allocated"], within["peak_allocated_max"], within["exact"]) == (
+        170_000_000,
+        300_000_000,
+        False,
+    )
+    assert blocks["within"]["sources"]["gpu_allocator"].startswith("bracket")

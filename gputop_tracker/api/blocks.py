@@ -321,6 +321,8 @@ class _Block:
                     peak[0] = hwm
             sink.open_blocks[run_id] = [0 if reset else -1]
             msg = {"k": "s", "pid": sink.pid, "id": run_id, "name": self.name, "t": time.time(), "hwm": hwm}
+            if alloc := _allocators():
+                msg["ga"] = alloc
             # the wall-clock window holds the CPU window (never more CPU than wall time for one thread)
             self.runs.setdefault(_whose(), []).append((run_id, sink.pid, time.perf_counter(), time.process_time()))
             sink.send(msg)
@@ -363,7 +365,51 @@ class _Block:
                 "peak": peak if peak >= 0 else None,
                 "hwm": hwm,
             }
+            if alloc := _allocators():
+                msg["ga"] = alloc
             sink.send(msg)
+
+
+TORCH_STATS = (  # torch.cuda.memory_stats keys: what max_memory_allocated/reserved and their current figures read
+    "allocated_bytes.all.current",
+    "allocated_bytes.all.peak",
+    "reserved_bytes.all.current",
+    "reserved_bytes.all.peak",
+)
+
+
+def _allocators() -> list[list[Any]]:
+    """The GPU allocators' figures now, for frameworks the program imported and initialised (never importing
+    one, never resetting a statistic): [framework, device, allocated, peak allocated, reserved, peak reserved]."""
+    try:
+        return (_torch_figures() + _jax_figures())[:16]
+    except Exception:  # a framework in a state we do not know: no figures, never an error in the program
+        return []
+
+
+def _torch_figures() -> list[list[Any]]:
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return []
+    out = []
+    for i in range(cuda.device_count()):
+        st = cuda.memory_stats(i)
+        figures = [int(st.get(k, 0)) for k in TORCH_STATS]
+        if any(figures):
+            out.append(["torch", f"cuda:{i}", *figures])
+    return out
+
+
+def _jax_figures() -> list[list[Any]]:
+    bridge = sys.modules.get("jax._src.xla_bridge")  # its backends exist once the program used a device
+    out = []
+    for backend in list((getattr(bridge, "_backends", None) or {}).values()):
+        for d in backend.local_devices():
+            st = d.memory_stats() or {}
+            if "peak_bytes_in_use" in st:
+                figures = (st.get("bytes_in_use", 0), st["peak_bytes_in_use"])
+                out.append(["jax", f"{d.platform}:{d.id}", *figures, st.get("bytes_reserved"), None])
+    return out
 
 
 def _whose() -> Any:
