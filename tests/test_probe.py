@@ -188,6 +188,7 @@ def test_probe_is_invisible_and_chains(tmp_path: Path) -> None:
 def test_probe_file_is_python38_and_standalone() -> None:
     source = Path(SITE_FILE).read_text()
     ast.parse(source, feature_version=(3, 8))  # no match, no `X | Y` at runtime, no parenthesised with
+    assert source.isascii()  # a Python 2 in the tree parses it too (and only chains)
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(ast.parse(source))
@@ -268,3 +269,45 @@ def test_block_allocator_exact_when_the_peak_rose_else_a_bracket(tmp_path: Path)
         False,
     )
     assert blocks["within"]["sources"]["gpu_allocator"].startswith("bracket")
+
+
+def _other_pythons() -> list[Path]:
+    """Other interpreters installed beside this one (a pyenv-style tree of versions), if any."""
+    here = Path(sys.base_prefix).resolve()
+    found = sorted(p for p in here.parent.glob("*/bin/python") if p.resolve().parent.parent != here)
+    return found[:10]
+
+
+def test_other_python_versions_report_or_chain(tmp_path: Path) -> None:
+    """Every installed Python 3.8+ in the tree reports its exact peak; older ones (the file parses even in 2.7)
+    only chain to the user's sitecustomize, silently."""
+    others = _other_pythons()
+    if not others:
+        pytest.skip("no other Python version installed here")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("import os\nopen(os.environ['MARK'], 'a').write('%d\\n' % os.getpid())\n")
+    script = tmp_path / "versions.py"
+    script.write_text(
+        "import json, subprocess, sys\n"
+        "out = []\n"
+        "for exe in sys.argv[2:]:\n"
+        "    p = subprocess.Popen([exe, '-c', 'import sys; b = bytearray(30 << 20); sys.stdout.write(str(sys.version_info[:2]))'],\n"
+        "                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
+        "    o, e = p.communicate()\n"
+        "    out.append([p.pid, o.decode(), e.decode()])\n"
+        "json.dump(out, open(sys.argv[1], 'w'))\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path / "site"), "MARK": str(tmp_path / "mark"), "GPUTOP_TRACKER_NO_CGROUP": "1"}
+    res = tmp_path / "res.json"
+    proc, r = track_json(tmp_path, "--", PY, str(script), str(res), *map(str, others), env=env)
+    assert proc.returncode == 0, proc.stderr
+    marks = {int(x) for x in (tmp_path / "mark").read_text().split()}
+    reported = set(r["probe"]["reported"])
+    rows = _by_pid(r)
+    for pid, version, err in json.loads(res.read_text()):
+        assert err == "", (version, err)  # nothing printed, under any version
+        assert pid in marks, version  # the user's sitecustomize ran
+        if tuple(int(x) for x in version.strip("()").split(",")) >= (3, 8):
+            assert pid in reported and rows[pid]["peak_rss_source"] == LABEL, version
+        else:
+            assert pid not in reported, version

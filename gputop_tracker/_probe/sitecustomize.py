@@ -3,8 +3,8 @@
 gputop-track puts this file's directory first on the launched command's PYTHONPATH, so every Python process of
 the tree imports it at start-up as `sitecustomize`. It then takes its directory off `sys.path`, imports the
 sitecustomize it shadows (the user's own, or the interpreter's) exactly as `site` would have (usercustomize is
-imported by `site` itself afterwards, as always), and at exit — a normal exit, `sys.exit`, an uncaught exception,
-or `os._exit` (how multiprocessing children leave: fork, forkserver, pool workers) — sends one line through the
+imported by `site` itself afterwards, as always), and at exit - a normal exit, `sys.exit`, an uncaught exception,
+or `os._exit` (how multiprocessing children leave: fork, forkserver, pool workers) - sends one line through the
 session's FIFO (GPUTOP_TRACKER_BLOCKS): its VmHWM and the peaks of GPU allocators the program itself imported.
 It reads `os.waitpid`'s children through `os.wait4` (same result to the caller) to list the children it reaped
 with their ru_maxrss, so the tracker knows whether any process of the tree went unseen.
@@ -23,7 +23,7 @@ _CHUNK = 100  # reaps per message (a message stays under PIPE_BUF: one atomic wr
 _sent = [0]  # the pid that sent its exit report (a forked child inherits the parent's list)
 _reaps = {}  # type: dict[int, int]  # child pid -> ru_maxrss (bytes) of the children this process reaped
 _cf0 = [0]  # child faults when the probe started: children reaped before this image (a pyenv shim's helpers)
-_tally = [0, False]  # Σ faults (minflt + majflt) of those reaps, and whether the list overflowed
+_tally = [0, False]  # sum of faults (minflt + majflt) of those reaps, and whether the list overflowed
 _real_exit = os._exit
 _installed = []  # type: list[bool]  # True once the hooks are in (once per interpreter)
 
@@ -77,7 +77,7 @@ def _torch():
     for i in range(cuda.device_count()):
         alloc, reserved = int(cuda.max_memory_allocated(i)), int(cuda.max_memory_reserved(i))
         if alloc or reserved:
-            out.append(["torch", f"cuda:{i}", alloc, reserved, "peak"])
+            out.append(["torch", "cuda:%d" % i, alloc, reserved, "peak"])
     return out
 
 
@@ -91,7 +91,7 @@ def _jax():
             peak = stats.get("peak_bytes_in_use")
             if peak is not None:
                 reserved = stats.get("peak_bytes_reserved", stats.get("bytes_reserved"))
-                out.append(["jax", f"{d.platform}:{d.id}", int(peak), reserved, "peak"])
+                out.append(["jax", "%s:%d" % (d.platform, d.id), int(peak), reserved, "peak"])
     return out
 
 
@@ -292,7 +292,7 @@ def uninstall():
 
 if __name__ == "sitecustomize":
     _unpath()
-    if _FIFO:
+    if _FIFO and sys.version_info >= (3, 8):  # older ones only chain (this file still parses in 2.7)
         try:
             install()
         except Exception:

@@ -22,7 +22,8 @@ def probe_environment(env: dict[str, str]) -> str | None:
     if ":" in PROBE_DIR:
         return f"the probe's directory has a ':' in its name ({PROBE_DIR}), which PYTHONPATH cannot hold"
     old = env.get("PYTHONPATH", "")
-    rest = [p for p in old.split(os.pathsep) if p and os.path.abspath(p) != PROBE_DIR] if old else []
+    # an empty entry means the current directory: kept, as every other entry of the user's
+    rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR] if old else []
     env["PYTHONPATH"] = os.pathsep.join([PROBE_DIR, *rest])
     return None
 
@@ -32,8 +33,8 @@ def remove_probe_path(env: dict[str, str]) -> None:
     old = env.get("PYTHONPATH")
     if old is None:
         return
-    rest = [p for p in old.split(os.pathsep) if p and os.path.abspath(p) != PROBE_DIR]
-    if rest:
+    rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR]
+    if rest != [""] and rest:
         env["PYTHONPATH"] = os.pathsep.join(rest)
     else:
         env.pop("PYTHONPATH", None)
