@@ -352,7 +352,22 @@ def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[st
     lines += ["  " + line for line in _table(rows, "<>>>>>>>>>>>")]
     if len(blocks) > limit:
         lines.append(f"  … and {len(blocks) - limit} more (see the JSON report)")
-    return lines
+    return lines + _block_allocator_lines(blocks[:limit], f)
+
+
+def _block_allocator_lines(blocks: list[BlockSummary], f: _Fmt) -> list[str]:
+    """The GPU allocators' peak allocated per block: exact, or a bracket (at least … at most)."""
+    out = []
+    for b in blocks:
+        for a in b.gpu_allocator:
+            figure = (
+                f.gpu(a.peak_allocated)
+                if a.exact
+                else f"{f.gpu(a.peak_allocated)} to {f.gpu(a.peak_allocated_max)} (bracket)"
+            )
+            where = escape_controls(f"{a.framework} {a.device}")
+            out.append(f"    {escape_controls(b.name[:40])}: {where} {figure}")
+    return ["  GPU allocator, peak allocated during the block (never reset):", *out] if out else []
 
 
 def blocks_text(blocks: list[BlockSummary]) -> list[str]:
