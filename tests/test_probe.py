@@ -16,7 +16,7 @@ from helpers import track_json
 
 from gputop_tracker.core.blocks.probe import PROBE_DIR, SITE_FILE
 from gputop_tracker.core.summary.peaks import Peak
-from gputop_tracker.core.summary.probe import Exit, ProbeStats, python_without_probe, upper_bound
+from gputop_tracker.core.summary.probe import Exit, ProbeStats, probe_peak, python_without_probe, upper_bound
 
 PY = sys.executable
 JOB = Path(__file__).with_name("probe_job")
@@ -285,7 +285,9 @@ def test_other_python_versions_report_or_chain(tmp_path: Path) -> None:
     if not others:
         pytest.skip("no other Python version installed here")
     (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text("import os\nopen(os.environ['MARK'], 'a').write('%d\\n' % os.getpid())\n")
+    (tmp_path / "site" / "sitecustomize.py").write_text(
+        "import os\nopen(os.environ['MARK'], 'a').write('%d\\n' % os.getpid())\n"
+    )
     script = tmp_path / "versions.py"
     script.write_text(
         "import json, subprocess, sys\n"
@@ -311,3 +313,19 @@ def test_other_python_versions_report_or_chain(tmp_path: Path) -> None:
             assert pid in reported and rows[pid]["peak_rss_source"] == LABEL, version
         else:
             assert pid not in reported, version
+
+
+def test_probe_peak_yields_to_a_larger_earlier_image() -> None:
+    """VmHWM is per image: a process that exec'd Python from something larger has its own ru_maxrss rule."""
+    p = _P(2, reaped=True, wfc=False)
+    p.peak_rss, p.hwm_at_attach, p.peak_before_attach = 9 << 20, None, None
+    probe = ProbeStats(True)
+    probe.exits = {2: _exit(2)}  # VmHWM at exit: 10 MiB
+    b = _B({2: p}, probe)
+    assert probe_peak(b, p) == Peak(10 << 20, True, "probe", LABEL)
+    p.peak_rss = (10 << 20) + 100_000  # a sample's reading of the same peak, a little above: agrees
+    assert probe_peak(b, p) == Peak(p.peak_rss, True, "probe", LABEL)
+    p.rusage_maxrss = 50 << 20  # it waited for no child: ru_maxrss is its own, an earlier image held more
+    assert probe_peak(b, p) is None
+    p.peak_rss, p.rusage_maxrss = 30 << 20, None  # a sample saw more than the Python image's VmHWM
+    assert probe_peak(b, p) is None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop_tracker.core.summary.peaks import PAGE_SLACK, Peak
+from gputop_tracker.core.summary.peaks import Peak, agree
 
 MAX_EXITS = 100_000  # processes whose exit reports are kept
 LABEL = "exact (VmHWM at exit, in-process)"
@@ -152,10 +152,12 @@ def probe_peak(b: Any, p: Any) -> Peak | None:
         return None
     # VmHWM is per image: a figure above it (a sample, or ru_maxrss, which covers every image and the waited
     # children) is from an image exec replaced, or from a child: then the rules of the other readings apply
-    if p.peak_rss > ex.hwm + PAGE_SLACK:
+    # (the kernel's RSS counters are per-CPU and read approximately: two readings of one peak agree within 2 %)
+    if p.peak_rss > ex.hwm and not agree(p.peak_rss, ex.hwm):
         return None
     own_rusage = p.reaped and p.waited_for_children is False and not _polluted(b, p.pid, p)
-    if own_rusage and (p.rusage_maxrss or 0) > ex.hwm + PAGE_SLACK:
+    maxrss = p.rusage_maxrss or 0
+    if own_rusage and maxrss > ex.hwm and not agree(maxrss, ex.hwm):
         return None  # its own peak over every image (it waited for no child): the ru_maxrss rule
     return Peak(max(ex.hwm, p.peak_rss), True, "probe", LABEL)
 
