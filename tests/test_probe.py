@@ -185,8 +185,9 @@ def test_probe_is_invisible_and_chains(tmp_path: Path) -> None:
     assert (proc.stdout, proc.stderr) == ("_exit\n", "")
 
 
-def test_probe_file_is_python38_and_standalone() -> None:
-    source = Path(SITE_FILE).read_text()
+@pytest.mark.parametrize("name", ["sitecustomize.py", "gputop_probe_report.py"])
+def test_probe_files_are_python38_and_standalone(name: str) -> None:
+    source = (Path(SITE_FILE).parent / name).read_text()
     ast.parse(source, feature_version=(3, 8))  # no match, no `X | Y` at runtime, no parenthesised with
     assert source.isascii()  # a Python 2 in the tree parses it too (and only chains)
     imported = {
@@ -195,7 +196,8 @@ def test_probe_file_is_python38_and_standalone() -> None:
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
     }
-    assert imported <= {"os", "sys", "time", "select", "_signal", "atexit", "importlib", "sitecustomize"}, imported
+    assert imported <= {"os", "sys", "time", "select", "_signal", "atexit", "sitecustomize"}, imported
+    assert sorted(p.name for p in Path(SITE_FILE).parent.glob("*.py")) == ["gputop_probe_report.py", "sitecustomize.py"]
 
 
 # ---------------------------------------------------------------------------- pure rules (synthetic reports)

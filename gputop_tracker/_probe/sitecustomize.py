@@ -5,7 +5,8 @@ the tree imports it at start-up as `sitecustomize`. It then takes its directory 
 sitecustomize it shadows (the user's own, or the interpreter's) exactly as `site` would have (usercustomize is
 imported by `site` itself afterwards, as always), and at exit - a normal exit, `sys.exit`, an uncaught exception,
 or `os._exit` (how multiprocessing children leave: fork, forkserver, pool workers) - sends one line through the
-session's FIFO (GPUTOP_TRACKER_BLOCKS): its VmHWM and the peaks of GPU allocators the program itself imported.
+session's FIFO (GPUTOP_TRACKER_BLOCKS): its VmHWM and the peaks of GPU allocators the program itself imported
+(gputop_probe_report.py beside it, loaded only at exit).
 It reads `os.waitpid`'s children through `os.wait4` (same result to the caller) to list the children it reaped
 with their ru_maxrss, so the tracker knows whether any process of the tree went unseen.
 
@@ -19,7 +20,6 @@ import sys
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _FIFO = os.environ.get("GPUTOP_TRACKER_BLOCKS") or ""
 _MAX_REAPS = 4096  # children listed per process; past that the list is incomplete (and said so)
-_CHUNK = 100  # reaps per message (a message stays under PIPE_BUF: one atomic write)
 _sent = [0]  # the pid that sent its exit report (a forked child inherits the parent's list)
 _reaps = {}  # type: dict[int, int]  # child pid -> ru_maxrss (bytes) of the children this process reaped
 _cf0 = [0]  # child faults when the probe started: children reaped before this image (a pyenv shim's helpers)
@@ -43,24 +43,6 @@ def _chain():
         sys.modules["sitecustomize"] = ours  # type: ignore[assignment]
 
 
-def _status_hwm():
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def _hwm():
-    """VmHWM now, and the largest one code blocks cleared (they reset it to measure themselves)."""
-    hwm = _status_hwm()
-    blocks = sys.modules.get("gputop_tracker.api.blocks")
-    cleared = getattr(blocks, "_reset_peak", None)
-    if cleared and isinstance(cleared[0], int):
-        hwm = max(hwm, cleared[0])
-    return hwm
-
-
 def _child_faults():
     """cminflt + cmajflt of this process: the faults of every child it reaped (as the kernel adds them)."""
     with open("/proc/self/stat", "rb") as f:
@@ -68,120 +50,20 @@ def _child_faults():
     return int(fields[8]) + int(fields[10])
 
 
-def _torch():
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    if cuda is None or not cuda.is_initialized():
-        return []
-    out = []
-    for i in range(cuda.device_count()):
-        alloc, reserved = int(cuda.max_memory_allocated(i)), int(cuda.max_memory_reserved(i))
-        if alloc or reserved:
-            out.append(["torch", "cuda:%d" % i, alloc, reserved, "peak"])
-    return out
+_HALF = os.path.join(_DIR, "gputop_probe_report.py")  # the exit half, loaded only at exit
 
 
-def _jax():
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    backends = getattr(bridge, "_backends", None)  # filled only once the program used a device
-    out = []
-    for backend in list((backends or {}).values()):
-        for d in backend.local_devices():
-            stats = d.memory_stats() or {}
-            peak = stats.get("peak_bytes_in_use")
-            if peak is not None:
-                reserved = stats.get("peak_bytes_reserved", stats.get("bytes_reserved"))
-                out.append(["jax", "%s:%d" % (d.platform, d.id), int(peak), reserved, "peak"])
-    return out
-
-
-def _cupy():
-    cupy = sys.modules.get("cupy")
-    if cupy is None:
-        return []
-    pool = cupy.get_default_memory_pool()  # it keeps no peak: its size at exit, a lower bound of the peak
-    used, total = int(pool.used_bytes()), int(pool.total_bytes())
-    return [["cupy", "cuda", used, total, "at_exit"]] if total else []
-
-
-def _allocators():
-    out = []
-    for read in (_torch, _jax, _cupy):
+def _half_code():
+    """The exit half's code: from its cached bytecode where there is one (the import system's own loader,
+    always loaded), else compiled now."""
+    ext = sys.modules.get("_frozen_importlib_external")
+    if ext is not None:
         try:
-            out.extend(read())
+            return ext.SourceFileLoader("gputop_probe_report", _HALF).get_code("gputop_probe_report")
         except Exception:
             pass
-    return out[:16]
-
-
-def _comm():
-    try:
-        with open("/proc/self/comm", "rb") as f:
-            return f.read().strip().decode("utf-8", "replace")[:64]
-    except OSError:
-        return ""
-
-
-def _json(v):
-    """JSON of ints, floats, strings, None and lists (json itself costs a millisecond to import at exit)."""
-    if isinstance(v, str):
-        return '"' + "".join(c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c) for c in v) + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_json(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ",".join(_json(k) + ":" + _json(x) for k, x in v.items()) + "}"
-    if v is None or isinstance(v, bool):
-        return "null" if v is None else "true" if v else "false"
-    return repr(v) if isinstance(v, (int, float)) else "null"
-
-
-def _messages(pid, how):
-    import time
-
-    now = time.time()
-    reaps = list(_reaps.items())
-    out = [
-        {"k": "r", "pid": pid, "name": "", "t": now, "reaps": reaps[i : i + _CHUNK]}
-        for i in range(0, len(reaps), _CHUNK)
-    ]
-    exit_msg = {"k": "x", "pid": pid, "ppid": os.getppid(), "name": _comm(), "t": now, "how": how}
-    exit_msg["hwm"] = _hwm()
-    exit_msg["cf"] = _child_faults()
-    exit_msg["rf"] = -1 if _tally[1] else _tally[0]
-    exit_msg["cf0"] = _cf0[0]
-    exit_msg["ga"] = _allocators()
-    out.append(exit_msg)
-    return [_json(m).encode() + b"\n" for m in out]
-
-
-def _send(lines):
-    """Each line in one write, waiting up to a second in all for room (the exit report is worth the wait)."""
-    import time
-
-    try:
-        fd = os.open(_FIFO, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return  # no tracker reading (gone, or a program started outside it with our variables)
-    deadline = time.monotonic() + 1.0
-    try:
-        for line in lines:
-            while True:
-                try:
-                    os.write(fd, line)
-                    break
-                except BlockingIOError:
-                    import select
-
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return
-                    poller = select.poll()
-                    poller.register(fd, select.POLLOUT)
-                    poller.poll(min(left, 0.05) * 1000)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with open(_HALF, "rb") as f:
+        return compile(f.read(), _HALF, "exec")
 
 
 def _report(how):
@@ -194,7 +76,9 @@ def _report(how):
 
         old = _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGPIPE,))  # a closed FIFO: EPIPE, no signal
         try:
-            _send(_messages(pid, how))
+            half = {"__name__": "gputop_probe_report", "__file__": _HALF}  # type: dict
+            exec(_half_code(), half)
+            half["report"](pid, how, _FIFO, _reaps, _tally, _cf0[0], _child_faults)
         finally:
             if _signal.SIGPIPE not in old:
                 _signal.pthread_sigmask(_signal.SIG_SETMASK, old)

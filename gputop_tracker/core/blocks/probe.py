@@ -21,11 +21,28 @@ def probe_environment(env: dict[str, str]) -> str | None:
         return f"the probe's file is missing ({PROBE_DIR})"
     if ":" in PROBE_DIR:
         return f"the probe's directory has a ':' in its name ({PROBE_DIR}), which PYTHONPATH cannot hold"
+    _compiled()
     old = env.get("PYTHONPATH", "")
     # an empty entry means the current directory: kept, as every other entry of the user's
     rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR] if old else []
     env["PYTHONPATH"] = os.pathsep.join([PROBE_DIR, *rest])
     return None
+
+
+def _compiled() -> None:
+    """The probe's bytecode cached for this interpreter (what pip writes at install; an editable install, or
+    PYTHONDONTWRITEBYTECODE, leaves none): a tracked Python of the same version then loads it instead of
+    compiling the file at each start. Nothing happens when the directory cannot be written."""
+    import importlib.util
+    import py_compile
+
+    for source in (SITE_FILE, os.path.join(PROBE_DIR, "gputop_probe_report.py")):
+        try:
+            cached = importlib.util.cache_from_source(source)
+            if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
+                py_compile.compile(source, cfile=cached, doraise=True)
+        except (OSError, py_compile.PyCompileError, ValueError):
+            pass
 
 
 def remove_probe_path(env: dict[str, str]) -> None:
