@@ -523,12 +523,13 @@ def make_file(path: str, mib: int) -> None:
     if p.exists() and p.stat().st_size == mib * MiB:
         return
     chunk = os.urandom(MiB)
-    with open(path + ".tmp", "wb") as f:
+    tmp = f"{path}.{os.getpid()}.tmp"  # per process: test workers may make it at once
+    with open(tmp, "wb") as f:
         for _ in range(mib):
             f.write(chunk)
         f.flush()
         os.fsync(f.fileno())  # written back now: no writeback storm while a case reads it
-    os.replace(path + ".tmp", path)
+    os.replace(tmp, path)
 
 
 def _map_and_read(path: str, shared: bool) -> mmap.mmap:
@@ -821,7 +822,7 @@ def wait4_harness() -> str | None:
     if cc is None:
         return None
     cache.mkdir(exist_ok=True)
-    src = cache / "wait4peak.c"
+    src = cache / f"wait4peak.{os.getpid()}.c"  # per process: test workers may build it at once
     src.write_text(HARNESS_C)
     tmp = cache / f"wait4peak.{os.getpid()}"
     for flags in (["-static", "-O2"], ["-O2"]):

@@ -75,7 +75,7 @@ def _session_csv(session: Any, _units: Units) -> str:
 class Output:
     """One kind of output and the formats it can be written in (the first is the default)."""
 
-    what: str
+    what: str  # as `--help` names it: "<what> format: text or json"
     formats: dict[str, Renderer]
     help: str = ""
 
@@ -94,14 +94,15 @@ class Output:
             "--format",
             choices=tuple(names),
             default=self.default,
-            help=help or f"{listed}{f' ({self.help})' if self.help else ''} (default: {self.default})",
+            help=help
+            or f"{self.what} format: {listed}{f' ({self.help})' if self.help else ''} (default: {self.default})",
         )
 
 
-REPORT = Output("the report of a run", {"text": _report_text, "json": _report_json})
-COMPARISON = Output("two sessions side by side", {"text": _comparison_text, "json": _as_json})
-EVENTS = Output("an event timeline", {"text": _events_text, "json": _events_json, "csv": _events_csv})
-SESSION = Output("a whole session", {"json": _session_json, "csv": _session_csv}, "csv: the timeline")
+REPORT = Output("report", {"text": _report_text, "json": _report_json})
+COMPARISON = Output("comparison", {"text": _comparison_text, "json": _as_json})
+EVENTS = Output("events", {"text": _events_text, "json": _events_json, "csv": _events_csv})
+SESSION = Output("session", {"json": _session_json, "csv": _session_csv}, "csv: the timeline")
 
 
 def _listing_text(listing: Any, _units: Units) -> str:
@@ -129,12 +130,12 @@ def _advice_text(advice: Any, _units: Units) -> str:
 
 
 LISTING = Output(
-    "the saved sessions",
+    "listing",
     {"text": _listing_text, "json": _listing_json},
     "text: one line per session; json: an array of objects (metadata, peaks, or the error)",
 )
-JOB = Output("every session of one job", {"text": _job_text, "json": _as_json})
-ADVICE = Output("scheduler advice", {"text": _advice_text, "json": _as_json})
+JOB = Output("job view", {"text": _job_text, "json": _as_json})
+ADVICE = Output("advice", {"text": _advice_text, "json": _as_json})
 
 OUTPUTS = (REPORT, COMPARISON, EVENTS, SESSION, LISTING, JOB, ADVICE)
 
