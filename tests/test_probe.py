@@ -331,3 +331,35 @@ def test_probe_peak_yields_to_a_larger_earlier_image() -> None:
     assert probe_peak(b, p) is None
     p.peak_rss, p.rusage_maxrss = 30 << 20, None  # a sample saw more than the Python image's VmHWM
     assert probe_peak(b, p) is None
+
+
+def test_tracker_probe_in_its_own_process_and_off(tmp_path: Path) -> None:
+    """Tracker(): children it forks (leaving by os._exit) and Python processes it starts report; PYTHONPATH and
+    os._exit are as before once it stops. Tracker(probe=False): nothing reports, nothing changes."""
+    script = tmp_path / "api.py"
+    script.write_text(
+        "import json, multiprocessing as mp, os, subprocess, sys\n"
+        "from gputop_tracker import Tracker\n"
+        "def w():\n"
+        "    b = bytearray(50 << 20)\n"
+        "    for i in range(0, len(b), 4096): b[i] = 1\n"
+        "out = {}\n"
+        "for probe in (True, False):\n"
+        "    before = (os.environ.get('PYTHONPATH'), os._exit)\n"
+        f"    with Tracker(sleep_time=1, save=False, store={str(tmp_path)!r}, probe=probe) as t:\n"
+        "        p = mp.get_context('fork').Process(target=w); p.start(); p.join()\n"
+        "        c = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)\n"
+        "    u = t.resource_usage\n"
+        "    out[str(probe)] = {'pids': [p.pid, int(c.stdout)], 'reported': u.probe.reported, 'on': u.probe.enabled,\n"
+        "                       'same': (os.environ.get('PYTHONPATH'), os._exit) == before,\n"
+        "                       'labels': {q.pid: q.peak_rss_source for q in u.processes}}\n"
+        f"json.dump(out, open({str(tmp_path / 'out.json')!r}, 'w'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": "/nowhere", "GPUTOP_TRACKER_NO_CGROUP": "1"}
+    proc = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads((tmp_path / "out.json").read_text())
+    on, off = out["True"], out["False"]
+    assert on["on"] and set(on["pids"]) <= set(on["reported"]) and on["same"]
+    assert on["labels"][str(on["pids"][0])] == LABEL  # the forked child, gone through os._exit
+    assert not off["on"] and off["reported"] == [] and off["same"]

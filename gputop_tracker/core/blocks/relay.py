@@ -21,6 +21,7 @@ from gputop_tracker.core.blocks.probe import probe_environment, remove_probe_pat
 from gputop_tracker.core.model.config import LAUNCH, EngineConfig
 from gputop_tracker.core.summary.probe import ProbeStats
 
+OFF = "turned off (--no-probe, or probe=False)"
 BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at block boundaries
 
 
@@ -49,11 +50,17 @@ class BlockRelay:
                 self._probe_on()
         if cfg.blocks_fifo and cfg.probe and self.inbox is not None:  # the Tracker set the probe up itself
             self.probe = ProbeStats(True)
+        elif not cfg.probe:
+            self.probe = ProbeStats(False, OFF)
+        elif not cfg.blocks_fifo and cfg.mode != LAUNCH:
+            self.probe = ProbeStats(False, "attached to a running process, which cannot load it")
+        elif self.inbox is None:
+            self.probe = ProbeStats(False, "no FIFO could be made for its reports (TMPDIR, /tmp not writable)")
 
     def _probe_on(self) -> None:
         """The probe first on the command's PYTHONPATH (it reports through our FIFO)."""
         if not self.cfg.probe:
-            self.probe = ProbeStats(False, "turned off (--no-probe, or probe=False)")
+            self.probe = ProbeStats(False, OFF)
             return
         why = probe_environment(os.environ)  # type: ignore[arg-type]
         self.probe = ProbeStats(why is None, why)
