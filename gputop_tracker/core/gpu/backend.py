@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputop_tracker.core.gpu.nvml_extras import NvmlExtras
+
 
 @dataclass
 class GpuReading:
@@ -60,6 +62,12 @@ class GpuReading:
     vendor: str | None = None  # "nvidia", "amd"; None: simulated or scripted
     #: other names the GPU goes by in a *_VISIBLE_DEVICES list (AMD: the HIP/ROCr UUID, GPU-<hex>)
     alt_ids: tuple[str, ...] = ()
+    #: NVML accounting mode: True on, False off, None unknown / not supported (MIG, no NVML)
+    accounting: bool | None = None
+    #: pid -> exact peak GPU memory on this GPU from the driver's accounting records (exited processes too)
+    accounting_peaks: dict[int, int] = field(default_factory=dict)
+    #: pids in `processes` whose host PID was paired with them by elimination (a container)
+    attributed_pids: frozenset[int] = frozenset()
 
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
@@ -113,6 +121,10 @@ class GpuBackend:
         self.problems: set[str] = set()
 
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
+        return []
+
+    def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        """The driver's per-process peak records once the tree is done (NVML accounting); [] where none."""
         return []
 
     def close(self) -> None:
@@ -230,6 +242,7 @@ class PidMapper:
         self._nspid = nspid
         self._map: dict[int, int] = {}
         self._known: set[int] = set()
+        self._paired: dict[int, int] = {}  # host PID -> tracked PID, by elimination (containers.py)
 
     def update(self, pids: Sequence[int]) -> None:
         if not self.namespaced:
@@ -246,7 +259,24 @@ class PidMapper:
     def __call__(self, host_pid: int) -> int | None:
         if not self.namespaced:
             return host_pid
-        return self._map.get(host_pid)
+        pid = self._map.get(host_pid)
+        return self._paired.get(host_pid) if pid is None else pid
+
+    def mapped(self) -> set[int]:
+        """The tracked PIDs whose host PID is known (through NSpid or a pairing)."""
+        return set(self._map.values()) | set(self._paired.values())
+
+    def pair(self, pairs: dict[int, int], alive: set[int]) -> bool:
+        """Take pairings made by elimination (host PID -> tracked PID); drop those of processes gone (their host
+        PID may be reused). True when the mapping changed."""
+        kept = {h: p for h, p in self._paired.items() if p in alive}
+        kept.update(pairs)
+        changed = kept != self._paired
+        self._paired = kept
+        return changed
+
+    def is_paired(self, host_pid: int) -> bool:
+        return host_pid in self._paired and host_pid not in self._map
 
 
 @dataclass
@@ -271,6 +301,11 @@ class _Device:
     procs: dict[int, int] = field(default_factory=dict)
     instances: dict[int, tuple[int, int]] = field(default_factory=dict)
     unattributed: int | None = None
+    unmapped: dict[int, int] = field(default_factory=dict)  # host PID -> bytes, where no tracked PID is known
+    attributed: frozenset[int] = frozenset()
+    accounting: bool | None = None
+    accounting_peaks: dict[int, int] = field(default_factory=dict)
+    minor: int | None = None  # N of /dev/nvidiaN (the parent's for a MIG device)
 
 
 class NvmlBackend(GpuBackend):
@@ -318,6 +353,7 @@ class NvmlBackend(GpuBackend):
                     m.gpm = False  # GPM of MIG instances needs nvmlGpmMigSampleGet: not read
                     migs.append(m)
         self._devices += migs
+        self._extras = NvmlExtras(self)
         self._procs_due = 0.0
         self.process_query_s = 0.0  # last cost of the slow queries, all devices (for the benchmark)
         if not self._devices:
@@ -402,6 +438,7 @@ class NvmlBackend(GpuBackend):
             except Exception as e:  # never let one device stop the tracking of the others
                 self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
         if slow:
+            self._extras.after_processes(out, pids)
             cost = time.monotonic() - now
             self.process_query_s = cost
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
@@ -440,6 +477,9 @@ class NvmlBackend(GpuBackend):
         r.processes = dev.procs
         r.process_instances = dev.instances
         r.unattributed_memory = dev.unattributed
+        r.attributed_pids = dev.attributed
+        r.accounting = dev.accounting
+        r.accounting_peaks = dev.accounting_peaks
 
     def _read_processes(self, dev: _Device, r: GpuReading) -> None:
         nv = self._nvml
@@ -450,6 +490,8 @@ class NvmlBackend(GpuBackend):
         instances: dict[int, tuple[int, int]] = {}
         unattributed = 0
         unmapped = False
+        attributed: set[int] = set()
+        dev.unmapped = {}
         for fn in (nv.nvmlDeviceGetComputeRunningProcesses_v3, nv.nvmlDeviceGetGraphicsRunningProcesses_v3):
             for p in self._get(fn, dev.handle) or ():
                 used = getattr(p, "usedGpuMemory", None)
@@ -458,21 +500,31 @@ class NvmlBackend(GpuBackend):
                 if pid is None:
                     unmapped = True
                     unattributed += used
+                    dev.unmapped[int(p.pid)] = dev.unmapped.get(int(p.pid), 0) + used
                     continue
+                if self._pids.is_paired(int(p.pid)):
+                    attributed.add(pid)
                 procs[pid] = procs.get(pid, 0) + used
                 gi = getattr(p, "gpuInstanceId", 0xFFFFFFFF)
                 ci = getattr(p, "computeInstanceId", 0xFFFFFFFF)
                 if gi != 0xFFFFFFFF:
                     instances[pid] = (int(gi), int(ci))
-        dev.procs, dev.instances = procs, instances
+        dev.procs, dev.instances, dev.attributed = procs, instances, frozenset(attributed)
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
-        if dev.unattributed:
-            self.problems.add(
-                "the tracker runs in a PID namespace (container) whose /proc does not show the host PIDs "
-                "NVML reports: GPU memory of processes it could not map is reported as unattributed"
-            )
         if dev.mig_parent is None:
             self._read_process_util(dev, r)
+
+    def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        try:
+            devices = self._extras.at_end(pids)
+            return [
+                GpuReading(index=d.index, uuid=d.uuid, name=d.name, vendor="nvidia", lost=d.lost,
+                           accounting=d.accounting, accounting_peaks=dict(d.accounting_peaks))
+                for d in devices
+            ]  # fmt: skip
+        except Exception as e:  # the report must still be written
+            self.problems.add(f"NVML accounting records could not be read at the end ({type(e).__name__}: {e})")
+            return []
 
     def _read_process_util(self, dev: _Device, r: GpuReading) -> None:
         nv = self._nvml

@@ -205,8 +205,11 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
     g = u.max_gpu_ram
     lines.append(
         f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
-        f"combined {f.gpu(g.combined)} (peaks, sampled)"
+        f"combined {f.gpu(g.combined)} (peaks{_gpu_peak_labels(u)})"
     )
+    if g.accounting is not None:
+        state = "on: exact per-process peaks" if g.accounting else "off (see the notes)"
+        lines.append(f"  {'NVML accounting':<16}{state}")
     gu = u.gpu_utilization.gpu_percentages
     lines.append(
         f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
@@ -255,6 +258,14 @@ def probe_line(u: ResourceUsage) -> list[str]:
     for w in pr.without_probe[:5]:
         out.append(f"                  PID {w.pid} ({escape_controls(w.name)}): {w.reason}, no probe")
     return out
+
+
+def _gpu_peak_labels(u: ResourceUsage) -> str:
+    """ ", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
+    labels = {k: u.sources.get(f"max_gpu_ram.{k}", "sampled") for k in ("main", "descendants", "combined")}
+    if all(v.startswith("sampled") and "elimination" not in v for v in labels.values()):
+        return ", sampled"
+    return "".join(f"; {k}: {escape_controls(v)}" for k, v in labels.items())
 
 
 def _gpu_device_lines(gs: GpuSummary, f: _Fmt) -> list[str]:
