@@ -36,7 +36,6 @@ from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_no
 from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
 from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
 from gputop_tracker.core.summary.probe import (
-    ProbeStats,
     add_unseen,
     allocator_rows,
     allocator_summary,
@@ -204,7 +203,6 @@ class SummaryBuilder:
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
         self.timeline_data = Timeline(TIMELINE_COLUMNS)
-        self.probe: ProbeStats | None = None  # the in-process probe's exit reports (launched commands)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
