@@ -28,6 +28,7 @@ def _job_env(tmp_path: Path) -> dict[str, str]:
         "PYTHONPATH": f"{JOB / 'site'}{os.pathsep}{JOB / 'fakes'}",
         "USER_SITE_MARK": str(tmp_path / "mark"),
         "GPUTOP_TRACKER_NO_CGROUP": "1",  # the tree's figures from the processes alone
+        "TMPDIR": str(tmp_path),  # the session's FIFO apart from other runs' sweeps of /tmp
     }
 
 
@@ -130,7 +131,15 @@ def test_exit_paths_all_report(tmp_path: Path) -> None:
         "    p = mp.get_context('forkserver').Process(target=w); p.start(); p.join(); pids.append(p.pid)\n"
         f"    open({str(tmp_path / 'pids')!r}, 'w').write(' '.join(map(str, pids)))\n"
     )
-    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, str(script), env={"GPUTOP_TRACKER_NO_CGROUP": "1"})
+    proc, r = track_json(
+        tmp_path,
+        "--interval",
+        "1",
+        "--",
+        PY,
+        str(script),
+        env={"GPUTOP_TRACKER_NO_CGROUP": "1", "TMPDIR": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stderr
     exit3, raised, killed, forked, forkserver = map(int, (tmp_path / "pids").read_text().split())
     reported = set(r["probe"]["reported"])
@@ -148,7 +157,7 @@ def test_isolated_and_no_site_said(tmp_path: Path) -> None:
         "for flag in ('-I', '-S'):\n"
         "    subprocess.run([sys.executable, flag, '-c', 'import time; time.sleep(1.5)'])\n"
     )
-    proc, r = track_json(tmp_path, "--interval", "0.5", "--", PY, str(script))
+    proc, r = track_json(tmp_path, "--interval", "0.5", "--", PY, str(script), env={"TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     reasons = {w["reason"] for w in r["probe"]["without_probe"]}
     assert reasons == {"isolated mode (-I)", "-S (no site import)"}
@@ -160,11 +169,13 @@ def test_no_probe_leaves_pythonpath(tmp_path: Path) -> None:
     script.write_text(
         f"import os, sys; open({str(tmp_path / 'env')!r}, 'w').write(os.environ.get('PYTHONPATH', '-'))\n"
     )
-    proc, r = track_json(tmp_path, "--no-probe", "--", PY, str(script), env={"PYTHONPATH": "/nowhere"})
+    proc, r = track_json(
+        tmp_path, "--no-probe", "--", PY, str(script), env={"PYTHONPATH": "/nowhere", "TMPDIR": str(tmp_path)}
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "env").read_text() == "/nowhere"
     assert not r["probe"]["enabled"] and r["probe"]["reported"] == []
-    proc, r = track_json(tmp_path, "--", PY, str(script), env={"PYTHONPATH": "/nowhere"})
+    proc, r = track_json(tmp_path, "--", PY, str(script), env={"PYTHONPATH": "/nowhere", "TMPDIR": str(tmp_path)})
     assert (tmp_path / "env").read_text() == f"{PROBE_DIR}{os.pathsep}/nowhere"
     assert r["probe"]["reported"] == [r["pid"]]
 
@@ -302,6 +313,7 @@ def test_other_python_versions_report_or_chain(tmp_path: Path) -> None:
         "json.dump(out, open(sys.argv[1], 'w'))\n"
     )
     env = {"PYTHONPATH": str(tmp_path / "site"), "MARK": str(tmp_path / "mark"), "GPUTOP_TRACKER_NO_CGROUP": "1"}
+    env["TMPDIR"] = str(tmp_path)
     res = tmp_path / "res.json"
     proc, r = track_json(tmp_path, "--", PY, str(script), str(res), *map(str, others), env=env)
     assert proc.returncode == 0, proc.stderr
@@ -355,7 +367,7 @@ def test_tracker_probe_in_its_own_process_and_off(tmp_path: Path) -> None:
         "                       'labels': {q.pid: q.peak_rss_source for q in u.processes}}\n"
         f"json.dump(out, open({str(tmp_path / 'out.json')!r}, 'w'))\n"
     )
-    env = {**os.environ, "PYTHONPATH": "/nowhere", "GPUTOP_TRACKER_NO_CGROUP": "1"}
+    env = {**os.environ, "PYTHONPATH": "/nowhere", "GPUTOP_TRACKER_NO_CGROUP": "1", "TMPDIR": str(tmp_path)}
     proc = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     out = json.loads((tmp_path / "out.json").read_text())
@@ -363,3 +375,22 @@ def test_tracker_probe_in_its_own_process_and_off(tmp_path: Path) -> None:
     assert on["on"] and set(on["pids"]) <= set(on["reported"]) and on["same"]
     assert on["labels"][str(on["pids"][0])] == LABEL  # the forked child, gone through os._exit
     assert not off["on"] and off["reported"] == [] and off["same"]
+
+
+def test_sweep_leaves_a_fifo_that_is_read(tmp_path: Path) -> None:
+    """A FIFO directory whose creator's pid is not visible here (a sampler in another PID namespace sharing
+    /tmp) is left while someone reads the FIFO; a dead one (no reader) is removed."""
+    from gputop_tracker.core.blocks.inbox import PREFIX, sweep
+
+    live, dead = tmp_path / f"{PREFIX}999999999-aa", tmp_path / f"{PREFIX}999999998-bb"
+    for d in (live, dead):
+        d.mkdir()
+        os.mkfifo(d / "blocks")
+    reader = os.open(live / "blocks", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        sweep(str(tmp_path))
+        assert live.exists() and not dead.exists()
+    finally:
+        os.close(reader)
+    sweep(str(tmp_path))
+    assert not live.exists()

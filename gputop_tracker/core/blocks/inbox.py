@@ -156,7 +156,20 @@ def sweep(base: str) -> None:
                 continue
         except OSError:
             continue
-        _remove(directory, os.path.join(directory, "blocks"))
+        path = os.path.join(directory, "blocks")
+        if _read_by_someone(path):
+            continue  # a sampler in another PID namespace (a container sharing /tmp): its pid is not ours to see
+        _remove(directory, path)
+
+
+def _read_by_someone(path: str) -> bool:
+    """The FIFO still has a reader: opening it to write, without blocking, succeeds (ENXIO: none)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def _remove(directory: str, path: str) -> None:
