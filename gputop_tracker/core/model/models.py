@@ -527,14 +527,7 @@ class ResourceUsage(Model):
         gram.main *= g
         gram.descendants *= g
         gram.combined *= g
-        for a in _allocators(out):
-            if a.peak_allocated is not None:
-                a.peak_allocated *= g
-            if a.peak_reserved is not None:
-                a.peak_reserved *= g
-            if isinstance(a, BlockAllocator):
-                a.peak_allocated_max = a.peak_allocated_max * g if a.peak_allocated_max is not None else None
-                a.peak_reserved_max = a.peak_reserved_max * g if a.peak_reserved_max is not None else None
+        _scale_allocators(out, g)
         t = TIME_UNITS[self.compute_time.unit] / TIME_UNITS[time_unit]
         out.compute_time.time *= t
         out.compute_time.unit = time_unit
@@ -552,6 +545,16 @@ class ResourceUsage(Model):
 
 
 # --------------------------------------------------------------------------- sessions (the store)
+
+
+def _scale_allocators(u: ResourceUsage, g: float) -> None:
+    """The allocator figures of the report (not a process's own) times `g` (a GPU RAM unit change)."""
+    for a in _allocators(u):
+        a.peak_allocated = a.peak_allocated * g if a.peak_allocated is not None else None
+        a.peak_reserved = a.peak_reserved * g if a.peak_reserved is not None else None
+        if isinstance(a, BlockAllocator):
+            a.peak_allocated_max = a.peak_allocated_max * g if a.peak_allocated_max is not None else None
+            a.peak_reserved_max = a.peak_reserved_max * g if a.peak_reserved_max is not None else None
 
 
 def _allocators(u: ResourceUsage) -> list[GpuAllocator]:
