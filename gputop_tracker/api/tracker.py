@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.blocks.probe import InProcess
 from gputop_tracker.core.integrations import slurm
 from gputop_tracker.core.integrations.exporters.base import (
     DEFAULT_TOP_PROCESSES,
@@ -65,6 +66,23 @@ def _new_inbox() -> BlockInbox | None:
     return inbox
 
 
+def _hold(path: str, probe: bool) -> tuple[Any, InProcess | None]:
+    """This process's blocks report to `path`; with the probe, its exit hooks here and on PYTHONPATH too."""
+    from gputop_tracker.api import blocks
+
+    return blocks._push(path), InProcess(path) if probe else None
+
+
+def _release(held: tuple[Any, InProcess | None]) -> None:
+    """A Tracker's blocks back where they were, and the probe's hooks out of this process (PYTHONPATH too)."""
+    from gputop_tracker.api import blocks
+
+    sink, probe = held
+    blocks._pop(sink)
+    if probe is not None:
+        probe.off()
+
+
 class TrackerError(RuntimeError):
     pass
 
@@ -109,6 +127,7 @@ class Tracker:
         prometheus: str | None = None,
         prometheus_textfile: str | os.PathLike[str] | None = None,
         prometheus_top: int = DEFAULT_TOP_PROCESSES,
+        probe: bool = True,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -148,6 +167,7 @@ class Tracker:
             oom_dumps=oom_dumps,
             oom_dump_mb=oom_dump_mb,
             wait_descendants=bool(wait_descendants),
+            probe=bool(probe),
             control_stdin=True,
             slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
         )
@@ -166,7 +186,7 @@ class Tracker:
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None
-        self._blocks_sink: Any = None  # blocks._Sink of this run, while it tracks
+        self._blocks_sink: Any = None  # (blocks._Sink, the probe's hooks) of this run, while it tracks
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -303,17 +323,15 @@ class Tracker:
     def _report_blocks(self, on: bool) -> None:
         """Code blocks of this process (and of the children it starts from now on) report to the sampler while
         tracking (`on`); after, what was there before is back (no-ops, an outer Tracker's or gputop-track's)."""
-        from gputop_tracker.api import blocks
-
         inbox = self._blocks_inbox
         if inbox is None:
             return
         if on:
             inbox.close_fds()  # the sampler reads it now
-            self._blocks_sink = blocks._push(inbox.path)
+            self._blocks_sink = _hold(inbox.path, self._cfg.probe)
         elif self._blocks_sink is not None:
-            sink, self._blocks_sink = self._blocks_sink, None
-            blocks._pop(sink)
+            held, self._blocks_sink = self._blocks_sink, None
+            _release(held)
 
     def _open_exporter(self) -> None:
         """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""

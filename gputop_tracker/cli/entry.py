@@ -123,6 +123,11 @@ def build_parser() -> Parser:
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
     p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="no in-process probe: launched Python processes do not report their exact peaks at exit",
+    )
+    p.add_argument(
         "--plot",
         metavar="FILE",
         help="after the run, draw the session to FILE (.png, .svg, .html; implies --headless; needs the plot extra)",
@@ -376,6 +381,7 @@ def track(args: argparse.Namespace) -> int:
         oom_dumps=args.oom_dumps,
         oom_dump_mb=args.oom_dump_mb,
         wait_descendants=args.wait_descendants,
+        probe=not args.no_probe,
         slurm=job,
         # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
         # in, it would count as one of the tracked process's descendants

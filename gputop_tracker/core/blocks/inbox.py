@@ -157,7 +157,20 @@ def sweep(base: str) -> None:
                 continue
         except OSError:
             continue
-        _remove(directory, os.path.join(directory, "blocks"))
+        path = os.path.join(directory, "blocks")
+        if _read_by_someone(path):
+            continue  # a sampler in another PID namespace (a container sharing /tmp): its pid is not ours to see
+        _remove(directory, path)
+
+
+def _read_by_someone(path: str) -> bool:
+    """The FIFO still has a reader: opening it to write, without blocking, succeeds (ENXIO: none)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def _remove(directory: str, path: str) -> None:
@@ -176,7 +189,8 @@ _INTS = ("pid", "id", "hwm", "peak", "dropped")
 
 def _valid(msg: Any) -> bool:
     """A block message as `gputop_tracker.api.blocks` writes it (anything else in the FIFO is counted and left)."""
-    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m", "d") or not isinstance(msg.get("name"), str):
+    kinds = ("s", "e", "m", "d", "x", "r")  # x, r: a probe's exit report and its reap list
+    if not isinstance(msg, dict) or msg.get("k") not in kinds or not isinstance(msg.get("name"), str):
         return False
     if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):
         return False

@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gputop_tracker.core.blocks.allocator import BRACKET, BlockAllocators
+from gputop_tracker.core.blocks.allocator import EXACT as ALLOC_EXACT
 from gputop_tracker.core.summary.peaks import agree
 
 MAX_OPEN = 10_000  # runs open at once (a program that never closes its blocks must not grow us forever)
@@ -196,6 +198,7 @@ class BlockStats:
         self.recent: dict[str, float] = {}  # name -> first start, the most recently started or ended last
         self.marks_in: dict[str, int] = {}  # name -> marks made while a run of it was open (anywhere in the tree)
         self.version = 0  # bumped by every message: the live view's table is sent again only when it moved
+        self.allocators = BlockAllocators()  # the GPU allocators' figures at block boundaries
 
     def feed(self, msgs: Sequence[dict[str, Any]], events: Any, sample_now: Callable[[], bool]) -> bool:
         """Fold messages in, adding their events; `sample_now()` before a run closes (its last sample). True
@@ -209,6 +212,7 @@ class BlockStats:
             if isinstance(hwm, int) and hwm > self.hwm.get(pid, 0):
                 self.hwm[pid] = hwm
             if kind == "s" and len(self.open) < MAX_OPEN:
+                self.allocators.start(m)
                 evented = self._event_due(name)
                 run = self.open[(pid, int(m.get("id", 0)))] = _Run(name, float(m["t"]), evented)
                 self._opened(run)
@@ -219,6 +223,7 @@ class BlockStats:
                 # the run's last sample first (the caller keeps boundary samples apart)
                 if (pid, int(m.get("id", 0))) in self.open and sample_now():
                     started = False
+                self.allocators.end(m, name)
                 self._end(m, pid, name, events)
             elif kind == "m":
                 self.marks += 1
@@ -305,6 +310,9 @@ class BlockStats:
         out = [agg.as_dict(name, source) for name, agg in items]
         for b in out:
             b["marks"] = self.marks_in.get(b["name"], 0)
+            b["gpu_allocator"] = self.allocators.summary(b["name"])
+            if b["gpu_allocator"]:
+                b["sources"]["gpu_allocator"] = ALLOC_EXACT if all(a["exact"] for a in b["gpu_allocator"]) else BRACKET
         return out
 
     def live(self) -> dict[str, Any]:

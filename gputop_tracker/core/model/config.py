@@ -58,6 +58,7 @@ class EngineConfig:
     # the cluster job: read by the front end before the sampler starts (slurm.context_for)
     slurm: dict[str, Any] | None = None
     blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
+    probe: bool = True  # the in-process probe on the launched command's PYTHONPATH (exact peaks at exit)
     front_end: int = 0  # the pid of the process that starts the sampler (set by channel.start_*): its death is noted
 
 

@@ -35,6 +35,16 @@ from gputop_tracker.core.summary.events import EventLog, FlightRecorder
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
 from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
 from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
+from gputop_tracker.core.summary.probe import (
+    add_unseen,
+    allocator_rows,
+    allocator_summary,
+    probe_notes,
+    probe_of,
+    probe_peak,
+    probe_section,
+    upper_bound,
+)
 
 TIMELINE_COLUMNS = [
     "elapsed",
@@ -560,6 +570,8 @@ def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
     """One process's peak RSS and whether it is exact (rules in peaks.py)."""
     if p.hwm_at_attach is not None:
         return Peak(p.peak_rss, False, "sampled", p.peak_source)
+    if (own := probe_peak(b, p)) is not None:
+        return own
     if p.never_read and p.rusage_maxrss is not None:
         # never read: ru_maxrss is all we know; it covers its own waited children too
         label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
@@ -593,7 +605,12 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
     exact = max([*(pk.value for pk in peaks.values() if pk.exact), *b.reaped_maxrss.values(), 0])
     seen_sum = sum(singles)
     why = ""
-    if b.vanished_by_others:
+    upper: int | None = None
+    if probe_of(b) is not None:
+        upper, why = upper_bound(b, peaks)
+        if upper is not None and (autoreapers := _autoreapers(b)):
+            upper, why = None, f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
+    elif b.vanished_by_others:
         why = f"processes reaped by their parents ({b.vanished_by_others}) have lower-bound peaks"
     elif autoreapers := _autoreapers(b):
         why = f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
@@ -607,7 +624,7 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         largest_single=largest,
         sampled=b.maxima["combined_total"],
         seen_sum=seen_sum,
-        upper=None if why else (max(seen_sum, largest) or None),
+        upper=None if why else (max(upper or 0, seen_sum, largest) or None),
         upper_why=why,
         largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
         hidden=_hidden_peaks(b),
@@ -635,9 +652,12 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     `details=False` leaves out the per-process list and the event timeline (empty lists): the live
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
+    add_unseen(b, ProcessStats.unseen)
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
     notes = list(b.notes)
+    probe = probe_section(b)
+    notes += probe_notes(probe)
     max_ram = _max_ram(b, peaks, sources)
     gpus = _gpu_summaries(b, notes)
     max_gpu_ram = _max_gpu_ram(b, sources, notes)
@@ -664,6 +684,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "gpu_energy_j": sum(energy) if energy else None,
         "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
         "processes": _processes(b, peaks, leaks) if details else [],
+        "probe": probe,
         "events": list(b.events.events) if details else [],
         "leak_suspects": leaks,
         "alerts": b.alerts.as_dict(b.system_capacity, b.events.dropped),
@@ -774,6 +795,7 @@ def _max_gpu_ram(b: SummaryBuilder, sources: dict[str, str], notes: list[str]) -
         "descendants": peaks.descendants.value,
         "combined": peaks.combined.value,
         "accounting": accounting_state(log),
+        "allocator": allocator_summary(b),
     }
 
 
@@ -908,6 +930,7 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
                 "rss_slope": fit[0] if fit else None,
                 "rss_r2": fit[1] if fit else None,
                 "leak_suspected": p.pid in leak_pids,
+                "gpu_allocator": allocator_rows(b, p.pid),
             }
         )
     return out
