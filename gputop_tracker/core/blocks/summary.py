@@ -23,6 +23,7 @@ class BlocksSummaryBuilder(SummaryBuilder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.blocks = BlockStats()
+        self.blocks.tree = self.procs
         self.live_version = 0  # BlockStats.version when the live table was last sent
         self.next_live = 0.0
 

@@ -3,9 +3,12 @@
 Nothing else in the tool knows which backend it talks to. Every NVML failure degrades to a missing
 field, a GPU marked lost, or a one-line note — never an exception out of `read`.
 
-Cost (MEASURING.md): the cheap per-device queries (memory, utilization, temperature, power, clocks,
-energy, GPM) run every sample; the running-processes query takes a driver lock (~4.5 ms per GPU), so it
-and the other slow queries (per-process utilization, fan, power limit) run at their own bounded rate.
+Cost (CPU per call on an H100): only the cheap queries run every sample (utilization, temperature,
+power: 1-2 µs). The process lists and device memory of the counted GPUs are read by the watcher
+(`watch.GpuWatcher`, 50 Hz by default) on its own thread; each sample takes the highs it saw. The slow
+ones run at their own pace: energy (3.5 ms) at the first sample, at most every ENERGY_PERIOD and at the
+end (`read_energy`); per-process utilization (1.4 ms) and GPM (94 µs) at most once a second; clocks, fan
+and power limit every RARE_PERIOD.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from gputop_tracker.core.gpu.watch import GpuWatcher, Window
 
 
 @dataclass
@@ -60,6 +65,9 @@ class GpuReading:
     vendor: str | None = None  # "nvidia", "amd"; None: simulated or scripted
     #: other names the GPU goes by in a *_VISIBLE_DEVICES list (AMD: the HIP/ROCr UUID, GPU-<hex>)
     alt_ids: tuple[str, ...] = ()
+    #: what the GPU memory watcher saw since the last sample (one object shared by the sample's readings);
+    #: None where the watcher does not read this device: `processes` is then one reading
+    window: Window | None = None
 
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
@@ -117,6 +125,29 @@ class GpuBackend:
 
     def close(self) -> None:
         return None
+
+    # the GPU memory watcher, where the backend has one (NVML)
+    watcher: GpuWatcher | None = None
+
+    def start_watch(self, hz: float) -> None:
+        """Read process lists and memory at `hz` on a thread of its own (0: not at all)."""
+        return None
+
+    def stop_watch(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+
+    def set_counted(self, uuids: set[str] | None) -> None:
+        """The GPUs counted for the run (None: all): the watcher reads only those."""
+        return None
+
+    def memory_source(self) -> str:
+        """How per-process GPU memory was read, for the report's `sources`."""
+        return "sampled (once a sample)"
+
+    def read_energy(self) -> dict[int, int]:
+        """Each device's energy counter (mJ) now: the last reading at the end of the run."""
+        return {}
 
     def found_none(self) -> bool:
         """True when this backend has no GPU to read (so the next vendor's may be tried)."""
@@ -266,6 +297,9 @@ class _Device:
     memory_v2: bool = True
     gpm: bool = False
     gpm_prev: Any = None
+    gpm_last: tuple[float | None, ...] = (None, None, None, None)
+    clocks: tuple[float | None, float | None] = (None, None)
+    last_mem: Any = None  # the watcher's latest memory reading (total, reserved)
     last_seen_us: int = 0  # nvmlDeviceGetProcessUtilization's timestamp, kept or values lag
     lost: bool = False
     procs: dict[int, int] = field(default_factory=dict)
@@ -282,6 +316,10 @@ class NvmlBackend(GpuBackend):
     PROCESS_PERIOD = 1.0
     #: ... and never more than 1/PROCESS_BUDGET of the time (period = max(PERIOD, cost × BUDGET))
     PROCESS_BUDGET = 50.0
+    #: the energy counter costs 3.5 ms of CPU a read on an H100: at most this often (and at the start and end)
+    ENERGY_PERIOD = 5.0
+    #: clocks, fan and power limit change seldom
+    RARE_PERIOD = 10.0
 
     def __init__(self, pid_mapper: PidMapper | None = None) -> None:
         super().__init__()
@@ -319,6 +357,10 @@ class NvmlBackend(GpuBackend):
                     migs.append(m)
         self._devices += migs
         self._procs_due = 0.0
+        self._energy_due = 0.0
+        self._rare_due = 0.0
+        self._watched: set[int] = set()  # device indices the watcher reads
+        self._counted: set[str] | None = None
         self.process_query_s = 0.0  # last cost of the slow queries, all devices (for the benchmark)
         if not self._devices:
             self.note = "NVML found no NVIDIA GPU"
@@ -372,8 +414,13 @@ class NvmlBackend(GpuBackend):
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
         now = time.monotonic()
         slow = now >= self._procs_due
-        if slow:
-            self._pids.update(pids)
+        self._pids.update(pids)  # only new pids cost anything (and nothing outside a PID namespace)
+        due = _Due(slow, now >= self._energy_due, now >= self._rare_due)
+        if due.energy:
+            self._energy_due = now + self.ENERGY_PERIOD
+        if due.rare:
+            self._rare_due = now + self.RARE_PERIOD
+        window = self.watcher.take() if self.watcher is not None else None
         out = []
         by_index = {d.index: d for d in self._devices}
         for dev in self._devices:
@@ -395,7 +442,7 @@ class NvmlBackend(GpuBackend):
                 r.lost = True
                 continue
             try:
-                self._read_device(dev, r, slow)
+                self._read_device(dev, r, due, window if dev.index in self._watched else None)
             except self._nvml.NVMLError_GpuIsLost:
                 dev.lost = r.lost = True
                 self.problems.add(f"GPU {dev.index} ({dev.uuid}) fell off the bus (NVML: GPU is lost)")
@@ -407,13 +454,13 @@ class NvmlBackend(GpuBackend):
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
         return out
 
-    def _read_device(self, dev: _Device, r: GpuReading, slow: bool) -> None:
+    def _read_device(self, dev: _Device, r: GpuReading, due: _Due, window: Window | None) -> None:
         nv = self._nvml
         h = dev.handle
         get = self._get
-        mem = self._memory(dev)
+        mem = dev.last_mem if window is not None and dev.last_mem is not None else self._memory(dev)
         if mem is not None:
-            r.memory_used = int(mem.used)
+            r.memory_used = int(mem.used) if window is None else window.used_max.get(dev.index, int(mem.used))
             r.memory_total = dev.memory_total = int(mem.total)
             reserved = getattr(mem, "reserved", None)
             r.memory_reserved = int(reserved) if reserved is not None else None
@@ -424,24 +471,109 @@ class NvmlBackend(GpuBackend):
         r.temperature_c = _num(get(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU))
         power = _num(get(nv.nvmlDeviceGetPowerUsage, h))
         r.power_w = power / 1000.0 if power is not None else None
-        r.clock_sm_mhz = _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM))
-        r.clock_memory_mhz = _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM))
-        energy = get(nv.nvmlDeviceGetTotalEnergyConsumption, h)
-        r.energy_mj = int(energy) if isinstance(energy, int) else None
-        if dev.gpm:
+        if due.rare:
+            self._read_rare(dev)
+        r.clock_sm_mhz, r.clock_memory_mhz = dev.clocks
+        if due.energy:  # a reading only when read: the summary's energy is last minus first
+            r.energy_mj = self._energy(dev)
+        if dev.gpm and due.slow:
             self._read_gpm(dev, r)
-        if slow:
-            limit = _num(get(nv.nvmlDeviceGetEnforcedPowerLimit, h))
-            dev.power_limit_w = limit / 1000.0 if limit is not None else None
-            dev.fan_percent = _num(get(nv.nvmlDeviceGetFanSpeed, h))
-            self._read_processes(dev, r)
+            dev.gpm_last = (r.sm_activity, r.sm_occupancy, r.tensor_activity, r.dram_bandwidth)
+        r.sm_activity, r.sm_occupancy, r.tensor_activity, r.dram_bandwidth = dev.gpm_last
+        if due.slow:
+            if window is None:
+                self._read_processes(dev, r)
+            if dev.mig_parent is None and not dev.mig_enabled:
+                self._read_process_util(dev, r)
         r.power_limit_w = dev.power_limit_w
         r.fan_percent = dev.fan_percent
-        r.processes = dev.procs
+        r.processes = dev.procs if window is None else window.procs_max.get(dev.index, dev.procs)
+        r.window = window
         r.process_instances = dev.instances
         r.unattributed_memory = dev.unattributed
 
-    def _read_processes(self, dev: _Device, r: GpuReading) -> None:
+    def _read_rare(self, dev: _Device) -> None:
+        nv = self._nvml
+        h = dev.handle
+        get = self._get
+        dev.clocks = (
+            _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+            _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)),
+        )
+        limit = _num(get(nv.nvmlDeviceGetEnforcedPowerLimit, h))
+        dev.power_limit_w = limit / 1000.0 if limit is not None else None
+        dev.fan_percent = _num(get(nv.nvmlDeviceGetFanSpeed, h))
+
+    def _energy(self, dev: _Device) -> int | None:
+        energy = self._get(self._nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle)
+        return int(energy) if isinstance(energy, int) else None
+
+    def read_energy(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for dev in self._devices:
+            if dev.lost:
+                continue
+            try:
+                energy = self._energy(dev)
+            except Exception:  # lost meanwhile: its last reading stands
+                continue
+            if energy is not None:
+                out[dev.index] = energy
+        return out
+
+    # ------------------------------------------------------------------ the GPU memory watcher
+
+    def set_counted(self, uuids: set[str] | None) -> None:
+        self._counted = uuids
+        if self.watcher is not None:
+            self._watched = self._to_watch()
+
+    def _to_watch(self) -> set[int]:
+        """Devices the watcher reads: the counted ones (all by default), a counted GPU's MIG devices with it."""
+        counted = self._counted
+        by_index = {d.index: d for d in self._devices}
+
+        def chosen(d: _Device) -> bool:
+            if counted is None:
+                return True
+            parent = by_index.get(d.mig_parent) if d.mig_parent is not None else None
+            return d.uuid in counted or (parent is not None and parent.uuid in counted)
+
+        return {d.index for d in self._devices if chosen(d)}
+
+    def start_watch(self, hz: float) -> None:
+        if hz <= 0 or not self._devices:
+            return
+        self._watched = self._to_watch()
+        self.watcher = GpuWatcher(self._watch_pass, hz)
+        self.watcher.poll_once()  # the first sample already has a read
+        self.watcher.start()
+
+    def _watch_pass(self) -> tuple[dict[int, dict[int, int]], dict[int, int]]:
+        """One read of the watched devices' process lists and memory (on the watcher's thread)."""
+        procs: dict[int, dict[int, int]] = {}
+        used: dict[int, int] = {}
+        watched = self._watched
+        for dev in self._devices:
+            if dev.index not in watched or dev.lost:
+                continue
+            try:
+                mem = self._memory(dev)
+                if mem is not None:
+                    dev.last_mem = mem
+                    used[dev.index] = int(mem.used)
+                self._read_processes(dev, None)
+            except Exception:  # lost or failing: the sampler's own read finds out and says so
+                continue
+            procs[dev.index] = dev.procs
+        return procs, used
+
+    def memory_source(self) -> str:
+        if self.watcher is None:
+            return f"sampled (NVML running processes, at most every {self.PROCESS_PERIOD:g} s)"
+        return self.watcher.label("NVML running processes")
+
+    def _read_processes(self, dev: _Device, r: GpuReading | None) -> None:
         nv = self._nvml
         if dev.mig_enabled:  # the parent lists MIG processes without memory: read them on the MIG devices
             dev.procs, dev.instances, dev.unattributed = {}, {}, None
@@ -471,8 +603,6 @@ class NvmlBackend(GpuBackend):
                 "the tracker runs in a PID namespace (container) whose /proc does not show the host PIDs "
                 "NVML reports: GPU memory of processes it could not map is reported as unattributed"
             )
-        if dev.mig_parent is None:
-            self._read_process_util(dev, r)
 
     def _read_process_util(self, dev: _Device, r: GpuReading) -> None:
         nv = self._nvml
@@ -531,6 +661,7 @@ class NvmlBackend(GpuBackend):
                 pass
 
     def close(self) -> None:
+        self.stop_watch()
         for dev in self._devices:
             if dev.gpm_prev is not None:
                 try:
@@ -542,6 +673,15 @@ class NvmlBackend(GpuBackend):
             self._nvml.nvmlShutdown()
         except Exception:
             pass
+
+
+@dataclass
+class _Due:
+    """Which of the slower queries this sample runs."""
+
+    slow: bool  # process utilization, GPM, and process lists the watcher does not read: at most once a second
+    energy: bool
+    rare: bool  # clocks, fan, power limit
 
 
 def _num(v: Any) -> float | None:

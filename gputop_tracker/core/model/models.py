@@ -365,6 +365,9 @@ class BlockSummary(Model):
         None, description="the whole tree's peak while the block ran: the job cgroup's (exact) or sampled"
     )
     marks: int = Field(0, description="marks made while a run of it was open (anywhere in the tree)")
+    tree_peak_gpu_ram: float | None = Field(
+        None, description="the whole tree's peak GPU memory while the block ran (the GPU memory watcher's reads)"
+    )
     sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact or sampled")
 
 
@@ -471,6 +474,8 @@ class ResourceUsage(Model):
                 b.peak_private *= r
             if b.peak_gpu_ram is not None:
                 b.peak_gpu_ram *= g
+            if b.tree_peak_gpu_ram is not None:
+                b.tree_peak_gpu_ram *= g
             if b.tree_peak_ram is not None:
                 b.tree_peak_ram *= r
             d = b.duration

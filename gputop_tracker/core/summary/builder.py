@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
+from gputop_tracker.core.gpu.watch import TreePeaks
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
@@ -97,6 +98,12 @@ class TreeFigures:
     max_rss: int = 0
     live_user: float = 0.0
     live_system: float = 0.0
+    gpu_combined: int | None = None  # the GPU memory watcher's: main + descendants at one read
+
+    @property
+    def gpu(self) -> int:
+        """The tree's GPU memory: main and descendants at one read."""
+        return self.main_gpu + self.desc_gpu if self.gpu_combined is None else self.gpu_combined
 
     def add_main(self, main: Reading | None, gpu: int) -> None:
         """The whole tree = the descendants (summed in the loop) and the main process."""
@@ -193,11 +200,21 @@ class SummaryBuilder:
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
+        self._tree_peaks: TreePeaks | None = None  # this sample's, from the GPU memory watcher
+        #: how per-process GPU memory was read (the backend's label: the watcher's rate), for `sources`
+        self.gpu_memory_source: Callable[[], str] | None = None
 
     # ------------------------------------------------------------------ what the sampler tells us
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def final_gpu_energy(self, energy_mj: dict[int, int]) -> None:
+        """Each GPU's energy counter read once more at the end (mJ): energy is read seldom, the end counts."""
+        for index, mj in energy_mj.items():
+            st = self.gpus.get(index)
+            if st is not None and st.energy_first is not None and mj >= st.energy_first:
+                st.energy_last = mj
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
         """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
@@ -306,6 +323,9 @@ class SummaryBuilder:
         gpu_by_pid = _gpu_memory_by_pid(gpus)
         out_procs: list[dict[str, Any]] | None = [] if want_sample else None
         tree = self._add_processes(now, readings, gpu_by_pid, gpus, out_procs)
+        self._tree_peaks = peaks = _watched_peaks(gpus, self.main_pid, self.procs)
+        if peaks is not None:  # the highs of the reads since the last sample, each summed at one read
+            tree.main_gpu, tree.desc_gpu, tree.gpu_combined = peaks.main, peaks.descendants, peaks.combined
         mem_total, mem_used, host_cpu = host
         self._add_tree(now, tree, mem_total, mem_used, host_cpu)
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
@@ -424,12 +444,12 @@ class SummaryBuilder:
                 "combined_threads": t.main_threads + t.desc_threads,
                 "gpu_main": t.main_gpu,
                 "gpu_descendants": t.desc_gpu,
-                "gpu_combined": t.main_gpu + t.desc_gpu,
+                "gpu_combined": t.gpu,
                 "system": mem_used,
             }
         )
         self.system_capacity = mem_total
-        self.alerts.check_tree(now, total, t.main_gpu + t.desc_gpu, mem_total)
+        self.alerts.check_tree(now, total, t.gpu, mem_total)
         self.cpu["main"].add(t.main_cpu)
         self.cpu["descendants"].add(t.desc_cpu)
         self.cpu["combined"].add(t.main_cpu + t.desc_cpu)
@@ -439,6 +459,7 @@ class SummaryBuilder:
         self, now: float, gpus: Sequence[GpuReading], out_gpus: list[dict[str, Any]] | None
     ) -> list[tuple[GpuReading, int]]:
         procs = self.procs
+        peaks = self._tree_peaks
         used_sum = 0
         util_sum = 0.0
         per_gpu: list[tuple[GpuReading, int]] = []
@@ -457,7 +478,10 @@ class SummaryBuilder:
                     f"GPU {g.index} ({g.uuid}) was lost; its figures stop here",
                     resource=f"gpu{g.index}",
                 )
-            tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
+            if peaks is not None and g.window is not None:
+                tree_mem = peaks.per_device.get(g.index, 0)
+            else:
+                tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
             tree_sm = max((u for pid, u in g.process_sm_util.items() if pid in procs), default=None)
             st.update(g, tree_mem, tree_sm)
             if g.memory_used is not None and st.total:
@@ -498,7 +522,7 @@ class SummaryBuilder:
             round(self.ledger.total, 2),
             t.main_threads + t.desc_threads,
             n_processes,
-            t.main_gpu + t.desc_gpu,
+            t.gpu,
             mem_used,
             round(host_cpu, 1),
         ]
@@ -508,7 +532,7 @@ class SummaryBuilder:
         self.timeline_data.append(row)
         rec_procs = self._pending_record
         if self.recorder is not None and rec_procs and total > 0:  # not the empty read just after a death
-            tree = (total, t.private, t.main_gpu + t.desc_gpu, n_processes, round(cpu, 1))
+            tree = (total, t.private, t.gpu, n_processes, round(cpu, 1))
             self.recorder.add((self.end_time, round(elapsed, 3), tree, rec_procs, self._pending_gpus))
 
     # ------------------------------------------------------------------ the report
@@ -730,7 +754,10 @@ def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
             "surely private, and every decrease applied)"
         )
     sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
-    sources["max_gpu_ram"] = "sampled (NVML running processes)"
+    label = b.gpu_memory_source() if b.gpu_memory_source is not None else "sampled (NVML running processes)"
+    sources["max_gpu_ram"] = label
+    if b.gpus:
+        sources["processes.*.peak_gpu_memory"] = sources["gpus.*.tree_peak_memory"] = label
     sources["cpu_utilization"] = "sampled percentages per interval"
     if autoreapers := _autoreapers(b):
         sources["cpu_time"] = (
@@ -965,7 +992,7 @@ def _tree_sample(t: TreeFigures, n_processes: int, cpu_seconds: float) -> dict[s
         "main_cpu_percent": t.main_cpu,
         "cpu_seconds": cpu_seconds,
         "threads": t.main_threads + t.desc_threads,
-        "gpu_memory": t.main_gpu + t.desc_gpu,
+        "gpu_memory": t.gpu,
         "n_processes": n_processes,
     }
 
@@ -976,6 +1003,20 @@ def _gpu_memory_by_pid(gpus: Sequence[GpuReading]) -> dict[int, dict[str, int]]:
         for pid, used in g.processes.items():
             out.setdefault(pid, {})[g.uuid] = used
     return out
+
+
+def _watched_peaks(gpus: Sequence[GpuReading], main_pid: int, tree: dict[int, Any]) -> TreePeaks | None:
+    """The tree's GPU memory highs over the watcher's reads since the last sample (None: no watcher); devices it
+    does not read add what they held at the sample."""
+    window = None
+    extra: dict[int, int] = {}
+    for g in gpus:
+        if g.window is not None:
+            window = g.window
+        else:
+            for pid, used in g.processes.items():
+                extra[pid] = extra.get(pid, 0) + used
+    return window.tree_peaks(main_pid, tree, extra) if window is not None else None
 
 
 def _sm_by_pid(gpus: Sequence[GpuReading]) -> dict[int, float]:
