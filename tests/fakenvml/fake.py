@@ -120,10 +120,22 @@ class FakeNvml:
         os.replace(tmp, self.path)
 
 
-def set_memory(memfile: Path, nbytes: int | None) -> None:
-    """What a `memfile=` process holds from now on (None: it leaves the list); atomic, as the fake reads it."""
+# The same, for a tracked program to paste in (it imports nothing from the tests): its own GPU memory from now on.
+HOLD_SOURCE = """
+def hold(memfile, nbytes):
+    import os
+    tmp = memfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("" if nbytes is None else f"{os.getpid()} {nbytes}")
+    os.replace(tmp, memfile)
+"""
+
+
+def set_memory(memfile: Path, nbytes: int | None, pid: int | None = None) -> None:
+    """What a `memfile=` process holds from now on (None: it leaves the list), as "PID BYTES" when `pid` is
+    given; atomic (a temp file renamed over), as the fake reads it at any time."""
     tmp = memfile.with_name(memfile.name + ".tmp")
-    tmp.write_text("" if nbytes is None else str(nbytes))
+    tmp.write_text("" if nbytes is None else (f"{pid} {nbytes}" if pid is not None else str(nbytes)))
     os.replace(tmp, memfile)
 
 

@@ -30,7 +30,8 @@
  * A process may take its memory from a file instead: `memfile=PATH` (in place of mem=) holds the
  * bytes as a decimal number, read at every call, so the tracked program itself can grow and shrink
  * its "GPU memory" while it runs (write a temp file, rename it over); no file, or an empty one: the
- * process is not listed (no CUDA context yet). Its device's memory used counts it on top of used=.
+ * process is not listed (no CUDA context yet). "PID BYTES" in the file names the process too (then
+ * pid= may be left out). Its device's memory used counts it on top of used=.
  *
  * `cost` makes every call of SYMBOL burn that much CPU time of the calling thread (a busy loop on
  * CLOCK_THREAD_CPUTIME_ID), so a test sees what a real driver's slow calls cost the tracker.
@@ -292,8 +293,9 @@ static void load_config(void) {
     config_stamp_us = now_us_wall();
 }
 
-/* A process's memory now: its memfile's number (ABSENT: no file, not listed), else mem=. */
-static long long proc_mem(const proc_t_ *p) {
+/* A process's memory now (and its pid): its memfile's figures (ABSENT: no file, not listed), else mem=. */
+static long long proc_mem(const proc_t_ *p, int *pid) {
+    *pid = p->pid;
     if (!p->memfile[0]) return p->mem;
     int fd = open(p->memfile, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ABSENT;
@@ -302,7 +304,15 @@ static long long proc_mem(const proc_t_ *p) {
     close(fd);
     if (n <= 0) return ABSENT;
     buf[n] = 0;
-    return strtoll(buf, NULL, 10);
+    char *rest;
+    long long first = strtoll(buf, &rest, 10);
+    if (rest == buf) return ABSENT;
+    while (*rest == ' ' || *rest == '\t') rest++;
+    if (*rest >= '0' && *rest <= '9') { /* "PID BYTES" */
+        *pid = (int)first;
+        return strtoll(rest, NULL, 10);
+    }
+    return first;
 }
 
 /* used= plus what the device's memfile processes hold now */
@@ -312,7 +322,8 @@ static long long used_now(const dev_t_ *d) {
     for (int i = 0; i < nproc; i++) {
         const proc_t_ *p = &procs[i];
         if (!p->memfile[0] || p->dev != root || (d->is_mig && !(p->mig >= 0 && &migs[p->mig] == d))) continue;
-        long long m = proc_mem(p);
+        int pid;
+        long long m = proc_mem(p, &pid);
         if (m > 0) used += m;
     }
     return used;
@@ -558,10 +569,11 @@ static nvmlReturn_t running(dev_t_ *d, int graphics, unsigned *count, nvmlProces
         /* a MIG device lists its own processes; the parent lists them all, with no memory figure */
         int mine = d->is_mig ? (p->mig >= 0 && &migs[0] + p->mig == d) : 1;
         if (!mine) continue;
-        long long mem = proc_mem(p);
+        int pid;
+        long long mem = proc_mem(p, &pid);
         if (mem == ABSENT) continue;
         if (out && n < *count) {
-            out[n].pid = (unsigned)p->pid;
+            out[n].pid = (unsigned)pid;
             int whole_mig_parent = !d->is_mig && p->mig >= 0;
             out[n].usedGpuMemory = (mem == NA || whole_mig_parent) ? ~0ULL : (unsigned long long)mem;
             dev_t_ *m = p->mig >= 0 && p->mig < nmig ? &migs[p->mig] : NULL;
