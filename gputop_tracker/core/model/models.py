@@ -72,7 +72,11 @@ class GpuSample(Model):
     clock_sm_mhz: float | None = None
     clock_memory_mhz: float | None = None
     fan_percent: float | None = None
-    energy_j: float | None = Field(None, description="energy used since the session's first GPU reading")
+    energy_j: float | None = Field(
+        None,
+        description="energy used from the session's first GPU reading to its last (the counter costs milliseconds "
+        "of CPU a read: read at most every 5 s, so this steps)",
+    )
     sm_activity: float | None = Field(None, description="GPM: % of SMs busy (None: no GPM on this GPU)")
     sm_occupancy: float | None = Field(None, description="GPM: % of warps active vs the maximum")
     tensor_activity: float | None = Field(None, description="GPM: % of time any tensor core was busy")
