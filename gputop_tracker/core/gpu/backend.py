@@ -329,6 +329,10 @@ class NvmlBackend(GpuBackend):
         pynvml.nvmlInit()
         self._pids = pid_mapper or PidMapper()
         self._devices: list[_Device] = []
+        self._process_lists = (
+            _running_processes(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3"),
+            _running_processes(pynvml, "nvmlDeviceGetGraphicsRunningProcesses_v3"),
+        )
         n = pynvml.nvmlDeviceGetCount()
         migs: list[_Device] = []
         for i in range(n):
@@ -574,7 +578,6 @@ class NvmlBackend(GpuBackend):
         return self.watcher.label("NVML running processes")
 
     def _read_processes(self, dev: _Device, r: GpuReading | None) -> None:
-        nv = self._nvml
         if dev.mig_enabled:  # the parent lists MIG processes without memory: read them on the MIG devices
             dev.procs, dev.instances, dev.unattributed = {}, {}, None
             return
@@ -582,7 +585,7 @@ class NvmlBackend(GpuBackend):
         instances: dict[int, tuple[int, int]] = {}
         unattributed = 0
         unmapped = False
-        for fn in (nv.nvmlDeviceGetComputeRunningProcesses_v3, nv.nvmlDeviceGetGraphicsRunningProcesses_v3):
+        for fn in self._process_lists:
             for p in self._get(fn, dev.handle) or ():
                 used = getattr(p, "usedGpuMemory", None)
                 used = int(used) if used else 0  # None: not available (MIG on the parent, WDDM)
@@ -682,6 +685,47 @@ class _Due:
     slow: bool  # process utilization, GPM, and process lists the watcher does not read: at most once a second
     energy: bool
     rare: bool  # clocks, fan, power limit
+
+
+@dataclass
+class _ProcessInfo:
+    """One entry of a running-processes list, as nvidia-ml-py gives it (usedGpuMemory None: not available)."""
+
+    pid: int
+    usedGpuMemory: int | None  # NVML's names
+    gpuInstanceId: int
+    computeInstanceId: int
+
+
+def _running_processes(nv: Any, name: str) -> Callable[[Any], list[_ProcessInfo]]:
+    """A running-processes query in one C call (nvidia-ml-py's wrapper makes two, the size then the list, and on
+    a real driver each takes its lock): a buffer with room to spare, a second call only when it was too small."""
+    not_available = nv.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+
+    def read(handle: Any) -> list[_ProcessInfo]:
+        room = 32
+        for _ in range(3):
+            buf = (nv.c_nvmlProcessInfo_v3_t * room)()
+            count = ctypes.c_uint(room)
+            ret = nv._nvmlGetFunctionPointer(name)(handle, ctypes.byref(count), buf)
+            if ret == nv.NVML_ERROR_INSUFFICIENT_SIZE:
+                room = count.value * 2 + 8
+                continue
+            nv._nvmlCheckReturn(ret)
+            return [
+                _ProcessInfo(
+                    b.pid,
+                    None if b.usedGpuMemory == not_available else b.usedGpuMemory,
+                    b.gpuInstanceId,
+                    b.computeInstanceId,
+                )
+                for b in buf[: count.value]
+            ]
+        nv._nvmlCheckReturn(ret)
+        return []
+
+    read.__name__ = name
+    return read
 
 
 def _num(v: Any) -> float | None:

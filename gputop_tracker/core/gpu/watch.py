@@ -7,8 +7,9 @@ each process, and the distinct process lists it saw, each with the wall-clock sp
 figures (main, descendants, combined, per GPU) are the largest of those lists summed at one read, never a sum
 of highs seen at different moments. Code blocks ask for the highest over their own span (`block_peak`).
 
-Its cost is bounded: when one pass (CPU time of the thread) costs more than BUDGET of its period, the period
-grows, and the label of every figure it gives says at what rate it read. Plain Python: it runs in the sampler.
+Its cost is bounded: when one cycle (CPU time of the thread from one pass to the next, its wake-up included:
+on a small VM waking a thread costs more than the reads) costs more than BUDGET of its period, the period grows,
+and the label of every figure it gives says at what rate it read. Plain Python: it runs in the sampler.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
 DEFAULT_HZ = 50.0
-BUDGET = 0.01  # share of one core the watcher's thread may use (CPU time per pass / period)
+BUDGET = 0.005  # share of one core the watcher's thread may use (CPU time per cycle / period)
 SMOOTH = 0.2  # weight of the newest pass in the running cost
 MAX_HISTORY = 20_000  # distinct process lists kept for code blocks' spans (a list changes only on an allocation)
 KEEP = 5.0  # seconds of history kept when no block is open
@@ -124,6 +125,7 @@ class GpuWatcher:
         self.period = 1.0 / hz
         self.slowest_hz = hz  # the lowest rate the budget forced
         self.passes = 0
+        self._first = self._last = 0.0  # wall times of the first and the latest pass
         self.failures = 0
 
     # ------------------------------------------------------------------ the thread
@@ -140,7 +142,12 @@ class GpuWatcher:
 
     def _run(self) -> None:
         next_at = time.monotonic()
+        last_cpu: float | None = None
         while not self._stop.is_set():
+            cpu = self._cpu_clock()
+            if last_cpu is not None:  # the whole cycle: the pass, the wait's own cost, the wake-up
+                self.adapt(cpu - last_cpu)
+            last_cpu = cpu
             self.poll_once()
             next_at += self.period
             now = time.monotonic()
@@ -149,8 +156,7 @@ class GpuWatcher:
             self._stop.wait(next_at - now)
 
     def poll_once(self) -> None:
-        """One pass: read, record, and adapt the period to the budget."""
-        c0 = self._cpu_clock()
+        """One pass: read and record."""
         t = self._clock()
         try:
             got = self._poll()
@@ -160,11 +166,10 @@ class GpuWatcher:
             self.failures += 1
         else:
             self.record(t, *got)
-        self.adapt(self._cpu_clock() - c0)
 
     def adapt(self, cost: float) -> None:
-        """The period from the running cost of a pass: at least 1/hz, and long enough to stay within budget."""
-        self.cost = cost if self.passes <= 1 else (1 - SMOOTH) * self.cost + SMOOTH * cost
+        """The period from the running cost of a cycle: at least 1/hz, and long enough to stay within budget."""
+        self.cost = cost if self.cost == 0.0 else (1 - SMOOTH) * self.cost + SMOOTH * cost
         self.period = max(1.0 / self.hz, self.cost / self.budget)
         rate = 1.0 / self.period
         if rate < self.slowest_hz * 0.99:
@@ -176,6 +181,9 @@ class GpuWatcher:
         """One read at wall time `t` (also the entry point of unit tests with synthetic reads)."""
         with self._lock:
             self.passes += 1
+            if self.passes == 1:
+                self._first = t
+            self._last = t
             for dev, u in used.items():
                 if u > self._used_max.get(dev, -1):
                     self._used_max[dev] = u
@@ -242,7 +250,11 @@ class GpuWatcher:
         text = f"sampled at {_hz(self.hz)} ({what})"
         if self.slowest_hz < self.hz * 0.95:
             share = self.budget * 100
-            text += f"; slowed to {_hz(self.slowest_hz)} at times to keep its CPU cost under {share:g}% of a core"
+            span = self._last - self._first
+            mean = f"{_hz((self.passes - 1) / span)} on average, " if span > 0 else ""
+            text += (
+                f"; slowed to {mean}{_hz(self.slowest_hz)} at the slowest, to keep its CPU under {share:g}% of a core"
+            )
         return text
 
 
