@@ -278,3 +278,89 @@ def test_reading_one_gpu_adds_at_most_35_percent_to_the_tools_cpu(tmp_path: Path
     none, gpu = none - alone, gpu - alone
     print(f"tool CPU over 8 s at 10 Hz: {none:.3f} s without the GPU, {gpu:.3f} s with it (+{gpu / none - 1:.0%})")
     assert gpu <= 1.35 * none, (gpu, none)
+
+
+# ------------------------------------------------------------------ the summary takes the watcher's figures
+
+
+def test_the_summary_sums_the_tree_at_one_read_never_highs_of_different_moments() -> None:
+    """Main peaks at one read, its child at another, within one sample: per-process peaks are each one's high,
+    the tree's combined (and per-GPU) figure is the highest sum at one read; a GPU the watcher does not read adds
+    what it held at the sample."""
+    from types import SimpleNamespace
+
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.model.models import ResourceUsage, Sample
+    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+
+    main, child, other = 100, 101, 999
+
+    def reading(pid: int, ppid: int) -> Reading:
+        r = Reading()
+        r.handle = SimpleNamespace(pid=pid, ppid=ppid, name=f"p{pid}", cmdline=[f"p{pid}"])  # type: ignore[assignment]
+        r.rss = r.private = r.pss = r.hwm = 10 * MiB
+        r.threads = 1
+        return r
+
+    w = watcher()
+    w.record(1.00, {0: {main: 100 * MiB, child: 50 * MiB}}, {0: 1000 * MiB})
+    w.record(1.02, {0: {main: 900 * MiB, child: 50 * MiB, other: 7 * MiB}}, {0: 1800 * MiB})
+    w.record(1.04, {0: {main: 100 * MiB, child: 700 * MiB}}, {0: 1600 * MiB})
+    win = w.take()
+    gpus = [
+        GpuReading(
+            index=0, uuid="GPU-0", name="x", memory_used=win.used_max[0], processes=win.procs_max[0], window=win
+        ),
+        GpuReading(index=1, uuid="GPU-1", name="y", memory_used=300 * MiB, processes={child: 200 * MiB}),
+    ]
+    b = SummaryBuilder(main_pid=main, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    b.gpu_memory_source = lambda: "sampled at 50 Hz (NVML running processes)"
+    s = b.add(1.05, [reading(main, 1), reading(child, main)], gpus, (16 << 30, 8 << 30, 0.1), want_sample=True)
+    sample = Sample.model_validate(s)
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.max_gpu_ram.main == 900 * MiB
+    assert u.max_gpu_ram.descendants == (700 + 200) * MiB
+    assert u.max_gpu_ram.combined == (900 + 50 + 200) * MiB  # not 900 + 700 + 200
+    assert sample.tree.gpu_memory == u.max_gpu_ram.combined
+    assert [x.tree_peak_memory for x in u.gpus] == [950 * MiB, 200 * MiB]
+    assert u.max_gpu_ram.system == (1800 + 300) * MiB
+    assert {p.pid: p.peak_gpu_memory for p in u.processes} == {main: 900 * MiB, child: 900 * MiB}
+    assert u.sources["max_gpu_ram"] == "sampled at 50 Hz (NVML running processes)"
+
+
+def test_an_oom_dump_of_watched_readings_is_json() -> None:
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.sampling.oomdump import dump_gpus
+
+    w = watcher()
+    w.record(1.0, {0: {5: 10}}, {0: 10})
+    win = w.take()
+    dumped = dump_gpus([GpuReading(index=0, uuid="GPU-0", name="x", processes={5: 10}, window=win)])
+    assert json.loads(json.dumps(dumped))[0]["processes"] == {"5": 10}
+
+
+def test_gpu_poll_bad_values_are_one_line_errors(tmp_path: Path) -> None:
+    from gputop_tracker import Tracker
+
+    for bad in ("-1", "nan", "2000"):
+        p = subprocess.run(
+            [sys.executable, "-m", "gputop_tracker", "--headless", "--gpu-poll", bad, "--", "true"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert p.returncode == 2, p.stderr
+        assert "--gpu-poll" in p.stderr and "Traceback" not in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+    with pytest.raises(ValueError, match="gpu_poll"):
+        Tracker(gpu_poll=-5)
+
+
+def test_without_the_watcher_the_lists_are_read_once_a_second(tmp_path: Path, fake_lib: Path) -> None:
+    fake = h100(tmp_path, tmp_path / "gpu.mem")
+    log = tmp_path / "calls.log"
+    body = "import sys\nhold(sys.argv[1], 3 << 30)\nrunning()\ntime.sleep(2)\n"
+    rep = track(tmp_path, fake_lib, fake, body, "--gpu-poll", "0", "--interval", "0.1", log=log)
+    assert rep["max_gpu_ram"]["main"] == 3 << 30
+    assert rep["sources"]["max_gpu_ram"] == "sampled (NVML running processes, at most every 1 s)"
+    lists = read_call_log(log)["nvmlDeviceGetComputeRunningProcesses_v3"]
+    assert len(lists) <= 2 + (lists[-1] - lists[0]) / 1.0

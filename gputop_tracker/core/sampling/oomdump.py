@@ -83,7 +83,8 @@ class DumpWriter:
 def dump_gpus(readings: Iterable[Any]) -> list[dict[str, Any]]:
     """The last GPU readings (`gpu.GpuReading`), per-process columns folded into one list."""
     return [
-        {k: v for k, v in vars(g).items() if not k.startswith("process_")} | {"processes": g.processes}
+        {k: v for k, v in vars(g).items() if not k.startswith("process_") and k != "window"}
+        | {"processes": g.processes}
         for g in readings
     ]
 
