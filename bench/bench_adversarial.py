@@ -1,4 +1,4 @@
-"""Adversarial workloads (issue 11): truth vs reported, label and verdict, side by side.
+"""Adversarial workloads: truth vs reported, label and verdict, side by side.
 
     python bench/bench_adversarial.py [-n N] [-k SUBSTRING] [--json FILE]
 

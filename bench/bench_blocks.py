@@ -1,4 +1,4 @@
-"""Cost of code blocks (issue 14): outside tracking (the promise: under 2 µs a call) and while tracked.
+"""Cost of code blocks: outside tracking (the promise: under 2 µs a call) and while tracked.
 
     python bench/bench_blocks.py [-n N]
 

@@ -1,4 +1,4 @@
-"""Cost in the sampler of the live view's blocks table and of the cgroup peak windows (issue 14).
+"""Cost in the sampler of the live view's blocks table and of the cgroup peak windows.
 
     python bench/bench_blocks_live.py
 

@@ -7,7 +7,7 @@
    naive per-process reads of the same tree.
 2. Wall time of `gputop-track --headless -- true` (median of 10).
 3. PSS of all of gputop-track's own processes (front end + sampler) while tracking a sleeping command.
-4. Exact figures (issue 4), each beside the kernel's own number: a 1 GiB / 50 ms spike at a 1 s
+4. Exact figures, each beside the kernel's own number: a 1 GiB / 50 ms spike at a 1 s
    interval (10 runs), 30 short children, a double-forked grandchild, 400 MB shared by two processes.
 """
 

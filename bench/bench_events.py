@@ -1,9 +1,9 @@
-"""What alerts, the event timeline, the leak fit and the OOM flight recorder cost per sample (issue 7).
+"""What alerts, the event timeline, the leak fit and the OOM flight recorder cost per sample.
 
     python bench/bench_events.py [BASE_COMMIT]     # ~30 s on 2 cores
 
 The same readings of a real tree (1, 10, 100 processes) are folded into two SummaryBuilders: the one before
-issue 7 (summary.py at BASE_COMMIT, default the parent of the commit that added events.py) and today's, with
+alerts and events (summary.py at BASE_COMMIT, default the parent of the commit that added events.py) and today's, with
 its 60 s ring buffer on. CPU time of `SummaryBuilder.add` per sample, and of a whole sample (read + add)
 as bench_core.sampler_cost measures it.
 """

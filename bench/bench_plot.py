@@ -1,4 +1,4 @@
-"""Pictures and the notebook magic's live feed (issue 16): what they cost.
+"""Pictures and the notebook magic's live feed: what they cost.
 
     python bench/bench_plot.py [--rows N] [--gpus G] [--seconds S]
 

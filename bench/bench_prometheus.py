@@ -1,4 +1,4 @@
-"""What the Prometheus export costs the front end and the sampler, with a scrape every second (issue 15).
+"""What the Prometheus export costs the front end and the sampler, with a scrape every second.
 
     python bench/bench_prometheus.py [SECONDS]     # ~4 min on 2 cores (default 20 s per run)
 

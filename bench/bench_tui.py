@@ -2,7 +2,7 @@
 
 Tracks a tree of 40 processes (a shell, 10 light Python CPU loops, 29 sleepers) with 2 simulated GPUs at a
 1 s refresh, and reports the TUI process's CPU (utime+stime over the window, % of one core; the
-sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (issue 13; nvitop: 1.0% on
+sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (nvitop: 1.0% on
 the same load) and <= 60 MB. A loaded machine raises the figure: compare with main run just before.
 
     python bench/bench_tui.py [--seconds 30] [--warmup 5] [--size 160x50] [--profile FILE]

@@ -1,4 +1,4 @@
-"""Adversarial workloads (issue 11), each measuring the kernel's own truth in the same run.
+"""Adversarial workloads, each measuring the kernel's own truth in the same run.
 
 Run as `python3 tests/adversarial.py NAME OUT.json ARGS...`. Every workload writes OUT.json with
 
@@ -291,7 +291,7 @@ def short_child_tail(out: str, mb: str, hold_s: str) -> None:
 
 
 def exec_short_child(out: str, mib: str = "600", hold_s: str = "0.2") -> None:
-    """Main python runs `sh -c 'exec python ... 600 MiB for 0.2 s'` and waits (issue 11 item 5)."""
+    """Main python runs `sh -c 'exec python ... 600 MiB for 0.2 s'` and waits."""
     child_out = out + ".child"
     mb = int(mib) * MiB / MB
     cmd = f"exec {PY} {HERE} short_child_tail {child_out} {mb} {hold_s}"
@@ -316,7 +316,7 @@ def exec_short_child(out: str, mib: str = "600", hold_s: str = "0.2") -> None:
 
 def orphan_short_child(out: str, mb: str = "400", hold_s: str = "0.2") -> None:
     """A forks B and exits at once; B (reparented to the tracker, a subreaper) allocates MB for HOLD_S and exits.
-    The tracker reaps B itself: B's wait4 rusage is exact and in its hands (issue 11 item 5)."""
+    The tracker reaps B itself: B's wait4 rusage is exact and in its hands."""
     r, w = os.pipe()
     a = os.fork()
     if a == 0:
@@ -523,12 +523,13 @@ def make_file(path: str, mib: int) -> None:
     if p.exists() and p.stat().st_size == mib * MiB:
         return
     chunk = os.urandom(MiB)
-    with open(path + ".tmp", "wb") as f:
+    tmp = f"{path}.{os.getpid()}.tmp"  # per process: test workers may make it at once
+    with open(tmp, "wb") as f:
         for _ in range(mib):
             f.write(chunk)
         f.flush()
         os.fsync(f.fileno())  # written back now: no writeback storm while a case reads it
-    os.replace(path + ".tmp", path)
+    os.replace(tmp, path)
 
 
 def _map_and_read(path: str, shared: bool) -> mmap.mmap:
@@ -821,7 +822,7 @@ def wait4_harness() -> str | None:
     if cc is None:
         return None
     cache.mkdir(exist_ok=True)
-    src = cache / "wait4peak.c"
+    src = cache / f"wait4peak.{os.getpid()}.c"  # per process: test workers may build it at once
     src.write_text(HARNESS_C)
     tmp = cache / f"wait4peak.{os.getpid()}"
     for flags in (["-static", "-O2"], ["-O2"]):

@@ -1,4 +1,4 @@
-"""Adversarial workloads (issue 11): every figure labelled exact equals the kernel's, every bound holds.
+"""Adversarial workloads: every figure labelled exact equals the kernel's, every bound holds.
 
 Each case runs the real CLI (`gputop-track --headless -f json -o OUT -- python3 tests/adversarial.py NAME ...`,
 interval 0.5 s, 1 s for the thread spike) on a workload that measures the kernel's own figures in the same run

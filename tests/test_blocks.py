@@ -1,4 +1,4 @@
-"""Code blocks (issue 14): `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
+"""Code blocks: `block`, `tracked`, `mark` in real tracked programs — the CLI, multiprocessing
 workers (spawn and fork), nested blocks, the Python API — and the FIFO transport's promises (never blocks,
 drops and counts when full, silent once the sampler is gone)."""
 
@@ -542,7 +542,19 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
     env = {k: v for k, v in os.environ.items() if k != blocks.ENV}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['gputop_tracker', 'gputop_tracker._version', 'gputop_tracker.api.blocks']"
+    assert proc.stdout.strip() == str(
+        [
+            "gputop_tracker",
+            "gputop_tracker._version",
+            "gputop_tracker.api",
+            "gputop_tracker.api.blocks",
+            "gputop_tracker.core",
+            "gputop_tracker.core.blocks",
+            "gputop_tracker.core.blocks.protocol",  # the channel's name, no imports
+            "gputop_tracker.core.sampling",
+            "gputop_tracker.core.sampling.procfs",  # its VmHWM reader (standard library only)
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- reports: show, export, compare

@@ -93,7 +93,7 @@ async def test_history_detail_has_a_blocks_tab(tmp_path: Path, store: Path) -> N
 
 def test_history_compare_rows_have_the_blocks() -> None:
     from gputop_tracker.core.model.models import BlockDuration, BlockSummary, ResourceUsage
-    from gputop_tracker.core.store.listing import compare_rows
+    from gputop_tracker.core.report.listing import compare_rows
 
     def usage(*blocks: tuple[str, int, float]) -> ResourceUsage:
         return ResourceUsage(

@@ -19,8 +19,8 @@ from test_history_sessions import make_session
 from test_tui_snapshots import SIZES, settled
 
 from gputop_tracker.core.model import models
+from gputop_tracker.core.report.listing import block_spans
 from gputop_tracker.core.store import sessions as store
-from gputop_tracker.core.store.listing import block_spans
 from gputop_tracker.tui.history.screen import HistoryApp
 from gputop_tracker.tui.live.app import LiveApp
 
@@ -92,7 +92,7 @@ def blocks_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
 def test_block_spans_are_the_outermost_runs_and_the_marks() -> None:
     spans, marks = block_spans(models.Session.model_validate(session_with_blocks()))
-    assert spans == [(t0, t1, name) for name, t0, t1 in PHASES]
+    assert spans == [(name, t0, t1) for name, t0, t1 in PHASES]
     assert marks == [(t, name) for t, name in MARKS]
 
 

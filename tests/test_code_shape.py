@@ -1,4 +1,4 @@
-"""The house stays easy to change (issue 10): no function over 80 lines, no class over 400 lines in the package.
+"""The house stays easy to change: no function over 80 lines, no class over 400 lines in the package.
 
 A function that must stay longer (a hot path where a call per item costs too much) is listed here with the
 reason; today there is none.

@@ -315,7 +315,9 @@ def test_corrupt_session_is_listed_not_fatal(store: Path) -> None:
     assert show.returncode == 2 and "unreadable" in show.stderr
 
 
+@pytest.mark.slow  # 50 tracked runs at once: ~20-45 s on 2 cores
 def test_fifty_concurrent_runs_lose_nothing(store: Path) -> None:
+    """Fifty runs save into one store at once: every session is written whole, under its own id."""
     procs = [
         subprocess.Popen(
             [PY, "-m", "gputop_tracker", "--headless", "--", "sh", "-c", f"exit {i % 5}"],

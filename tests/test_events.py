@@ -1,4 +1,4 @@
-"""Alerts, the event timeline, OOM dumps and the leak hint (issue 7), with real workloads through the real CLI."""
+"""Alerts, the event timeline, OOM dumps and the leak hint, with real workloads through the real CLI."""
 
 from __future__ import annotations
 

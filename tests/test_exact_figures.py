@@ -1,4 +1,4 @@
-"""Exact figures (issue 4): peaks no sample sees, children that come and go, orphans, shared memory.
+"""Exact figures: peaks no sample sees, children that come and go, orphans, shared memory.
 
 Every figure is compared against the kernel's own number for the same workload (getrusage written by
 the workload itself), run through the real CLI with a deliberately slow 1 s interval.

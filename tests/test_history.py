@@ -19,8 +19,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, Static
 
 from gputop_tracker.core.report import render as report
+from gputop_tracker.core.report.listing import Row, compare_rows, filter_rows
 from gputop_tracker.core.store import sessions as store
-from gputop_tracker.core.store.listing import Row, compare_rows, filter_rows
 from gputop_tracker.core.store.session_files import timeline_csv
 from gputop_tracker.tui.history.screen import (
     CompareScreen,

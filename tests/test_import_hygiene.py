@@ -224,7 +224,7 @@ LAYERS: dict[str, set[str]] = {
     "core.model": set(),
     "core.gpu": {"core.model"},
     "core.store": {"core.model"},
-    "core.report": {"core.model", "core.gpu"},
+    "core.report": {"core.model", "core.gpu", "core.store"},
     "core.summary": {"core.model", "core.gpu", "core.report"},
     "core.blocks": {"core.model", "core.gpu", "core.summary", "core.sampling"},
     "core.integrations": {"core.model", "core.gpu", "core.sampling"},

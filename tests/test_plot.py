@@ -308,7 +308,7 @@ def test_a_session_without_samples_or_summary_still_draws() -> None:
 
 def test_block_spans_pair_each_run_by_process_and_name() -> None:
     from gputop_tracker.core.model.models import Event
-    from gputop_tracker.core.report.plot import block_spans
+    from gputop_tracker.core.report.blockspans import BlockRun, block_runs, outermost
 
     def ev(t: float, kind: str, pid: int, name: str) -> Event:
         return Event(time=100 + t, elapsed=t, type=kind, pid=pid, name=name)
@@ -322,7 +322,12 @@ def test_block_spans_pair_each_run_by_process_and_name() -> None:
         ev(6, "block_end", 1, "step"),
         ev(7, "block_start", 1, "step"),  # still open at the end
     ]
-    assert block_spans(events, 100.0, 10.0) == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
+    runs = block_runs(events, 100.0, 10.0)
+    assert runs == [("load", 1, 3), ("load", 2, 5), ("step", 4, 6), ("step", 7, 10.0)]
+    assert outermost(runs) == runs  # none lies inside another
+    nested = [BlockRun("epoch", 0, 10), BlockRun("step", 1, 2), BlockRun("step", 3, 4), BlockRun("epoch", 10, 12)]
+    assert outermost(nested) == [("epoch", 0, 10), ("epoch", 10, 12)]  # the steps are left in their epoch
+    assert block_runs(events, 100.0, None)[-1] == ("step", 7, 7)  # open, the end unknown: no length invented
 
 
 def test_dollar_signs_in_outside_text_are_drawn_literally() -> None:
@@ -382,10 +387,10 @@ def test_the_smallest_size_draws_without_warnings(real_session: tuple[Path, str]
 
     session = _session(*real_session)
     with pytest.raises(plot.PlotError):
-        plot.parse_size("299x300")
+        plot.parse_pixel_size("299x300")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert plot.picture(session, "png", plot.parse_size("300x300"))[:4] == b"\x89PNG"
+        assert plot.picture(session, "png", plot.parse_pixel_size("300x300"))[:4] == b"\x89PNG"
 
 
 def test_non_finite_figures_in_a_saved_timeline_are_gaps(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Prometheus export (issue 15): the endpoint and the textfile of the real CLI and the API, read with
+"""Prometheus export: the endpoint and the textfile of the real CLI and the API, read with
 prometheus-client's own parser; bad addresses refused before the command starts; GPU series through the
 fake NVML. The test against a real Prometheus server is in test_prometheus_server.py."""
 

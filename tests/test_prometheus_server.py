@@ -1,4 +1,4 @@
-"""A real Prometheus server scrapes the real CLI's endpoint (issue 15).
+"""A real Prometheus server scrapes the real CLI's endpoint.
 
 The server (Debian package `prometheus`; `.ci/run` installs it where apt-get can) runs on 127.0.0.1 on a
 free port with its own storage in tmp_path and a 1 s scrape interval pointed at `gputop-track --prometheus`;

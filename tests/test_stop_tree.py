@@ -1,5 +1,5 @@
 """Stopping a launched job from the live view stops its whole tree: the sampler, which knows every pid,
-signals the process group and each tracked process, and tracks until the tree is gone (issue 13)."""
+signals the process group and each tracked process, and tracks until the tree is gone."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ def test_ctrl_z_suspends_the_view_and_fg_draws_it_whole_again(tmp_path: Path) ->
         "-c",
         job,
     ]
-    session = f"gputop-adv-{tmp_path.name[-12:]}"
+    session = f"gputop-adv-{os.getpid()}-{tmp_path.name[-12:]}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", "bash --norc"], check=True)
     subprocess.run(["tmux", "resize-window", "-t", session, "-x", "100", "-y", "30"], check=False)
     try:

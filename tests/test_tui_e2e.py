@@ -57,7 +57,7 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
     go = tmp_path / "go"
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script), str(go)]
     shell = f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
-    session = f"gputop-e2e-{tmp_path.name[-12:]}"
+    session = f"gputop-e2e-{os.getpid()}-{tmp_path.name[-12:]}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True)
     # a tmux server already running may keep its own default size: ask for ours (as start_in_tmux does)
     subprocess.run(["tmux", "resize-window", "-t", session, "-x", "160", "-y", "50"], check=False)
@@ -116,7 +116,7 @@ def start_in_tmux(tmp_path: Path, track: list[str], size: tuple[int, int] = (160
         f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
         f"echo $? > {shlex.quote(str(rc_file))}; sleep 60"
     )
-    session = f"gputop-e2e-{tmp_path.name[-12:]}"
+    session = f"gputop-e2e-{os.getpid()}-{tmp_path.name[-12:]}"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell], check=True
     )

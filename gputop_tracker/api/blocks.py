@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from gputop_tracker.core.blocks.protocol import ENV
+from gputop_tracker.core.sampling.procfs import own_peak_rss as _read_hwm
 
 MAX_NAME = 200  # characters of a block name sent (a message stays under PIPE_BUF, so one write is atomic)
 
@@ -274,18 +275,6 @@ def _tell_drops_at_exit() -> None:
 def _flush_all() -> None:
     for sink in _sinks():
         sink.flush(FLUSH_WAIT)
-
-
-def _read_hwm() -> int:
-    """VmHWM of this process, bytes (0 when unreadable)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _reset_hwm() -> bool:

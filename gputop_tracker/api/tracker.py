@@ -28,7 +28,7 @@ from gputop_tracker.core.integrations.exporters.base import (
 from gputop_tracker.core.model import validate
 from gputop_tracker.core.model.config import EngineConfig
 from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
-from gputop_tracker.core.model.units import Units, parse_size
+from gputop_tracker.core.model.units import Units, parse_byte_size
 from gputop_tracker.core.report import render as report
 from gputop_tracker.core.sampling.channel import (
     STOP_SIGNAL,
@@ -144,7 +144,7 @@ class Tracker:
             gpu_poll=float(gpu_poll),
             store=str(store) if store else None,
             save=save,
-            mem_limit=parse_size(mem_limit) if mem_limit is not None else None,
+            mem_limit=parse_byte_size(mem_limit) if mem_limit is not None else None,
             warn_at=warn_at,
             critical_at=critical_at,
             flight_seconds=flight_seconds,

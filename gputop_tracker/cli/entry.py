@@ -12,15 +12,17 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputop_tracker import console
 from gputop_tracker._version import __version__
+from gputop_tracker.cli import formats
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core.model import paths, validate
 from gputop_tracker.core.model.config import JOB_SIGNALS, MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.model.units import UnitError, Units, parse_size
+from gputop_tracker.core.model.units import UnitError, Units, parse_byte_size
 from gputop_tracker.core.sampling.jobctl import is_session_leader, leave_job
 from gputop_tracker.core.sampling.orphans import become_subreaper
 
@@ -84,7 +86,7 @@ def build_parser() -> Parser:
     p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
     p.add_argument("--history", action="store_true", help="open the TUI on the saved sessions")
     p.add_argument("--headless", action="store_true", help="no TUI: print or write a report at the end")
-    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="report format (headless)")
+    formats.REPORT.add_option(p, "report format (headless): text or json")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of the terminal")
     p.add_argument(
         "--interval",
@@ -95,15 +97,7 @@ def build_parser() -> Parser:
         metavar="SECONDS",
         help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
     )
-    p.add_argument(
-        "--ru",
-        "--ram-unit",
-        dest="ram_unit",
-        metavar="UNIT",
-        help="bytes, kilobytes, megabytes, gigabytes, terabytes",
-    )
-    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="unit of GPU memory figures")
-    p.add_argument("--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="seconds, minutes, hours, days")
+    formats.add_unit_options(p)
     p.add_argument(
         "--nec",
         "--n-expected-cores",
@@ -225,26 +219,33 @@ def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | No
         raise UsageError(str(e)) from None
 
 
+def _sessions(argv: list[str]) -> int:
+    from gputop_tracker.cli import sessions
+
+    return sessions.main(argv)
+
+
+def _advise(argv: list[str]) -> int:
+    from gputop_tracker.cli import jobs
+
+    return jobs.advise_main(argv)
+
+
+# The subcommands: `gputop-track WORD ...` runs COMMANDS[WORD] on the rest; anything else is a command to track.
+# Adding one is one entry (its module is imported only when it runs).
+COMMANDS: dict[str, Callable[[list[str]], int]] = {"sessions": _sessions, "advise": _advise}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] == "sessions":
-            from gputop_tracker.cli import sessions as sessions_cli
-
-            return sessions_cli.main(argv[1:])
-        if argv and argv[0] == "advise":
-            from gputop_tracker.cli import jobs as jobs_cli
-
-            return jobs_cli.advise_main(argv[1:])
+        if argv and argv[0] in COMMANDS:
+            return COMMANDS[argv[0]](argv[1:])
         return track(build_parser().parse_args(argv))
     except (UsageError, UnitError) as e:
         return console.error(str(e))
     except KeyboardInterrupt:
         return console.EXIT_INTERRUPTED
-
-
-def _units(args: argparse.Namespace) -> Units:
-    return Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
 
 
 def _check_attach(pid: int) -> None:
@@ -278,7 +279,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def _job_context(args: argparse.Namespace) -> dict[str, object] | None:
-    """The SLURM job (our environment, or the target's when attaching) and --request (issue 18)."""
+    """The SLURM job (our environment, or the target's when attaching) and --request."""
     from gputop_tracker.core.integrations import slurm
 
     try:
@@ -328,7 +329,7 @@ def track(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    units = _units(args)
+    units = formats.units_of(args)
     if args.history:
         if command or args.attach:
             raise UsageError("--history takes no command and no --attach")
@@ -346,7 +347,7 @@ def track(args: argparse.Namespace) -> int:
     _check_numbers(args)
     if args.attach is not None:
         _check_attach(args.attach)
-    mem_limit = parse_size(args.mem_limit) if args.mem_limit else None
+    mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit else None
     job = _job_context(args)
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
@@ -601,11 +602,10 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost.
     A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code."""
     from gputop_tracker.core.model.models import ResourceUsage
-    from gputop_tracker.core.report import render as report
     from gputop_tracker.core.store.sessions import write_output
 
     assert isinstance(usage, ResourceUsage)
-    text = report.to_json(usage, units) + "\n" if args.format == "json" else report.to_text(usage, units)
+    text = formats.REPORT.render(args.format, usage, units)
     if args.output:
         try:
             write_output(Path(args.output), text.encode())

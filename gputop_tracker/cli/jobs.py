@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from gputop_tracker import console
+from gputop_tracker.cli import formats
 from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core.model import paths
-from gputop_tracker.core.model.text import command_line, escape_controls, json_text
+from gputop_tracker.core.model.text import command_line, escape_controls
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.report.advise import DEFAULT_HEADROOM, advise
 from gputop_tracker.core.report.job_view import belongs, job_view
@@ -47,7 +48,7 @@ def build_advise_parser() -> Parser:
         metavar="PCT",
         help=f"added to the peaks of memory and time (default {DEFAULT_HEADROOM:g})",
     )
-    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="text (default) or json")
+    formats.ADVICE.add_option(p)
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     return p
 
@@ -93,10 +94,14 @@ def advise_main(argv: list[str]) -> int:
         return console.error("no finished session matches: nothing to advise from")
     advice = advise([u for _, u in chosen], args.headroom)
     advice["sessions"] = [sid for sid, _ in chosen]
-    if args.format == "json":
-        sys.stdout.write(json_text(advice) + "\n")
-        return 0
-    lines = [f"# from {len(chosen)} session{'s' if len(chosen) != 1 else ''} (headroom {args.headroom:g} %)"]
+    sys.stdout.write(formats.ADVICE.render(args.format, advice))
+    return 0
+
+
+def advice_text(advice: dict[str, Any]) -> str:
+    """The #SBATCH lines, each with its basis, then the GPU memory needed and the notes."""
+    n = len(advice["sessions"])
+    lines = [f"# from {n} session{'s' if n != 1 else ''} (headroom {advice['headroom_percent']:g} %)"]
     width = max(len(x) for x in advice["sbatch"])
     keys = ["mem", "cpus", *(["gpus"] if advice["gpus"] else []), "time"]
     lines += [f"{line:<{width}}  # {advice['basis'][k]}" for line, k in zip(advice["sbatch"], keys, strict=True)]
@@ -105,8 +110,7 @@ def advise_main(argv: list[str]) -> int:
             f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
         )
     lines += [f"# note: {n}" for n in advice["notes"]]
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- sessions job
@@ -121,17 +125,14 @@ def add_job_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> N
         parents=[common],
     )
     job.add_argument("job_id", metavar="JOBID", help="the job's id (SLURM_JOB_ID) or the array's (SLURM_ARRAY_JOB_ID)")
-    job.add_argument("-f", "--format", choices=("text", "json"), default="text", help="text (default) or json")
+    formats.JOB.add_option(job)
 
 
 def job(store_dir: Path, args: argparse.Namespace) -> int:
     view = job_view(args.job_id, _finished(store.list_entries(store_dir, timeline=False)))
     if not view["n"]:
         raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
-    if args.format == "json":
-        sys.stdout.write(json_text(view) + "\n")
-    else:
-        sys.stdout.write("\n".join(job_text(view)) + "\n")
+    sys.stdout.write(formats.JOB.render(args.format, view))
     return 0
 
 

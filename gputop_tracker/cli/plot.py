@@ -38,7 +38,7 @@ def check(name: str, size: str | None = None) -> tuple[str, tuple[int, int] | No
 
     try:
         fmt = plot.format_of(name)
-        pixels = plot.parse_size(size) if size is not None else None
+        pixels = plot.parse_pixel_size(size) if size is not None else None
         plot.require_matplotlib()
         store.check_output(name)
     except (plot.PlotError, plot.PlotUnavailable, store.OutputError) as e:

@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gputop_tracker import console
+from gputop_tracker.cli import formats
 from gputop_tracker.cli import jobs as jobs_cli
 from gputop_tracker.cli import plot as plot_cli
 from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core.model import paths
 from gputop_tracker.core.model.models import Session
-from gputop_tracker.core.model.text import command_line, escape_controls, json_text
-from gputop_tracker.core.model.units import UnitError, Units, human_bytes, human_seconds
-from gputop_tracker.core.report import render as report
-from gputop_tracker.core.store import session_files as exporting
+from gputop_tracker.core.model.text import command_line, escape_controls
+from gputop_tracker.core.model.units import UnitError, human_bytes, human_seconds
 from gputop_tracker.core.store import sessions as store
 
 SESSIONS_EPILOG = f"""\
@@ -57,13 +58,12 @@ def build_sessions_parser() -> Parser:
     sub = p.add_subparsers(
         dest="action", required=True, parser_class=Parser, metavar="ACTION", help="one of (`ACTION --help` for more):"
     )
-    _add_list_parser(sub, common)
-    _add_show_parser(sub, common)
-    _add_export_parser(sub, common)
-    _add_events_parser(sub, common)
-    jobs_cli.add_job_parser(sub, common)
-    _add_compare_parser(sub, common)
-    plot_cli.add_plot_parser(sub, common, ID_HELP)
+    for action in ACTIONS:
+        action.add_parser(sub, common)
+    return p
+
+
+def _add_delete_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     delete = sub.add_parser(
         "delete",
         help="delete a session",
@@ -71,7 +71,10 @@ def build_sessions_parser() -> Parser:
         parents=[common],
     )
     delete.add_argument("id", metavar="ID", help=ID_HELP)
-    return p
+
+
+def _add_plot_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
+    plot_cli.add_plot_parser(sub, common, ID_HELP)
 
 
 def _add_list_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
@@ -81,13 +84,7 @@ def _add_list_parser(sub: argparse._SubParsersAction[Parser], common: Parser) ->
         description="Every saved session, newest first; unreadable files are listed with the reason.",
         parents=[common],
     )
-    ls.add_argument(
-        "-f",
-        "--format",
-        choices=("text", "json"),
-        default="text",
-        help="text: one line per session; json: an array of objects (metadata, peaks, or the error)",
-    )
+    formats.LISTING.add_option(ls)
     ls.add_argument("--no-trunc", action="store_true", help="never shorten the command (it is cut only on a terminal)")
 
 
@@ -99,16 +96,8 @@ def _add_show_parser(sub: argparse._SubParsersAction[Parser], common: Parser) ->
         parents=[common],
     )
     show_parser.add_argument("id", metavar="ID", help=ID_HELP)
-    show_parser.add_argument(
-        "-f", "--format", choices=("text", "json"), default="text", help="report format (default: text)"
-    )
-    show_parser.add_argument(
-        "--ru", "--ram-unit", dest="ram_unit", metavar="UNIT", help="RAM unit: bytes, kilobytes, … terabytes"
-    )
-    show_parser.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="GPU memory unit")
-    show_parser.add_argument(
-        "--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="time unit: seconds, minutes, hours, days"
-    )
+    formats.REPORT.add_option(show_parser)
+    formats.add_unit_options(show_parser)
 
 
 def _add_export_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
@@ -119,9 +108,7 @@ def _add_export_parser(sub: argparse._SubParsersAction[Parser], common: Parser) 
         parents=[common],
     )
     export_parser.add_argument("id", metavar="ID", help=ID_HELP)
-    export_parser.add_argument(
-        "-f", "--format", choices=("json", "csv"), default="json", help="json (default) or csv (the timeline)"
-    )
+    formats.SESSION.add_option(export_parser)
     export_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
 
 
@@ -133,9 +120,7 @@ def _add_events_parser(sub: argparse._SubParsersAction[Parser], common: Parser) 
         parents=[common],
     )
     events_parser.add_argument("id", metavar="ID", help=ID_HELP)
-    events_parser.add_argument(
-        "-f", "--format", choices=("text", "json", "csv"), default="text", help="text (default), json or csv"
-    )
+    formats.EVENTS.add_option(events_parser)
     events_parser.add_argument(
         "-t", "--type", action="append", metavar="TYPE", help="only events of TYPE, e.g. warning (repeatable)"
     )
@@ -154,11 +139,9 @@ def _add_compare_parser(sub: argparse._SubParsersAction[Parser], common: Parser)
     )
     p.add_argument("a", metavar="ID_A", help=ID_HELP)
     p.add_argument("b", metavar="ID_B", help="the other session (B - A is shown)")
-    p.add_argument("-f", "--format", choices=("text", "json"), default="text", help="text (default) or json")
+    formats.COMPARISON.add_option(p)
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    p.add_argument("--ru", "--ram-unit", dest="ram_unit", metavar="UNIT", help="RAM unit of the text")
-    p.add_argument("--gru", "--gpu-ram-unit", dest="gpu_ram_unit", metavar="UNIT", help="GPU memory unit of the text")
-    p.add_argument("--tu", "--time-unit", dest="time_unit", metavar="UNIT", help="time unit of the text")
+    formats.add_unit_options(p, " of the text")
 
 
 def main(argv: list[str]) -> int:
@@ -192,25 +175,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispatch(store_dir: Path, args: argparse.Namespace) -> int:
-    if args.action == "list":
-        return list_sessions(store_dir, fmt=args.format, trunc=not args.no_trunc and sys.stdout.isatty())
-    if args.action == "show":
-        return show(store_dir, args)
-    if args.action == "export":
-        return export(store_dir, args)
-    if args.action == "events":
-        return events(store_dir, args)
-    if args.action == "job":
-        return jobs_cli.job(store_dir, args)
-    if args.action == "compare":
-        return compare_sessions(store_dir, args)
-    if args.action == "plot":
-        return plot_cli.plot_session(store_dir, args)
-    if args.action == "delete":
-        path = store.delete(store_dir, args.id)
-        print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
-        return 0
-    return console.error(f"unknown action {args.action}")
+    return next(a for a in ACTIONS if a.name == args.action).run(store_dir, args)
+
+
+def list_sessions(store_dir: Path, args: argparse.Namespace) -> int:
+    """Every session, newest first. The command is cut to the terminal's width only on a terminal: piped
+    (`| grep train.py`) every row is whole."""
+    entries = store.list_entries(store_dir, timeline=False)
+    listing = Listing(store_dir, entries, trunc=not args.no_trunc and sys.stdout.isatty())
+    sys.stdout.write(formats.LISTING.render(args.format, listing))
+    return 0
+
+
+def delete(store_dir: Path, args: argparse.Namespace) -> int:
+    path = store.delete(store_dir, args.id)
+    print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
+    return 0
 
 
 def _list_status(e: store.Entry) -> str:
@@ -221,7 +201,7 @@ def _list_status(e: store.Entry) -> str:
     return "stale" if e.session.meta.status == "running" else e.session.meta.status
 
 
-def _list_json(e: store.Entry) -> dict[str, object]:
+def listing_item(e: store.Entry) -> dict[str, object]:
     """One session of `sessions list -f json`: its metadata and headline figures, or why it cannot be read."""
     item: dict[str, object] = {"id": e.id, "path": str(e.path), "status": _list_status(e), "error": e.error}
     if e.session is not None:
@@ -251,46 +231,43 @@ def _list_row(e: store.Entry) -> list[str]:
     ]
 
 
-def list_sessions(store_dir: Path, fmt: str = "text", *, trunc: bool = False) -> int:
-    """Every session, newest first. The command is cut to the terminal's width only on a terminal (`trunc`):
-    piped (`| grep train.py`) every row is whole. Control characters are escaped: one session, one line."""
-    entries = store.list_entries(store_dir, timeline=False)
-    if fmt == "json":
-        sys.stdout.write(json_text([_list_json(e) for e in entries]) + "\n")
-        return 0
-    if not entries:
-        print(f"no sessions in {escape_controls(str(store_dir))}")
-        return 0
+@dataclass(frozen=True)
+class Listing:
+    store_dir: Path
+    entries: list[store.Entry]
+    trunc: bool  # cut the command to the terminal's width
+
+
+def listing_text(listing: Listing) -> str:
+    """One line per session; control characters escaped: one session, one line."""
+    if not listing.entries:
+        return f"no sessions in {escape_controls(str(listing.store_dir))}\n"
     rows = [["id", "status", "duration", "exit", "peak RAM", "peak GPU", "command"]]
-    rows += [_list_row(e) for e in entries]
+    rows += [_list_row(e) for e in listing.entries]
     full = [r for r in rows if len(r) == 7]
     widths = [max(len(r[i]) for r in (rows if i < 2 else full)) for i in range(6)]
-    room = shutil.get_terminal_size().columns - sum(w + 2 for w in widths) if trunc else 0
+    room = max(shutil.get_terminal_size().columns - sum(w + 2 for w in widths), 20) if listing.trunc else 0
+    lines = []
     for r in rows:
         if len(r) < 7:  # unreadable: id, UNREADABLE, the reason
-            print(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
+            lines.append(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
             continue
-        cmd = r[6]
-        if trunc and len(cmd) > max(room, 20):
-            cmd = cmd[: max(room, 20) - 1] + "…"
+        cmd = r[6][: room - 1] + "…" if listing.trunc and len(r[6]) > room else r[6]
         cells = [
             r[0].ljust(widths[0]),
             r[1].ljust(widths[1]),
             *(c.rjust(w) for c, w in zip(r[2:6], widths[2:6], strict=True)),
             cmd,
         ]
-        print("  ".join(cells).rstrip())
-    return 0
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
 
 
 def show(store_dir: Path, args: argparse.Namespace) -> int:
     s = _open(store_dir, args.id)
     if s.summary is None:
         return console.error(f"session {s.meta.id} has no summary yet")
-    units = Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
-    sys.stdout.write(
-        report.to_json(s.summary, units) + "\n" if args.format == "json" else report.to_text(s.summary, units)
-    )
+    sys.stdout.write(formats.REPORT.render(args.format, s.summary, formats.units_of(args)))
     sys.stdout.flush()
     return 0
 
@@ -314,7 +291,7 @@ def export(store_dir: Path, args: argparse.Namespace) -> int:
     if args.output is not None:
         store.check_output(args.output)
     s = _open(store_dir, args.id)
-    text = exporting.timeline_csv(s) if args.format == "csv" else exporting.session_json(s)
+    text = formats.SESSION.render(args.format, s)
     return _write(text, args.output, f"exported {s.meta.id} to {args.output}")
 
 
@@ -329,13 +306,7 @@ def events(store_dir: Path, args: argparse.Namespace) -> int:
         store.check_output(args.output)
     s = _open(store_dir, args.id)
     found = [e for e in s.events if not args.type or e.type in args.type]
-    if args.format == "json":
-        text = exporting.events_json(found)
-    elif args.format == "csv":
-        text = exporting.events_csv(found)
-    else:
-        lines = report.events_lines(found, limit=len(found))
-        text = "\n".join(lines) + "\n" if lines else f"no events in session {s.meta.id}\n"
+    text = formats.EVENTS.render(args.format, found) or f"no events in session {s.meta.id}\n"
     return _write(text, args.output, f"exported {len(found)} events of {s.meta.id} to {args.output}")
 
 
@@ -343,10 +314,33 @@ def compare_sessions(store_dir: Path, args: argparse.Namespace) -> int:
     """`sessions compare A B`: text or JSON (core/report/compare.py)."""
     from gputop_tracker.core.report import compare
 
-    units = Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)
+    units = formats.units_of(args)
     if args.output is not None:
         store.check_output(args.output)
     a, b = _open(store_dir, args.a), _open(store_dir, args.b)
-    cmp = compare.compare(a, b)
-    text = json_text(cmp) + "\n" if args.format == "json" else compare.compare_text(cmp, units)
+    text = formats.COMPARISON.render(args.format, compare.compare(a, b), units)
     return _write(text, args.output, f"compared {a.meta.id} and {b.meta.id} into {args.output}")
+
+
+# --------------------------------------------------------------------------- the actions, in `--help` order
+
+
+@dataclass(frozen=True)
+class Action:
+    """One `sessions ACTION`: its parser and what it does. Adding an action is one entry of ACTIONS."""
+
+    name: str
+    add_parser: Callable[[argparse._SubParsersAction[Parser], Parser], None]
+    run: Callable[[Path, argparse.Namespace], int]
+
+
+ACTIONS = (
+    Action("list", _add_list_parser, list_sessions),
+    Action("show", _add_show_parser, show),
+    Action("export", _add_export_parser, export),
+    Action("events", _add_events_parser, events),
+    Action("job", jobs_cli.add_job_parser, jobs_cli.job),
+    Action("compare", _add_compare_parser, compare_sessions),
+    Action("plot", _add_plot_parser, plot_cli.plot_session),
+    Action("delete", _add_delete_parser, delete),
+)

@@ -3,12 +3,12 @@
 Nothing else in the tool knows which backend it talks to. Every NVML failure degrades to a missing
 field, a GPU marked lost, or a one-line note — never an exception out of `read`.
 
-Cost (CPU per call on an H100): only the cheap queries run every sample (utilization, temperature,
-power: 1-2 µs). The process lists and device memory of the counted GPUs are read by the watcher
-(`watch.GpuWatcher`, 50 Hz by default) on its own thread; each sample takes the highs it saw. The slow
-ones run at their own pace: energy (3.5 ms) at the first sample, at most every ENERGY_PERIOD and at the
-end (`read_energy`); per-process utilization (1.4 ms) and GPM (94 µs) at most once a second; clocks, fan
-and power limit every RARE_PERIOD.
+Cost (CPU per call on an H100; bench/bench_nvml.py, bench/bench_gpu_watch.py): only the cheap queries run
+every sample (utilization, temperature, power: 1-2 µs). The process lists and device memory of the counted
+GPUs are read by the watcher (`watch.GpuWatcher`, 50 Hz by default) on its own thread; each sample takes the
+highs it saw. The slow ones run at their own pace: energy (3.5 ms) at the first sample, at most every
+ENERGY_PERIOD and at the end (`read_energy`); per-process utilization (1.4 ms) and GPM (94 µs) at most once
+a second; clocks, fan and power limit every RARE_PERIOD.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class EngineConfig:
     exclude: list[int] = field(default_factory=list)
     use_cgroup: bool = True
     session_id: str | None = None
-    # alerts and the OOM flight recorder (issue 7)
+    # alerts and the OOM flight recorder
     mem_limit: int | None = None  # bytes; the RAM limit alerts are a percentage of
     enforce_mem_limit: bool = False  # also set it as the limit of the cgroup we create for the command
     warn_at: float = 80.0
@@ -56,7 +56,7 @@ class EngineConfig:
     wait_descendants: bool = False  # track on after the command exits, until its descendants are gone too
     mirror_stops_to: int = 0  # the front end's pid when it left the terminal's job: stopped with the command
     control_stdin: bool = False  # read requests (capture_oom) from stdin: the spawned sampler of the API
-    # the cluster job (issue 18): read by the front end before the sampler starts (slurm.context_for)
+    # the cluster job: read by the front end before the sampler starts (slurm.context_for)
     slurm: dict[str, Any] | None = None
     blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
     front_end: int = 0  # the pid of the process that starts the sampler (set by channel.start_*): its death is noted

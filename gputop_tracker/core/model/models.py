@@ -439,7 +439,7 @@ class ResourceUsage(Model):
     leak_suspects: list[LeakSuspect] = Field(default_factory=list)
     blocks: list[BlockSummary] = Field(default_factory=list, description="code blocks, in order of first start")
     alerts: Alerts = Field(default_factory=Alerts)
-    slurm: SlurmJob | None = Field(None, description="the cluster job and its request (issue 18)")
+    slurm: SlurmJob | None = Field(None, description="the cluster job and its request")
     efficiency: Efficiency | None = Field(None, description="fractions of the request used")
     tool_version: str = __version__
     schema_version: int = SCHEMA_VERSION

@@ -116,7 +116,7 @@ _SIZE_SUFFIXES = {
 MAX_SIZE = 2**63 - 1  # what the kernel's memory limits take
 
 
-def parse_size(text: str | int | float) -> int:
+def parse_byte_size(text: str | int | float) -> int:
     """'4G', '500M', '1.5GB' (decimal, like every figure of the tool), '2GiB' (binary) or bytes -> bytes."""
     if isinstance(text, int) and not isinstance(text, bool):
         value: float = text

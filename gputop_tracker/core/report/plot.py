@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.model.text import command_line, escape_controls
 from gputop_tracker.core.model.units import human_bytes, human_seconds
+from gputop_tracker.core.report.blockspans import block_runs, elapsed_at
 from gputop_tracker.core.report.columns import TimelineColumns
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.model.models import Event, Session
+    from gputop_tracker.core.model.models import Session
 
 EXTRA_HINT = "pip install 'gputop-tracker[plot]'"
 FORMATS = {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html"}
@@ -79,7 +80,7 @@ def format_of(path: str | Path) -> str:
     return FORMATS[suffix]
 
 
-def parse_size(text: str) -> tuple[int, int]:
+def parse_pixel_size(text: str) -> tuple[int, int]:
     """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 300 to 20000."""
     m = re.fullmatch(r"\s*(\d{1,6})\s*[xX×]\s*(\d{1,6})\s*", text or "")
     if not m:
@@ -288,32 +289,13 @@ def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColum
         _legend(ax)
 
 
-def _at(e: Event, start: float) -> float:
-    return e.elapsed if e.elapsed else max(0.0, e.time - start)
-
-
-def block_spans(events: Sequence[Event], start: float, end: float) -> list[tuple[str, float, float]]:
-    """(name, from, to) in seconds since the start for each code block run in the event timeline; a block
-    still open at the end runs to `end`."""
-    open_: dict[tuple[int | None, str], list[float]] = {}
-    spans: list[tuple[str, float, float]] = []
-    for e in events:
-        key = (e.pid, e.name or "")
-        if e.type == "block_start":
-            open_.setdefault(key, []).append(_at(e, start))
-        elif e.type == "block_end" and open_.get(key):
-            spans.append((key[1], open_[key].pop(), _at(e, start)))
-    spans += [(name, t0, end) for (_, name), starts in open_.items() for t0 in starts]
-    return sorted(spans, key=lambda s: s[1])
-
-
 def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: bool) -> None:
     """Code blocks shaded, marks as thin lines, alerts and OOM kills as vertical lines; named on the first
     panel only."""
     start = session.meta.start_time
     events = session.events
     hues: dict[str, str] = {}
-    for k, (name, t0, t1) in enumerate(block_spans(events, start, end)):
+    for k, (name, t0, t1) in enumerate(block_runs(events, start, end)):
         hue = hues.setdefault(name, BLOCK_HUES[len(hues) % len(BLOCK_HUES)])  # one colour per block name
         span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=hue, alpha=0.13, lw=0)
         span.set_gid(f"block-{k}")
@@ -325,7 +307,7 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         if e.type not in ("mark", "warning", "critical", "oom", "gpu_lost"):
             continue
         k = counts[e.type] = counts.get(e.type, -1) + 1
-        x = _at(e, start) / axis.divisor
+        x = elapsed_at(e, start) / axis.divisor
         wide = e.type == "oom"
         line = ax.axvline(x, color=COLORS[e.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
         line.set_gid(f"{'mark' if e.type == 'mark' else 'event-' + e.type}-{k}")

@@ -1,6 +1,6 @@
 """Where per-process figures are measured: cheap reads of /proc on the sampler's hot path.
 
-Costs come from shared/MEASURING.md and bench/: psutil's objects cost ~10x more per sample than a
+Costs measured by bench/bench_core.py: psutil's objects cost ~10x more per sample than a
 pread on a kept-open fd, so each tracked process keeps its stat, statm and status files open and the
 tree is found by listing /proc and reading the stat of each *new* pid once. smaps_rollup (USS/PSS)
 grows with RSS (~8.7 ms per GiB), so it is read under a CPU budget and carried forward between reads.

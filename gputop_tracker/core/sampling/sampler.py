@@ -275,7 +275,7 @@ class Engine:
         if gpus:  # only once GPUs answer: nothing is read on a machine without one
             if s.gpu_selection is None:
                 s.gpu_selection = _gpu_selection(self.cfg, self.main_pid, s.gpu.vendor)
-                for p in slurm.resolve_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID (issue 18)
+                for p in slurm.resolve_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID
                     builder.note(p)
             if s.gpu_selection.observe(readings, gpus):
                 _select_gpus(builder, gpus, s.gpu_selection)
@@ -515,7 +515,7 @@ def save_session(
     cfg: EngineConfig, store_dir: Path, session_id: str, interval: float, builder: SummaryBuilder, *, running: bool
 ) -> dict[str, Any]:
     """Write the session (a checkpoint while `running`, else the final one) unless --no-save; its summary."""
-    summary = builder.summary(job=cfg.slurm)  # with the job's context and efficiency (issue 18)
+    summary = builder.summary(job=cfg.slurm)  # with the job's context and efficiency
     summary["session_id"] = session_id
     if cfg.save:
         summary["session_path"] = str(paths.session_file(store_dir, session_id))

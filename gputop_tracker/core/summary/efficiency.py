@@ -1,4 +1,4 @@
-"""How much of the job's request a session used: fractions and plain-word notes (issue 18).
+"""How much of the job's request a session used: fractions and plain-word notes.
 
 Pure functions on the report dict (bytes and seconds), so they run in the sampler (no pydantic) and in
 tests alike. Each fraction is None when its request or its figure is unknown:

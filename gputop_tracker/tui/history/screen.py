@@ -30,9 +30,8 @@ from gputop_tracker.core.model.models import Session
 from gputop_tracker.core.model.text import clean_output, escape_controls
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.report import render as report
-from gputop_tracker.core.store import sessions as store
-from gputop_tracker.core.store.job_listing import group_label, grouped, is_group
-from gputop_tracker.core.store.listing import (
+from gputop_tracker.core.report.job_listing import group_label, grouped, is_group
+from gputop_tracker.core.report.listing import (
     COLUMN_BY_KEY,
     COLUMNS,
     SORTABLE,
@@ -46,6 +45,7 @@ from gputop_tracker.core.store.listing import (
     percent_or_dash,
     timeline_series,
 )
+from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.store.session_files import export_session
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.widgets.charts import Series, TimeChart, session_charts, short_time

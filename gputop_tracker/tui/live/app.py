@@ -237,7 +237,7 @@ class LiveApp(ViewKeys):
                 yield table
                 yield ProcessTable(id="blocks")
             with VerticalScroll(id="side"):
-                yield self.job_panel  # shown once a request is known (issue 18)
+                yield self.job_panel  # shown once a request is known
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield ProcessTable(id="blocks-wide")

@@ -15,7 +15,8 @@ from textual.widget import Widget
 
 from gputop_tracker.core.model.models import Session
 from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.store.listing import block_spans, timeline_series
+from gputop_tracker.core.report.blockspans import BlockRun
+from gputop_tracker.core.report.listing import block_spans, timeline_series
 
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))  # braille dot bits by [column][row from top]
 _BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
@@ -57,7 +58,7 @@ def stepped_end(x: float) -> float:
 class Bands:
     """Code blocks shaded on a chart (their outermost runs, elapsed seconds) and marks on its time axis."""
 
-    spans: Sequence[tuple[float, float, str]]
+    spans: Sequence[BlockRun]
     marks: Sequence[tuple[float, str]]
 
 
@@ -289,7 +290,7 @@ def _column(x: float, x_end: float, plot_w: int) -> int:
 
 def _shades(bands: Bands, plot_w: int, x_end: float) -> list[str]:
     shade = [""] * plot_w
-    for i, (t0, t1, _name) in enumerate(bands.spans):
+    for i, (_name, t0, t1) in enumerate(bands.spans):
         for c in range(_column(t0, x_end, plot_w), _column(t1, x_end, plot_w) + 1):
             shade[c] = SHADES[i % 2]
     return shade
@@ -336,7 +337,7 @@ def _band_row(out: ChartSink, label_w: int, plot_w: int, x_end: float, bands: Ba
     """Under the time axis: each block's run as a bar in its shade, named where the bar has room."""
     chars, styles = [" "] * plot_w, [""] * plot_w
     free = 0  # the first column after the last name written and a blank
-    for i, (t0, t1, name) in enumerate(bands.spans):
+    for i, (name, t0, t1) in enumerate(bands.spans):
         c0, c1 = _column(t0, x_end, plot_w), _column(t1, x_end, plot_w)
         for c in range(c0, c1 + 1):
             chars[c], styles[c] = " ", f"bold {SHADES[i % 2]}"

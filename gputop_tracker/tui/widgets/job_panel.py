@@ -1,4 +1,4 @@
-"""How much of the job's request the run uses (issue 18), like jobstats' "Overall Utilization": a panel of
+"""How much of the job's request the run uses, like jobstats' "Overall Utilization": a panel of
 the live view, updated from the sampler's running summary, and a line of the history's session detail.
 
 Drawn only when the report has a request (a SLURM job's, or `--request`); the figures are the report's own

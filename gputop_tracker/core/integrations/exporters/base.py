@@ -118,6 +118,31 @@ def command_of(pid: int) -> list[str]:
     return args or [f"pid {pid}"]
 
 
+def _split_address(s: str, where: str) -> tuple[str, str]:
+    """(host, port text) of `[IPV6]:PORT`, `HOST:PORT` or a bare PORT (host "")."""
+    if s.startswith("["):
+        host, sep, port_text = s[1:].partition("]:")
+        if not sep or not host:
+            raise ExportError(f"{where}: an IPv6 address is written [ADDR]:PORT, e.g. [::1]:9464")
+        return host, port_text
+    if ":" in s:
+        host, _, port_text = s.rpartition(":")
+        if ":" in host:
+            raise ExportError(f"{where}: put an IPv6 address in brackets, e.g. [::1]:9464")
+        return host, port_text
+    return "", s
+
+
+def _port(port_text: str, where: str) -> int:
+    try:
+        port = int(port_text, 10)
+    except ValueError:
+        raise ExportError(f"{where}: the port must be a number (e.g. :9464)") from None
+    if not 1 <= port <= 65535:
+        raise ExportError(f"{where}: the port must be 1 to 65535, not {port}")
+    return port
+
+
 def parse_address(text: str, flag: str = "--prometheus") -> Address:
     """`:PORT` (every interface, IPv4 and IPv6), `HOST:PORT`, `[IPV6]:PORT` or a bare PORT; ExportError when
     bad."""
@@ -127,22 +152,8 @@ def parse_address(text: str, flag: str = "--prometheus") -> Address:
         raise ExportError(f"{where}: needs an address, e.g. :9464 or 127.0.0.1:9464")
     if "://" in s or "/" in s:
         raise ExportError(f"{where}: an address is HOST:PORT, without a scheme or a path (e.g. 127.0.0.1:9464)")
-    if s.startswith("["):
-        host, sep, port_text = s[1:].partition("]:")
-        if not sep or not host:
-            raise ExportError(f"{where}: an IPv6 address is written [ADDR]:PORT, e.g. [::1]:9464")
-    elif ":" in s:
-        host, _, port_text = s.rpartition(":")
-        if ":" in host:
-            raise ExportError(f"{where}: put an IPv6 address in brackets, e.g. [::1]:9464")
-    else:
-        host, port_text = "", s
-    try:
-        port = int(port_text, 10)
-    except ValueError:
-        raise ExportError(f"{where}: the port must be a number (e.g. :9464)") from None
-    if not 1 <= port <= 65535:
-        raise ExportError(f"{where}: the port must be 1 to 65535, not {port}")
+    host, port_text = _split_address(s, where)
+    port = _port(port_text, where)
     if not host:
         return every_interface(port)
     try:

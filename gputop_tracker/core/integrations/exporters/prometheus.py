@@ -277,7 +277,8 @@ class TextfileWriter:
         self._thread: threading.Thread | None = None
         self._failed = False
         self._told_at = 0.0
-        self._written: tuple[int, int] | None = None  # (st_dev, st_ino) of the file this run last put at path
+        # the file this run last put at path, held open: its inode cannot be reused for another file meanwhile
+        self._written = -1
         self.report: Callable[[str], None] = _to_stderr
 
     def start(self) -> None:
@@ -296,7 +297,7 @@ class TextfileWriter:
     def write(self) -> None:
         try:
             write_to_textfile(self.path, self.registry)
-            st = os.lstat(self.path)
+            written = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as e:
             now = time.monotonic()
             if not self._failed or now - self._told_at >= REPORT_AGAIN:  # not a line a period; tracking goes on
@@ -306,24 +307,27 @@ class TextfileWriter:
                 )
         else:
             self._failed = False
-            self._written = (st.st_dev, st.st_ino)
+            self._written, old = written, self._written
+            if old >= 0:
+                os.close(old)
 
     def close(self) -> None:
         self._stopping = True
         self._wake.set()
         if self._thread is not None:
             self._thread.join(10.0)
-        remove_if_ours(self.path, self._written)
+        if self._written >= 0:
+            remove_if_ours(self.path, self._written)
+            os.close(self._written)
+            self._written = -1
 
 
-def remove_if_ours(path: str, written: tuple[int, int] | None) -> None:
-    """Remove path only when it is still the very file this run wrote (same device and inode): never one that
-    someone put there since, nor anything this run did not create."""
-    if written is None:
-        return
+def remove_if_ours(path: str, written_fd: int) -> None:
+    """Remove path only when it is still the very file this run wrote (the inode held open by `written_fd`, so
+    it cannot have been reused): never one that someone put there since, nor anything this run did not create."""
     try:
-        st = os.lstat(path)
-        if (st.st_dev, st.st_ino) == written:
+        ours, now = os.fstat(written_fd), os.lstat(path)
+        if (ours.st_dev, ours.st_ino) == (now.st_dev, now.st_ino):
             os.unlink(path)
     except OSError:
         pass

@@ -17,6 +17,7 @@ from typing import Any
 from gputop_tracker.core.model.models import BlockSummary, ResourceUsage, Session
 from gputop_tracker.core.model.text import escape_controls
 from gputop_tracker.core.model.units import human_bytes, human_seconds
+from gputop_tracker.core.report.blockspans import BlockRun, block_runs, marks, outermost
 from gputop_tracker.core.store import sessions as store
 
 
@@ -169,34 +170,12 @@ class Figure:
     better: str | None  # "lower" or "higher" is better; None: neither
 
 
-Span = tuple[float, float, str]  # elapsed start, elapsed end, block name
-
-
-def block_spans(session: Session) -> tuple[list[Span], list[tuple[float, str]]]:
-    """The outermost runs of the code blocks (a step inside an epoch is left in the epoch) and the marks
-    (elapsed, name), from the session's event timeline (bounded like it). A run that had not ended when
-    tracking stopped spans to the session's end."""
-    started: dict[tuple[int | None, str], list[float]] = {}
-    runs: list[Span] = []
-    marks: list[tuple[float, str]] = []
-    for e in session.events:
-        name = e.name or ""
-        if e.type == "block_start":
-            started.setdefault((e.pid, name), []).append(e.elapsed)
-        elif e.type == "block_end" and (stack := started.get((e.pid, name))):
-            runs.append((stack.pop(), e.elapsed, name))
-        elif e.type == "mark":
-            marks.append((e.elapsed, name or e.message))
+def block_spans(session: Session) -> tuple[list[BlockRun], list[tuple[float, str]]]:
+    """The outermost runs of the code blocks and the marks of a session (its bounded event timeline)."""
     u = session.summary
     end = (u.end_time - u.start_time) if u is not None and u.end_time > u.start_time else None
-    for (_pid, name), stack in started.items():
-        runs += [(t, max(end or t, t), name) for t in stack]
-    runs.sort(key=lambda r: (r[0], -r[1]))
-    outer: list[Span] = []
-    for run in runs:
-        if not outer or run[1] > outer[-1][1]:  # else inside the last one kept
-            outer.append(run)
-    return outer, sorted(marks)
+    start = session.meta.start_time
+    return outermost(block_runs(session.events, start, end)), marks(session.events, start)
 
 
 def _gpu_or_none(u: ResourceUsage, v: float) -> float | None:

@@ -1,4 +1,4 @@
-"""The history list grouped by cluster job (issue 18): the sessions of one SLURM job (the tasks of an array,
+"""The history list grouped by cluster job: the sessions of one SLURM job (the tasks of an array,
 the nodes of a multi-node job) fold into one row with the job's figures — n sessions, the largest peaks,
 the longest wall time, failures — and open to show each session under it.
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputop_tracker.core.store.listing import Row, sort_rows
+from gputop_tracker.core.report.listing import Row, sort_rows
 
 GROUP_PREFIX = "job:"  # a group row's id: job:77 (no session id looks like it)
 
