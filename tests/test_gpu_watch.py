@@ -234,6 +234,7 @@ def test_blocks_take_the_watchers_peak_over_their_run(tmp_path: Path, fake_lib: 
     assert "1 of 1 runs shorter than the watcher's period" in tiny["sources"]["peak_gpu_ram"]
 
 
+@pytest.mark.slow
 def test_energy_is_read_seldom_and_at_the_end(tmp_path: Path, fake_lib: Path) -> None:
     """A 6 s run at --interval 0.1: the 3.5 ms energy counter is read at most every 2 s, and once at the end (the
     report's energy is the stand-in's 300 W over the span between its first and last reads)."""
@@ -265,6 +266,7 @@ def _cpu_of_all(commands: list[list[str]], env: dict[str, str]) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_reading_one_gpu_adds_at_most_35_percent_to_the_tools_cpu(tmp_path: Path, fake_lib: Path) -> None:
     """At --interval 0.1, one H100 (its CPU cost per call) holding the job's memory, against --gpu-backend none
     on the same job: tool CPU = rusage of the whole run (start-up included) minus the job alone."""

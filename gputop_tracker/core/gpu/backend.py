@@ -417,6 +417,7 @@ class NvmlBackend(GpuBackend):
 
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
         now = time.monotonic()
+        cpu = time.thread_time()  # the budget is CPU: waiting for the watcher's thread (the GIL) costs nothing
         slow = now >= self._procs_due
         self._pids.update(pids)  # only new pids cost anything (and nothing outside a PID namespace)
         due = _Due(slow, now >= self._energy_due, now >= self._rare_due)
@@ -453,7 +454,7 @@ class NvmlBackend(GpuBackend):
             except Exception as e:  # never let one device stop the tracking of the others
                 self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
         if slow:
-            cost = time.monotonic() - now
+            cost = time.thread_time() - cpu
             self.process_query_s = cost
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
         return out
