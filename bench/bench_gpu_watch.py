@@ -14,6 +14,7 @@ row, for a before/after on the same machine. Also the watcher's own CPU per pass
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -84,7 +85,8 @@ def main() -> None:
         job = [sys.executable, "-c", HOLD_SOURCE + f"import time\nhold({str(memfile)!r}, 4 << 30)\n"
                f"time.sleep({args.seconds})"]  # fmt: skip
         env = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent), CONFIG_ENV: str(fake.path)}
-        cli = [sys.executable, "-m", "gputop_tracker", "--headless", "--no-save", "-f", "json", "-o", os.devnull,
+        report = tmp / "report.json"
+        cli = [sys.executable, "-m", "gputop_tracker", "--headless", "--no-save", "-f", "json", "-o", str(report),
                "--interval", "0.1"]  # fmt: skip
         rows: dict[str, tuple[list[str], dict[str, str], Path | None]] = {
             "no GPU (--gpu-backend none)": ([*cli, "--gpu-backend", "none", "--", *job], env, ROOT),
@@ -106,6 +108,9 @@ def main() -> None:
             base = pct if base is None else base
             extra = "" if pct is base else f"  ({pct / base - 1:+.0%} against no GPU)"
             print(f"  {name:<40} {tool:6.3f} s  {pct:5.2f} %{extra}")
+            label = json.loads(report.read_text()).get("sources", {}).get("max_gpu_ram")
+            if label and "no GPU" not in name:
+                print(f"      GPU memory: {label}")
         print(f"watcher pass (one GPU, H100 call costs): {watch_pass_cost(lib, fake):.0f} µs CPU")
 
 
