@@ -387,6 +387,8 @@ class Engine:
         if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
             self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
+            if self.sampling is not None:  # no thread of ours across the output helper's fork
+                self.sampling.gpu.stop_watch()
             if self.stop_mirror is not None:
                 self.stop_mirror.release()
             self.tee.linger(self._become_tee_helper)
