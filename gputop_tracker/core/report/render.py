@@ -203,9 +203,10 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
             lines.append("  no GPU found")
         return lines
     g = u.max_gpu_ram
+    how = escape_controls(u.sources.get("max_gpu_ram") or "sampled")  # the GPU memory watcher's rate, where it ran
     lines.append(
         f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
-        f"combined {f.gpu(g.combined)} (peaks, sampled)"
+        f"combined {f.gpu(g.combined)} (peaks, {how})"
     )
     gu = u.gpu_utilization.gpu_percentages
     lines.append(
