@@ -326,8 +326,8 @@ class BlockStats:
         watch = self.gpu_watch
         if watch is None:
             return
-        self._keep_gpu_reads()
         peak = watch.block_peak(pid, self.tree, run.start, end)
+        self._keep_gpu_reads()  # after: the reads of this run are kept until it has taken its peak
         if peak is not None:
             agg.add_gpu_watched(peak, duration < watch.period, watch.label())
 
