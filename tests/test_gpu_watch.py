@@ -70,6 +70,21 @@ def test_block_peak_over_its_own_span() -> None:
     assert short is not None and short.reads == 0 and short.process == 8000
 
 
+def test_reads_are_kept_from_the_oldest_open_block_on() -> None:
+    w = watcher()
+    w.keep_since(0.5)  # a block opened at 0.5
+    w.record(1.0, {0: {10: 9000}}, {})
+    for i in range(100):  # 10 s of changing lists: past the few seconds kept when no block is open
+        w.record(2 + i / 10, {0: {10: i}}, {})
+        w.take()
+    peak = w.block_peak(10, {10}, 0.5, 12.0)
+    assert peak is not None and peak.process == 9000
+    w.keep_since(None)  # it ended: only the last seconds stay
+    w.record(12.0, {0: {10: 1}}, {})
+    gone = w.block_peak(10, {10}, 0.9, 1.1)
+    assert gone is not None and gone.reads == 0 and gone.process != 9000  # that read was dropped
+
+
 def test_rate_adapts_to_the_cpu_budget_and_says_so() -> None:
     w = watcher(hz=50.0, budget=0.01)
     w.adapt(0.0001)  # 100 µs a cycle: 0.5 % of a core at 50 Hz
