@@ -381,3 +381,32 @@ def test_without_the_watcher_the_lists_are_read_once_a_second(tmp_path: Path, fa
     assert rep["sources"]["max_gpu_ram"] == "sampled (NVML running processes, at most every 1 s)"
     lists = read_call_log(log)["nvmlDeviceGetComputeRunningProcesses_v3"]
     assert len(lists) <= 2 + (lists[-1] - lists[0]) / 1.0
+
+
+def test_process_utilization_is_read_only_while_the_tree_is_on_the_gpu(tmp_path: Path, fake_lib: Path) -> None:
+    from fakenvml.fake import call_counts, loaded_in_process
+
+    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+
+    me = os.getpid()
+    fake = FakeNvml(tmp_path / "nvml.conf", [device()])
+    fake.processes = [{"dev": 0, "pid": 1, "mem": 100 * MiB}]  # someone else's
+    fake.procutils = [{"dev": 0, "pid": 1, "sm": 50, "mem": 5}]
+    fake.write()
+    log = tmp_path / "calls.log"
+    os.environ[LOG_ENV] = str(log)
+    try:
+        with loaded_in_process(fake_lib, fake.path):
+            b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
+            b.read([me])  # a slow sample: the tree holds nothing on the GPU
+            fake.processes.append({"dev": 0, "pid": me, "mem": 200 * MiB})
+            fake.procutils.append({"dev": 0, "pid": me, "sm": 70, "mem": 9})
+            fake.write()
+            b._procs_due = 0.0
+            r = b.read([me])[0]
+            b.close()
+    finally:
+        del os.environ[LOG_ENV]
+    assert r.processes == {1: 100 * MiB, me: 200 * MiB}
+    assert r.process_sm_util[me] == 70.0
+    assert call_counts(log)["nvmlDeviceGetProcessUtilization"] <= 2  # one pynvml call (size, then the list)
