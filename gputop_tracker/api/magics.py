@@ -113,7 +113,8 @@ def summary_rows(u: ResourceUsage) -> list[tuple[str, str, str]]:
         ("processes", str(u.n_processes), ""),
     ]
     if u.gpus:
-        rows.append(("peak GPU memory (tree)", human_bytes(u.max_gpu_ram.combined), "sampled"))
+        how = u.sources.get("max_gpu_ram.combined", "sampled")
+        rows.append(("peak GPU memory (tree)", human_bytes(u.max_gpu_ram.combined), how))
         rows.append(("mean GPU utilization", f"{u.gpu_utilization.gpu_percentages.mean_sum_percent:.0f}%", "sampled"))
     return rows
 

@@ -106,27 +106,27 @@ SESSION = Output("session", {"json": _session_json, "csv": _session_csv}, "csv: 
 
 
 def _listing_text(listing: Any, _units: Units) -> str:
-    from gputop_tracker.cli import sessions
+    from gputop_tracker.core.report import session_list
 
-    return sessions.listing_text(listing)
+    return session_list.listing_text(listing)
 
 
 def _listing_json(listing: Any, _units: Units) -> str:
-    from gputop_tracker.cli import sessions
+    from gputop_tracker.core.report import session_list
 
-    return _as_json([sessions.listing_item(e) for e in listing.entries], _units)
+    return _as_json([session_list.listing_item(e) for e in listing.entries], _units)
 
 
 def _job_text(view: Any, _units: Units) -> str:
-    from gputop_tracker.cli import jobs
+    from gputop_tracker.core.report import job_view
 
-    return "\n".join(jobs.job_text(view)) + "\n"
+    return "\n".join(job_view.job_text(view)) + "\n"
 
 
 def _advice_text(advice: Any, _units: Units) -> str:
-    from gputop_tracker.cli import jobs
+    from gputop_tracker.core.report import advise
 
-    return jobs.advice_text(advice)
+    return advise.advice_text(advice)
 
 
 LISTING = Output(

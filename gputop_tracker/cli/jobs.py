@@ -13,8 +13,7 @@ from gputop_tracker import console
 from gputop_tracker.cli import formats
 from gputop_tracker.console import Parser, UsageError
 from gputop_tracker.core.model import paths
-from gputop_tracker.core.model.text import command_line, escape_controls
-from gputop_tracker.core.model.units import human_bytes, human_seconds
+from gputop_tracker.core.model.text import command_line
 from gputop_tracker.core.report.advise import DEFAULT_HEADROOM, advise
 from gputop_tracker.core.report.job_view import belongs, job_view
 from gputop_tracker.core.store import sessions as store
@@ -98,21 +97,6 @@ def advise_main(argv: list[str]) -> int:
     return 0
 
 
-def advice_text(advice: dict[str, Any]) -> str:
-    """The #SBATCH lines, each with its basis, then the GPU memory needed and the notes."""
-    n = len(advice["sessions"])
-    lines = [f"# from {n} session{'s' if n != 1 else ''} (headroom {advice['headroom_percent']:g} %)"]
-    width = max(len(x) for x in advice["sbatch"])
-    keys = ["mem", "cpus", *(["gpus"] if advice["gpus"] else []), "time"]
-    lines += [f"{line:<{width}}  # {advice['basis'][k]}" for line, k in zip(advice["sbatch"], keys, strict=True)]
-    if advice["gpus"]:
-        lines.append(
-            f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
-        )
-    lines += [f"# note: {n}" for n in advice["notes"]]
-    return "\n".join(lines) + "\n"
-
-
 # --------------------------------------------------------------------------- sessions job
 
 
@@ -134,52 +118,3 @@ def job(store_dir: Path, args: argparse.Namespace) -> int:
         raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
     sys.stdout.write(formats.JOB.render(args.format, view))
     return 0
-
-
-def _cells(r: dict[str, Any], first: str) -> list[str]:
-    code = r["exit_code"]
-    return [
-        escape_controls(str(r[first] if r[first] is not None else "-")),
-        human_bytes(r["peak_ram_bytes"]),
-        human_bytes(r["peak_gpu_ram_bytes"]),
-        human_seconds(r["wall_s"]),
-        f"{r['cpu_seconds']:.1f}",
-        "" if code is None else str(code),
-    ]
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for r in rows:
-        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        out.append("  ".join(cells))
-    return out
-
-
-def job_text(view: dict[str, Any]) -> list[str]:
-    kind = view["kind"]
-    first = {"array": "array_task_id", "nodes": "node"}.get(kind, "session_id")
-    head = {"array": "task", "nodes": "node"}.get(kind, "session")
-    n = view["n_nodes"] if kind == "nodes" else view["n"]
-    title = {"array": "array task", "nodes": "node", "single": "session"}[kind] + ("s" if n != 1 else "")
-    lines = [f"SLURM job {escape_controls(view['job_id'])}: {n} {title}"]
-    rows = [[head, "peak RAM", "peak GPU", "wall", "CPU s", "exit"], *(_cells(r, first) for r in view["rows"])]
-    if kind == "nodes":
-        rows.append(_cells({**view["total"], "node": "total", "exit_code": None}, "node"))
-    lines += _table(rows)
-    st = view["stats"]
-    lines.append("")
-    for key, label, fmt in (
-        ("peak_ram_bytes", "peak RAM", human_bytes),
-        ("peak_gpu_ram_bytes", "peak GPU", human_bytes),
-        ("wall_s", "wall", human_seconds),
-        ("cpu_seconds", "CPU s", lambda v: f"{v:.1f}"),
-    ):
-        s = st[key]
-        lines.append(f"{label:<10} p50 {fmt(s['p50'])}, p95 {fmt(s['p95'])}, max {fmt(s['max'])}")
-    if kind == "nodes":
-        lines.append(f"slowest node: {escape_controls(view['slowest_node'])}")
-    fails = view["failures"]
-    lines.append("failures: " + (", ".join(f"{k} × exit {c}" for c, k in fails.items()) if fails else "none"))
-    return lines

@@ -86,12 +86,14 @@ def device(
         "energy_mj": 5_000_000,
         "gpm": 0,
         "mig": 0,
+        "acct": 0,  # accounting mode off, as NVIDIA ships it
     }
     return {"name": name, "uuid": uuid, "bus": bus, "total": total, "used": used, **base, **fields}
 
 
 class FakeNvml:
-    """One config file: devices, MIG devices, processes, per-process utilization and injected errors."""
+    """One config file: devices, MIG devices, processes, per-process utilization, accounting records (the
+    driver's, kept after a process exits) and injected errors."""
 
     def __init__(self, path: Path, devices: list[dict[str, Any]] | None = None) -> None:
         self.path = path
@@ -101,6 +103,7 @@ class FakeNvml:
         self.procutils: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self.costs: dict[str, int] = {}  # C function -> CPU µs each call burns (H100_COSTS: a real H100's)
+        self.accounting: list[dict[str, Any]] = []
         self.write()
 
     def write(self) -> None:
@@ -111,6 +114,7 @@ class FakeNvml:
             ("process", self.processes),
             ("procutil", self.procutils),
             ("error", self.errors),
+            ("acct", self.accounting),
         ):
             for row in rows:
                 lines.append("\t".join([kind, *(f"{k}={v}" for k, v in row.items())]))

@@ -14,12 +14,13 @@
  *   device  name=...  uuid=GPU-...  bus=00000000:3B:00.0  total=BYTES  used=BYTES  reserved=BYTES
  *           util=PCT  memutil=PCT  temp=C  power_mw=MW  limit_mw=MW  sm_clock=MHZ  mem_clock=MHZ
  *           fan=PCT  energy_mj=MJ  gpm=0|1  sm_act=PCT  sm_occ=PCT  tensor=PCT  dram_bw=PCT
- *           lost=0|1  lost_after=N  mig=0|1
+ *           lost=0|1  lost_after=N  mig=0|1  acct=0|1  minor=N
  *   mig     parent=DEVICE_INDEX  uuid=MIG-...  total=BYTES  used=BYTES  gi=ID  ci=ID
  *   process dev=DEVICE_INDEX  [mig=K]  pid=PID  mem=BYTES|NA  [graphics=1]   (K: the K-th mig line, from 0)
  *   procutil dev=DEVICE_INDEX  pid=PID  sm=PCT  mem=PCT
  *   error   fn=SYMBOL  dev=DEVICE_INDEX|-1  code=NVML_RETURN
  *   cost    fn=SYMBOL  us=MICROSECONDS
+ *   acct    dev=DEVICE_INDEX  pid=PID  maxmem=BYTES|NA  running=0|1  [start_us=EPOCH_US]
  *
  * Devices are numbered in file order (0, 1, ...), MIG devices in file order per parent. A numeric
  * field given as NA (or left out) answers NVML_ERROR_NOT_SUPPORTED. energy_mj is the counter at
@@ -38,6 +39,15 @@
  * Calls may come from several threads (NVML is thread-safe): each one holds a library lock.
  * FAKE_NVML_LOG=PATH: nvmlShutdown writes there, per function called, `SYMBOL<TAB>COUNT<TAB>T1,T2,...`
  * (the wall-clock times of its first 2048 calls), so a test can check how often each was called.
+ *
+ * Accounting (what `nvidia-smi -am 1` turns on): acct=1 on a device makes nvmlDeviceGetAccountingMode
+ * answer enabled, acct=0 disabled, NA/absent NOT_SUPPORTED (as on MIG devices, always). `acct` lines are
+ * the driver's records, kept after a process exits: nvmlDeviceGetAccountingPids lists their PIDs and
+ * nvmlDeviceGetAccountingStats gives maxMemoryUsage, isRunning and startTime (default: when the config was
+ * written, so a record belongs to a process started before it; give an older start_us to stand for an
+ * earlier process that had the same PID). The records are only readable while the mode is on.
+ * minor=N is nvmlDeviceGetMinorNumber: the N of the device node /dev/nvidiaN (NA: NOT_SUPPORTED).
+ * Processes' PIDs are taken as given: a test in a PID namespace writes the host PIDs NVML would report.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -67,6 +77,7 @@
 #define MAXFN 128
 #define MAXTIMES 2048
 #define ABSENT (-2LL)
+#define MAXACCT 256
 
 typedef int nvmlReturn_t;
 
@@ -78,7 +89,7 @@ typedef struct {
     char uuid[96];
     char bus[32];
     long long total, used, reserved, util, memutil, temp, power_mw, limit_mw, sm_clock, mem_clock, fan,
-        energy_mj, gpm, sm_act, sm_occ, tensor, dram_bw, lost, lost_after, mig, gi, ci;
+        energy_mj, gpm, sm_act, sm_occ, tensor, dram_bw, lost, lost_after, mig, gi, ci, acct, minor;
     long long calls;
 } dev_t_;
 
@@ -92,6 +103,11 @@ typedef struct {
     int dev, pid;
     unsigned sm, mem;
 } putil_t_;
+
+typedef struct {
+    int dev, pid, running;
+    long long maxmem, start_us;
+} acct_t_;
 
 typedef struct {
     char fn[64];
@@ -108,7 +124,8 @@ static struct {
     char fn[64];
     long long us;
 } costs[MAXCOST];
-static int ndev, nmig, nproc, nputil, nerr, ncost;
+static acct_t_ accts[MAXACCT];
+static int ndev, nmig, nproc, nputil, nerr, ncost, nacct;
 
 /* one lock for every call: the tracker reads from two threads at once, as NVML allows */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -188,7 +205,7 @@ static void dev_defaults(dev_t_ *d) {
     long long *f[] = {&d->total, &d->used, &d->reserved, &d->util, &d->memutil, &d->temp,
                       &d->power_mw, &d->limit_mw, &d->sm_clock, &d->mem_clock, &d->fan,
                       &d->energy_mj, &d->sm_act, &d->sm_occ, &d->tensor, &d->dram_bw,
-                      &d->lost_after, &d->gi, &d->ci};
+                      &d->lost_after, &d->gi, &d->ci, &d->acct, &d->minor};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = NA;
 }
 
@@ -200,7 +217,7 @@ static void set_dev_field(dev_t_ *d, const char *k, const char *v) {
 #define F(n) else if (!strcmp(k, #n)) d->n = num(v);
     F(total) F(used) F(reserved) F(util) F(memutil) F(temp) F(power_mw) F(limit_mw) F(sm_clock)
     F(mem_clock) F(fan) F(energy_mj) F(gpm) F(sm_act) F(sm_occ) F(tensor) F(dram_bw) F(lost)
-    F(lost_after) F(mig) F(gi) F(ci)
+    F(lost_after) F(mig) F(gi) F(ci) F(acct) F(minor)
 #undef F
 }
 
@@ -218,7 +235,8 @@ static void load_config(void) {
     for (int i = 0; i < MAXDEV; i++) calls[i] = i < ndev ? devs[i].calls : 0;
     last_st = st;
     have_st = 1;
-    ndev = nmig = nproc = nputil = nerr = ncost = 0;
+    ndev = nmig = nproc = nputil = nerr = ncost = nacct = 0;
+    unsigned long long loaded_us = now_us_wall();
     int mig_count[MAXDEV] = {0};
     char line[4096];
     while (fgets(line, sizeof line, fp)) {
@@ -231,6 +249,7 @@ static void load_config(void) {
         putil_t_ *u = NULL;
         err_t_ *e = NULL;
         int c = -1;
+        acct_t_ *a = NULL;
         if (!strcmp(kind, "device") && ndev < MAXDEV) {
             d = &devs[ndev];
             dev_defaults(d);
@@ -248,6 +267,11 @@ static void load_config(void) {
         } else if (!strcmp(kind, "procutil") && nputil < MAXPROC) {
             u = &putils[nputil++];
             memset(u, 0, sizeof *u);
+        } else if (!strcmp(kind, "acct") && nacct < MAXACCT) {
+            a = &accts[nacct++];
+            memset(a, 0, sizeof *a);
+            a->maxmem = NA;
+            a->start_us = (long long)loaded_us;
         } else if (!strcmp(kind, "error") && nerr < MAXERR) {
             e = &errs[nerr++];
             memset(e, 0, sizeof *e);
@@ -278,6 +302,12 @@ static void load_config(void) {
                 else if (!strcmp(k, "pid")) u->pid = atoi(v);
                 else if (!strcmp(k, "sm")) u->sm = (unsigned)atoi(v);
                 else if (!strcmp(k, "mem")) u->mem = (unsigned)atoi(v);
+            } else if (a) {
+                if (!strcmp(k, "dev")) a->dev = atoi(v);
+                else if (!strcmp(k, "pid")) a->pid = atoi(v);
+                else if (!strcmp(k, "maxmem")) a->maxmem = num(v);
+                else if (!strcmp(k, "running")) a->running = atoi(v);
+                else if (!strcmp(k, "start_us")) a->start_us = num(v);
             } else if (e) {
                 if (!strcmp(k, "fn")) snprintf(e->fn, sizeof e->fn, "%s", v);
                 else if (!strcmp(k, "dev")) e->dev = atoi(v);
@@ -290,7 +320,7 @@ static void load_config(void) {
         if (d && d->is_mig && d->parent >= 0 && d->parent < MAXDEV) d->index = mig_count[d->parent]++;
     }
     fclose(fp);
-    config_stamp_us = now_us_wall();
+    config_stamp_us = loaded_us;
 }
 
 /* A process's memory now (and its pid): its memfile's figures (ABSENT: no file, not listed), else mem=. */
@@ -760,4 +790,67 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
         m->metrics[i].info.shortName = m->metrics[i].info.longName = m->metrics[i].info.unit = NULL;
     }
     return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ accounting */
+
+typedef struct {
+    unsigned gpuUtilization, memoryUtilization;
+    unsigned long long maxMemoryUsage, time, startTime;
+    unsigned isRunning;
+    unsigned reserved[5];
+} nvmlAccountingStats_t;
+
+nvmlReturn_t nvmlDeviceGetMinorNumber(void *h, unsigned *minor) {
+    ENTER(h);
+    if (d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+    return put_uint(minor, d->minor);
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingMode(void *h, int *mode) {
+    ENTER(h);
+    if (d->is_mig || d->acct == NA) return NVML_ERROR_NOT_SUPPORTED;
+    *mode = d->acct ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingBufferSize(void *h, unsigned *size) {
+    ENTER(h);
+    if (d->is_mig || d->acct == NA) return NVML_ERROR_NOT_SUPPORTED;
+    *size = MAXACCT;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingPids(void *h, unsigned *count, unsigned *pids) {
+    ENTER(h);
+    if (d->is_mig || d->acct == NA) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned n = 0;
+    if (d->acct == 1)
+        for (int i = 0; i < nacct; i++)
+            if (accts[i].dev == d->index) {
+                if (pids && n < *count) pids[n] = (unsigned)accts[i].pid;
+                n++;
+            }
+    if (n > *count) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAccountingStats(void *h, unsigned pid, nvmlAccountingStats_t *st) {
+    ENTER(h);
+    if (d->is_mig || d->acct == NA) return NVML_ERROR_NOT_SUPPORTED;
+    if (d->acct != 1) return NVML_ERROR_NOT_FOUND;
+    for (int i = nacct - 1; i >= 0; i--) /* the newest record of a PID, as the driver's buffer gives */
+        if (accts[i].dev == d->index && accts[i].pid == (int)pid) {
+            memset(st, 0, sizeof *st);
+            st->maxMemoryUsage = accts[i].maxmem == NA ? ~0ULL : (unsigned long long)accts[i].maxmem;
+            st->startTime = (unsigned long long)accts[i].start_us;
+            st->isRunning = (unsigned)accts[i].running;
+            st->time = accts[i].running ? 0 : 1000;
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
 }

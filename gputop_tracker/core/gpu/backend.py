@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputop_tracker.core.gpu.nvml_extras import NvmlExtras
 from gputop_tracker.core.gpu.watch import GpuWatcher, Window
 
 
@@ -68,6 +69,12 @@ class GpuReading:
     #: what the GPU memory watcher saw since the last sample (one object shared by the sample's readings);
     #: None where the watcher does not read this device: `processes` is then one reading
     window: Window | None = None
+    #: NVML accounting mode: True on, False off, None unknown / not supported (MIG, no NVML)
+    accounting: bool | None = None
+    #: pid -> exact peak GPU memory on this GPU from the driver's accounting records (exited processes too)
+    accounting_peaks: dict[int, int] = field(default_factory=dict)
+    #: pids in `processes` whose host PID was paired with them by elimination (a container)
+    attributed_pids: frozenset[int] = frozenset()
 
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
@@ -121,6 +128,10 @@ class GpuBackend:
         self.problems: set[str] = set()
 
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
+        return []
+
+    def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        """The driver's per-process peak records once the tree is done (NVML accounting); [] where none."""
         return []
 
     def close(self) -> None:
@@ -261,6 +272,7 @@ class PidMapper:
         self._nspid = nspid
         self._map: dict[int, int] = {}
         self._known: set[int] = set()
+        self._paired: dict[int, int] = {}  # host PID -> tracked PID, by elimination (containers.py)
 
     def update(self, pids: Sequence[int]) -> None:
         if not self.namespaced:
@@ -277,7 +289,24 @@ class PidMapper:
     def __call__(self, host_pid: int) -> int | None:
         if not self.namespaced:
             return host_pid
-        return self._map.get(host_pid)
+        pid = self._map.get(host_pid)
+        return self._paired.get(host_pid) if pid is None else pid
+
+    def mapped(self) -> set[int]:
+        """The tracked PIDs whose host PID is known (through NSpid or a pairing)."""
+        return set(self._map.values()) | set(self._paired.values())
+
+    def pair(self, pairs: dict[int, int], alive: set[int]) -> bool:
+        """Take pairings made by elimination (host PID -> tracked PID); drop those of processes gone (their host
+        PID may be reused). True when the mapping changed."""
+        kept = {h: p for h, p in self._paired.items() if p in alive}
+        kept.update(pairs)
+        changed = kept != self._paired
+        self._paired = kept
+        return changed
+
+    def is_paired(self, host_pid: int) -> bool:
+        return host_pid in self._paired and host_pid not in self._map
 
 
 @dataclass
@@ -305,6 +334,11 @@ class _Device:
     procs: dict[int, int] = field(default_factory=dict)
     instances: dict[int, tuple[int, int]] = field(default_factory=dict)
     unattributed: int | None = None
+    unmapped: dict[int, int] = field(default_factory=dict)  # host PID -> bytes, where no tracked PID is known
+    attributed: frozenset[int] = frozenset()
+    accounting: bool | None = None
+    accounting_peaks: dict[int, int] = field(default_factory=dict)
+    minor: int | None = None  # N of /dev/nvidiaN (the parent's for a MIG device)
 
 
 class NvmlBackend(GpuBackend):
@@ -360,10 +394,12 @@ class NvmlBackend(GpuBackend):
                     m.gpm = False  # GPM of MIG instances needs nvmlGpmMigSampleGet: not read
                     migs.append(m)
         self._devices += migs
+        self._extras = NvmlExtras(self)
         self._procs_due = 0.0
         self._energy_due = 0.0
         self._rare_due = 0.0
         self._watched: set[int] = set()  # device indices the watcher reads
+        self._unmapped_seen: frozenset[int] = frozenset()  # host PIDs the lists held that no tracked PID maps
         self._counted: set[str] | None = None
         self.process_query_s = 0.0  # last cost of the slow queries, all devices (for the benchmark)
         if not self._devices:
@@ -453,11 +489,22 @@ class NvmlBackend(GpuBackend):
                 self.problems.add(f"GPU {dev.index} ({dev.uuid}) fell off the bus (NVML: GPU is lost)")
             except Exception as e:  # never let one device stop the tracking of the others
                 self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
+        # pairing (containers) and accounting at the slow pace, and at once when the watcher saw new host PIDs
+        if self._new_unmapped() or slow:
+            self._extras.after_processes(out, pids)
         if slow:
             cost = time.thread_time() - cpu
             self.process_query_s = cost
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
         return out
+
+    def _new_unmapped(self) -> bool:
+        """True when the process lists hold host PIDs (containers) other than at the last look."""
+        if not self._pids.namespaced:
+            return False
+        hosts = frozenset(h for d in self._devices for h in d.unmapped)
+        changed, self._unmapped_seen = hosts != self._unmapped_seen, hosts
+        return changed and bool(hosts)
 
     def _read_device(self, dev: _Device, r: GpuReading, due: _Due, window: Window | None) -> None:
         nv = self._nvml
@@ -497,6 +544,9 @@ class NvmlBackend(GpuBackend):
         r.window = window
         r.process_instances = dev.instances
         r.unattributed_memory = dev.unattributed
+        r.attributed_pids = dev.attributed
+        r.accounting = dev.accounting
+        r.accounting_peaks = dev.accounting_peaks
 
     def _read_rare(self, dev: _Device) -> None:
         nv = self._nvml
@@ -587,6 +637,8 @@ class NvmlBackend(GpuBackend):
         instances: dict[int, tuple[int, int]] = {}
         unattributed = 0
         unmapped = False
+        attributed: set[int] = set()
+        unmapped_hosts: dict[int, int] = {}  # filled here, then handed over whole (the watcher's thread reads lists)
         for fn in self._process_lists:
             for p in self._get(fn, dev.handle) or ():
                 used = getattr(p, "usedGpuMemory", None)
@@ -595,19 +647,30 @@ class NvmlBackend(GpuBackend):
                 if pid is None:
                     unmapped = True
                     unattributed += used
+                    unmapped_hosts[int(p.pid)] = unmapped_hosts.get(int(p.pid), 0) + used
                     continue
+                if self._pids.is_paired(int(p.pid)):
+                    attributed.add(pid)
                 procs[pid] = procs.get(pid, 0) + used
                 gi = getattr(p, "gpuInstanceId", 0xFFFFFFFF)
                 ci = getattr(p, "computeInstanceId", 0xFFFFFFFF)
                 if gi != 0xFFFFFFFF:
                     instances[pid] = (int(gi), int(ci))
-        dev.procs, dev.instances = procs, instances
+        dev.procs, dev.instances, dev.attributed = procs, instances, frozenset(attributed)
+        dev.unmapped = unmapped_hosts
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
-        if dev.unattributed:
-            self.problems.add(
-                "the tracker runs in a PID namespace (container) whose /proc does not show the host PIDs "
-                "NVML reports: GPU memory of processes it could not map is reported as unattributed"
-            )
+
+    def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
+        try:
+            devices = self._extras.at_end(pids)
+            return [
+                GpuReading(index=d.index, uuid=d.uuid, name=d.name, vendor="nvidia", lost=d.lost,
+                           accounting=d.accounting, accounting_peaks=dict(d.accounting_peaks))
+                for d in devices
+            ]  # fmt: skip
+        except Exception as e:  # the report must still be written
+            self.problems.add(f"NVML accounting records could not be read at the end ({type(e).__name__}: {e})")
+            return []
 
     def _read_process_util(self, dev: _Device, r: GpuReading) -> None:
         nv = self._nvml

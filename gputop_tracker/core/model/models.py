@@ -153,6 +153,11 @@ class MaxGPURAM(Model):
     main: float = 0.0
     descendants: float = 0.0
     combined: float = 0.0
+    accounting: bool | None = Field(
+        None,
+        description="NVML accounting mode (exact per-process peaks kept by the driver): true when on for every "
+        "NVIDIA GPU that has the mode, false when off on one at least, null when none says (no NVIDIA GPU, MIG)",
+    )
 
 
 class Percentages(Model):
@@ -225,6 +230,7 @@ class GpuSummary(Model):
     peak_unattributed_memory: int | None = Field(
         None, description="GPU memory of processes whose host PIDs could not be mapped (containers)"
     )
+    accounting: bool | None = Field(None, description="NVML accounting mode on (True), off, or unknown (None)")
     # GPM (Hopper and newer); None where the GPU has no GPM — absent, not zero
     mean_sm_activity: float | None = None
     max_sm_activity: float | None = None
@@ -256,6 +262,9 @@ class ProcessSummary(Model):
     cpu_seconds: float = Field(0.0, description="utime + stime while tracked (attach: from the attach)")
     max_cpu_percent: float = 0.0
     peak_gpu_memory: int = 0
+    peak_gpu_memory_source: str | None = Field(
+        None, description="what peak_gpu_memory is: exact (NVML accounting), a lower bound, or sampled"
+    )
     exit_code: int | None = None
     rss_slope: float | None = Field(None, description="least-squares slope of RSS over the run (bytes/s)")
     rss_r2: float | None = Field(None, description="R² of that fit (1 = perfectly steady growth)")

@@ -22,6 +22,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from gputop_tracker.core.model.units import human_bytes
+
 DEFAULT_HEADROOM = 20.0  # percent
 GIB = 2**30
 MIB = 2**20
@@ -180,3 +182,18 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
         "sbatch": lines,
         "notes": notes,
     }
+
+
+def advice_text(advice: dict[str, Any]) -> str:
+    """The #SBATCH lines, each with its basis, then the GPU memory needed and the notes."""
+    n = len(advice["sessions"])
+    lines = [f"# from {n} session{'s' if n != 1 else ''} (headroom {advice['headroom_percent']:g} %)"]
+    width = max(len(x) for x in advice["sbatch"])
+    keys = ["mem", "cpus", *(["gpus"] if advice["gpus"] else []), "time"]
+    lines += [f"{line:<{width}}  # {advice['basis'][k]}" for line, k in zip(advice["sbatch"], keys, strict=True)]
+    if advice["gpus"]:
+        lines.append(
+            f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
+        )
+    lines += [f"# note: {n}" for n in advice["notes"]]
+    return "\n".join(lines) + "\n"

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.report.advise import percentile
 
 FIGURES = ("peak_ram_bytes", "peak_gpu_ram_bytes", "wall_s", "cpu_seconds")
@@ -107,3 +109,52 @@ def job_view(job_id: str, sessions: Sequence[tuple[str, dict[str, Any]]]) -> dic
     out["stats"] = stats(out["rows"])
     out["failures"] = failures(rows)
     return out
+
+
+def _cells(r: dict[str, Any], first: str) -> list[str]:
+    code = r["exit_code"]
+    return [
+        escape_controls(str(r[first] if r[first] is not None else "-")),
+        human_bytes(r["peak_ram_bytes"]),
+        human_bytes(r["peak_gpu_ram_bytes"]),
+        human_seconds(r["wall_s"]),
+        f"{r['cpu_seconds']:.1f}",
+        "" if code is None else str(code),
+    ]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        out.append("  ".join(cells))
+    return out
+
+
+def job_text(view: dict[str, Any]) -> list[str]:
+    kind = view["kind"]
+    first = {"array": "array_task_id", "nodes": "node"}.get(kind, "session_id")
+    head = {"array": "task", "nodes": "node"}.get(kind, "session")
+    n = view["n_nodes"] if kind == "nodes" else view["n"]
+    title = {"array": "array task", "nodes": "node", "single": "session"}[kind] + ("s" if n != 1 else "")
+    lines = [f"SLURM job {escape_controls(view['job_id'])}: {n} {title}"]
+    rows = [[head, "peak RAM", "peak GPU", "wall", "CPU s", "exit"], *(_cells(r, first) for r in view["rows"])]
+    if kind == "nodes":
+        rows.append(_cells({**view["total"], "node": "total", "exit_code": None}, "node"))
+    lines += _table(rows)
+    st = view["stats"]
+    lines.append("")
+    for key, label, fmt in (
+        ("peak_ram_bytes", "peak RAM", human_bytes),
+        ("peak_gpu_ram_bytes", "peak GPU", human_bytes),
+        ("wall_s", "wall", human_seconds),
+        ("cpu_seconds", "CPU s", lambda v: f"{v:.1f}"),
+    ):
+        s = st[key]
+        lines.append(f"{label:<10} p50 {fmt(s['p50'])}, p95 {fmt(s['p95'])}, max {fmt(s['max'])}")
+    if kind == "nodes":
+        lines.append(f"slowest node: {escape_controls(view['slowest_node'])}")
+    fails = view["failures"]
+    lines.append("failures: " + (", ".join(f"{k} × exit {c}" for c, k in fails.items()) if fails else "none"))
+    return lines

@@ -203,11 +203,13 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
             lines.append("  no GPU found")
         return lines
     g = u.max_gpu_ram
-    how = escape_controls(u.sources.get("max_gpu_ram") or "sampled")  # the GPU memory watcher's rate, where it ran
     lines.append(
         f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
-        f"combined {f.gpu(g.combined)} (peaks, {how})"
+        f"combined {f.gpu(g.combined)} (peaks{_gpu_peak_labels(u)})"
     )
+    if g.accounting is not None:
+        state = "on: exact per-process peaks" if g.accounting else "off (see the notes)"
+        lines.append(f"  {'NVML accounting':<16}{state}")
     gu = u.gpu_utilization.gpu_percentages
     lines.append(
         f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
@@ -221,6 +223,15 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
     for gs in u.gpus:
         lines += _gpu_device_lines(gs, f)
     return lines
+
+
+def _gpu_peak_labels(u: ResourceUsage) -> str:
+    """ ", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
+    labels = {k: u.sources.get(f"max_gpu_ram.{k}", "sampled") for k in ("main", "descendants", "combined")}
+    if all(v.startswith("sampled") and "elimination" not in v for v in labels.values()):
+        rate = labels["main"].partition(" (")[0]  # "sampled at 50 Hz" where the GPU memory watcher read them
+        return f", {rate}" if len(set(labels.values())) == 1 and rate.startswith("sampled at ") else ", sampled"
+    return "".join(f"; {k}: {escape_controls(v)}" for k, v in labels.items())
 
 
 def _gpu_device_lines(gs: GpuSummary, f: _Fmt) -> list[str]:

@@ -374,6 +374,7 @@ class Engine:
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
+        s.builder.accounting_at_end(s.gpu.read_accounting_at_end(list(TreeStop.alive_at_end(s))))
         self._finish(s.builder)
         s.close()
         return self.launcher.exit_code(default=0)

@@ -33,6 +33,9 @@ from gputop_tracker.core.summary.accumulators import (
 )
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
+from gputop_tracker.core.summary.gpupeaks import SAMPLED as GPU_SAMPLED
+from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
+from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
 from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
 
 TIMELINE_COLUMNS = [
@@ -189,6 +192,7 @@ class SummaryBuilder:
         self.gpu_capacity = 0
         self.cpu = {k: Percentages() for k in ("system", "main", "descendants", "combined")}
         self.gpu_util = Percentages()
+        self.gpu_accounting = GpuAccountingLog()  # the driver's exact peaks, where accounting is on
         self.ledger = CpuLedger()
         self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
         self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
@@ -288,6 +292,10 @@ class SummaryBuilder:
             p.cpu_seconds = max(p.cpu_seconds, user + system - p.cpu_base)
             p.exit_code = exit_code
 
+    def accounting_at_end(self, gpus: Sequence[GpuReading]) -> None:
+        """The GPUs' accounting records read when tracking ended (NVML accounting; nothing where it is off)."""
+        self.gpu_accounting.observe_end(gpus)
+
     def vanished(self, pids: Collection[int], alive: Collection[int]) -> None:
         """Processes that disappeared since the last sample without us reaping them (their parent did)."""
         parent_of = {pid: p.ppid for pid in pids if (p := self.procs.get(pid)) is not None}
@@ -321,6 +329,8 @@ class SummaryBuilder:
         self.n_samples += 1
         self.end_time = now
         gpu_by_pid = _gpu_memory_by_pid(gpus)
+        if gpus:
+            self.gpu_accounting.observe(gpus)
         out_procs: list[dict[str, Any]] | None = [] if want_sample else None
         tree = self._add_processes(now, readings, gpu_by_pid, gpus, out_procs)
         self._tree_peaks = peaks = _watched_peaks(gpus, self.main_pid, self.procs)
@@ -655,6 +665,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     notes = list(b.notes)
     max_ram = _max_ram(b, peaks, sources)
     gpus = _gpu_summaries(b, notes)
+    max_gpu_ram = _max_gpu_ram(b, sources, notes)
     leaks = leak_suspects(b)
     notes += _notes(b, leaks)
     counted = [st for st in b.gpus.values() if st.counted]
@@ -663,7 +674,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     out = _sources(b, sources)
     return {
         "max_ram": max_ram,
-        "max_gpu_ram": _max_gpu_ram(b),
+        "max_gpu_ram": max_gpu_ram,
         "cpu_utilization": _cpu_utilization(b),
         "gpu_utilization": {
             "system_gpu_count": len(b.gpus),
@@ -754,10 +765,10 @@ def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
             "surely private, and every decrease applied)"
         )
     sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
-    label = b.gpu_memory_source() if b.gpu_memory_source is not None else "sampled (NVML running processes)"
+    label = _with_rate(b, GPU_SAMPLED)
     sources["max_gpu_ram"] = label
     if b.gpus:
-        sources["processes.*.peak_gpu_memory"] = sources["gpus.*.tree_peak_memory"] = label
+        sources["gpus.*.tree_peak_memory"] = label
     sources["cpu_utilization"] = "sampled percentages per interval"
     if autoreapers := _autoreapers(b):
         sources["cpu_time"] = (
@@ -772,16 +783,31 @@ def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
     return sources
 
 
-def _max_gpu_ram(b: SummaryBuilder) -> dict[str, Any]:
+def _max_gpu_ram(b: SummaryBuilder, sources: dict[str, str], notes: list[str]) -> dict[str, Any]:
+    """The tree's GPU memory peaks: sampled, or the driver's own where accounting is on (each labelled)."""
     mx = b.maxima
+    log = b.gpu_accounting
+    desc = [pid for pid, p in b.procs.items() if p.role == "descendant"]
+    sampled = (mx["gpu_main"], mx["gpu_descendants"], mx["gpu_combined"])
+    peaks = tree_gpu_peaks(log, b.main_pid, desc, sampled, complete=not _gpu_unseen_possible(b))
+    for key, fig in (("main", peaks.main), ("descendants", peaks.descendants), ("combined", peaks.combined)):
+        sources[f"max_gpu_ram.{key}"] = _with_rate(b, fig.label)
+    if peaks.combined.value and (line := accounting_note(log)):
+        notes.append(line)
     return {
         "unit": "bytes",
         "system_capacity": b.gpu_capacity,
         "system": mx["gpu_system"],
-        "main": mx["gpu_main"],
-        "descendants": mx["gpu_descendants"],
-        "combined": mx["gpu_combined"],
+        "main": peaks.main.value,
+        "descendants": peaks.descendants.value,
+        "combined": peaks.combined.value,
+        "accounting": accounting_state(log),
     }
+
+
+def _gpu_unseen_possible(b: SummaryBuilder) -> bool:
+    """Whether a process of the tree may have lived and died unseen (its GPU records then reach no known PID)."""
+    return bool(b.unseen_reaped or _autoreapers(b) or any(p.waited for p in b.procs.values()))
 
 
 def _cpu_utilization(b: SummaryBuilder) -> dict[str, Any]:
@@ -839,6 +865,7 @@ def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
                 "energy_j": st.energy_j,
                 "tree_peak_sm_utilization": st.tree_sm_peak,
                 "peak_unattributed_memory": st.peak_unattributed,
+                "accounting": b.gpu_accounting.modes.get(idx),
                 **{f"mean_{k}": pct.mean for k, pct in st.gpm.items()},
                 **{f"max_{k}": pct.max for k, pct in st.gpm.items()},
             }
@@ -904,7 +931,7 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
                 "peak_threads": p.peak_threads,
                 "cpu_seconds": p.cpu_seconds,
                 "max_cpu_percent": p.max_cpu,
-                "peak_gpu_memory": p.peak_gpu,
+                **_process_gpu_peak(b, p.pid, p.peak_gpu),
                 "exit_code": p.exit_code,
                 "rss_slope": fit[0] if fit else None,
                 "rss_r2": fit[1] if fit else None,
@@ -912,6 +939,18 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
             }
         )
     return out
+
+
+def _process_gpu_peak(b: SummaryBuilder, pid: int, sampled: int) -> dict[str, Any]:
+    fig = process_gpu_peak(b.gpu_accounting, pid, sampled)
+    return {"peak_gpu_memory": fig.value, "peak_gpu_memory_source": _with_rate(b, fig.label) if fig.value else None}
+
+
+def _with_rate(b: SummaryBuilder, label: str) -> str:
+    """A sampled GPU memory label with how the samples were read (the GPU memory watcher's rate, where it ran)."""
+    if b.gpu_memory_source is None or not label.startswith(GPU_SAMPLED):
+        return label
+    return b.gpu_memory_source() + label[len(GPU_SAMPLED) :]
 
 
 def _run_facts(b: SummaryBuilder) -> dict[str, Any]:
