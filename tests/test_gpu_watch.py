@@ -344,6 +344,12 @@ def test_the_summary_sums_the_tree_at_one_read_never_highs_of_different_moments(
     assert u.max_gpu_ram.system == (1800 + 300) * MiB
     assert {p.pid: p.peak_gpu_memory for p in u.processes} == {main: 900 * MiB, child: 900 * MiB}
     assert u.sources["max_gpu_ram"] == "sampled at 50 Hz (NVML running processes)"
+    assert u.sources["max_gpu_ram.combined"] == "sampled at 50 Hz (NVML running processes)"
+    assert {p.peak_gpu_memory_source for p in u.processes} == {"sampled at 50 Hz (NVML running processes)"}
+    from gputop_tracker.core.model.units import Units
+    from gputop_tracker.core.report.render import to_text
+
+    assert "(peaks, sampled at 50 Hz)" in to_text(u, Units("bytes", "bytes", "seconds"))
 
 
 def test_an_oom_dump_of_watched_readings_is_json() -> None:
