@@ -1,11 +1,11 @@
 """Cost of the live view: run the real TUI in a pseudo-terminal and measure the TUI process itself.
 
-Tracks a tree of 40 processes (a shell, 10 light Python CPU loops, 29 sleepers) with 2 simulated GPUs at a
-1 s refresh, and reports the TUI process's CPU (utime+stime over the window, % of one core; the
-sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (nvitop: 1.0% on
+Tracks a tree of 40 processes (a shell, 10 light Python CPU loops, 29 sleepers) with 2 simulated GPUs at the
+default interval (0.5 s; `--interval` to change it), and reports the TUI process's CPU (utime+stime over the
+window, % of one core; the sampler is a separate process, reported apart) and RSS. Target: <= 1% of a core (nvitop: 1.0% on
 the same load) and <= 60 MB. A loaded machine raises the figure: compare with main run just before.
 
-    python bench/bench_tui.py [--seconds 30] [--warmup 5] [--size 160x50] [--profile FILE]
+    python bench/bench_tui.py [--seconds 30] [--warmup 5] [--size 160x50] [--interval 0.5] [--profile FILE]
 
 `--warmup 25` measures after the simulated GPUs' memory has levelled off (the first 20 s it rises, and the
 GPU memory chart redraws at each new peak); `--warmup 540` after the charts' ring is full (512 points).
@@ -102,13 +102,26 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--size", default="160x50")
+    ap.add_argument("--interval", default="0.5", help="seconds between samples (default: the CLI's default, 0.5)")
     ap.add_argument(
         "--profile", metavar="FILE", help="also record where the TUI spends its CPU with py-spy (speedscope)"
     )
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
     store = tempfile.mkdtemp(prefix="bench-tui-")
-    argv = [sys.executable, "-m", "gputop_tracker", "--interval", "1", "--simulate-gpus", "2", "--", "sh", "-c", TREE]
+    argv = [
+        sys.executable,
+        "-m",
+        "gputop_tracker",
+        "--interval",
+        args.interval,
+        "--simulate-gpus",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        TREE,
+    ]
     pid, fd = pty.fork()
     if pid == 0:
         os.environ.update(TERM="xterm-256color", GPUTOP_TRACKER_STORE=store)
@@ -167,7 +180,7 @@ def main() -> None:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    print(f"terminal {cols}x{rows}, interval 1 s, 2 simulated GPUs, window {wall:.1f} s")
+    print(f"terminal {cols}x{rows}, interval {args.interval} s, 2 simulated GPUs, window {wall:.1f} s")
     print(f"tracked tree: {len(tree)} processes")
     print(
         f"TUI process  CPU {100 * (c1 - c0) / wall:.2f}% of one core   RSS {rss / 1024:.1f} MB (peak {hwm / 1024:.1f} MB)"

@@ -242,3 +242,55 @@ async def test_the_final_report_gives_the_table_its_last_figures() -> None:
         assert blocks.get_cell(epoch, "b_calls") == "3" and blocks.get_cell(epoch, "b_open") == ""
         assert blocks.get_cell(epoch, "b_total") == "1:00" and blocks.get_cell(epoch, "b_marks") == "3"
         assert "0 open" in str(blocks.border_subtitle)
+
+
+async def test_the_blocks_table_takes_at_most_six_rows_and_highlights_the_running_block() -> None:
+    """A block name per epoch took 16 rows at 160x50 and pushed the processes to 7 rows and the side panels below
+    the fold: at most MAX_ROWS rows (the rest scroll), the running block highlighted and kept in view."""
+    from gputop_tracker.core.model.models import LiveBlock, LiveBlocks
+    from gputop_tracker.tui.live.blocks import CURRENT_STYLE, MAX_ROWS
+
+    src, app = _blocks_app(3)
+    t0 = 1_700_000_000.0
+    epochs = [LiveBlock(name=f"epoch {i}", calls=1, duration_total=10.0, peak_ram=10**9) for i in range(15)]
+    epochs.append(LiveBlock(name="epoch 15", open=1, open_since=t0 + 150, peak_ram=10**9))
+    epochs.insert(0, LiveBlock(name="train", open=1, open_since=t0, peak_ram=10**9))
+    src.push(BlocksMessage(LiveBlocks(blocks=epochs, names=len(epochs), open_runs=2)))
+    src.push_sample(4)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _settle(app, src, pilot)
+        await pilot.pause()
+        procs, blocks = app.query_one("#procs", ProcessTable), app.query_one("#blocks-wide", ProcessTable)
+        assert blocks.display and blocks.row_count == 17
+        assert blocks.region.height == MAX_ROWS + 3  # header and borders
+        assert procs.region.height >= 20  # the processes keep their room
+        side = app.query_one("#side")
+        assert side.region.bottom <= blocks.region.y  # the side panels end above the blocks table
+        current = blocks.ordered_keys[-1]
+        name_col = blocks.columns.index("b_name")
+        assert blocks._cells[current][name_col] == ("epoch 15", CURRENT_STYLE)
+        assert blocks._cells[blocks.ordered_keys[0]][name_col] == ("train", "bold")  # open, not the current one
+        top = round(blocks.scroll_y)
+        assert top <= 16 < top + MAX_ROWS  # scrolled to the running block
+
+
+async def test_pause_freezes_the_headers_block_name_with_the_table() -> None:
+    src = FakeSource(2)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+
+    def header() -> str:
+        return str(app.query_one("#header", Static).content)
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _settle(app, src, pilot)
+        src.push(EventMessage(_event("block_start", "epoch 1")))
+        await _settle(app, src, pilot)
+        assert "block epoch 1" in header()
+        await pilot.press("p")
+        src.push(EventMessage(_event("block_end", "epoch 1")))
+        src.push(EventMessage(_event("block_start", "epoch 2")))
+        await _settle(app, src, pilot)
+        assert "block epoch 1" in header() and "epoch 2" not in header() and "PAUSED" in header()
+        await pilot.press("p")
+        await pilot.pause()
+        assert "block epoch 2" in header() and "epoch 1" not in header()

@@ -1,4 +1,6 @@
-"""The house stays easy to change: no function over 80 lines, no class over 400 lines in the package.
+"""The house stays easy to change: no function over 80 lines, and branchiness capped (ruff C901, max 10) with at
+most MAX_EXEMPTIONS functions exempted, each saying why (`# noqa: C901 — why`). Classes are not capped by length:
+a long class of short methods reads well; a big one is split by what it owns, not by an inheritance chain.
 
 A function that must stay longer (a hot path where a call per item costs too much) is listed here with the
 reason; today there is none.
@@ -11,7 +13,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gputop_tracker"
 MAX_FUNCTION = 80
-MAX_CLASS = 400
+MAX_EXEMPTIONS = 10
 ALLOWED: dict[str, str] = {}  # "module:qualname" -> why it may be longer
 
 
@@ -20,20 +22,28 @@ def _oversized() -> list[str]:
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                limit = MAX_FUNCTION
-            elif isinstance(node, ast.ClassDef):
-                limit = MAX_CLASS
-            else:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
+            limit = MAX_FUNCTION
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             if length > limit and f"{rel}:{node.name}" not in ALLOWED:
                 out.append(f"{rel}:{node.name} is {length} lines (limit {limit})")
     return out
 
 
-def test_no_function_over_80_lines_and_no_class_over_400() -> None:
+def test_no_function_over_80_lines() -> None:
     assert not _oversized(), "\n".join(_oversized())
+
+
+def test_at_most_ten_complexity_exemptions_each_with_its_reason() -> None:
+    exemptions = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if "noqa: C901" in line:
+                why = line.split("noqa: C901", 1)[1].strip(" —-:")
+                assert len(why) > 10, f"{path.name}:{n}: say why it stays branchy"
+                exemptions.append(f"{path.name}:{n}")
+    assert len(exemptions) <= MAX_EXEMPTIONS, exemptions
 
 
 def test_the_check_can_fail(tmp_path: Path) -> None:

@@ -547,3 +547,70 @@ def test_a_short_run_reads_its_duration_in_the_list_not_0s() -> None:
 
     assert list_duration(0.023) == "0.023s" and list_duration(0.0004) == "0.000s"
     assert list_duration(2.5) == "2.5s" and list_duration(754) == "12m34s"
+
+
+# --------------------------------------------------------------------------- simulated GPUs, per-GPU means, keys
+
+
+def _simulated_session(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    s = make_session(5, n_gpus=2, duration=310, command=["python3", "demo.py"])
+    for g in s["summary"]["gpus"]:
+        g["simulated"] = True
+    s["summary"]["gpu_utilization"]["gpu_percentages"]["mean_sum_percent"] = 146.0
+    s["summary"]["blocks"] = [{"name": "epoch", "calls": 2, "duration": {"total": 10.0}, "peak_ram": 1e9}]
+    store.save_session(tmp_path / "store", s)
+    return tmp_path / "store", s
+
+
+async def test_simulated_gpus_are_labelled_and_utilization_is_per_gpu(tmp_path: Path) -> None:
+    """A demo's simulated GPUs are said so in the list, the headline and the charts; the mean utilization of
+    two GPUs is per GPU with ×2, never their sum (146 %) unlabelled."""
+    store_dir, _ = _simulated_session(tmp_path)
+    row = Row.of(store.list_entries(store_dir)[0])
+    assert row.simulated and row.n_gpus == 2 and row.gpu_util == 73.0
+    assert filter_rows([row], "simulated") == [row]
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        cells = [str(c) for c in table.get_row_at(0)]
+        assert "[sim] python3 demo.py" in cells and "73%×2" in cells, cells
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert "SIMULATED" in _plain(detail.query_one(".history-headline", Static))
+        titles = [c.title for c in detail.query(TimeChart)]
+        assert "GPU memory (tree, simulated)" in titles and "GPU utilization (per GPU, simulated)" in titles
+        await pilot.press("5")  # the Blocks tab by keyboard
+        await pilot.pause()
+        from textual.widgets import TabbedContent
+
+        assert detail.query_one(TabbedContent).active == "blocks"
+        await pilot.press("1")
+        await pilot.pause()
+        assert detail.query_one(TabbedContent).active == "charts"
+
+
+async def test_history_columns_are_fitted_again_on_resize(store_dir: Path) -> None:
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        before = table.columns["command"].width
+        await pilot.resize_terminal(150, 30)
+        await pilot.pause()
+        await pilot.pause()
+        assert table.columns["command"].width > before
+
+
+async def test_home_and_end_move_the_cursor_in_the_list(store_dir: Path) -> None:
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        await pilot.press("down", "down", "down", "home")
+        await pilot.pause()
+        assert table.cursor_row == 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == table.row_count - 1

@@ -15,7 +15,7 @@ import pytest
 from fakesource import MAIN_PID, TREE, FakeSource, make_sample, make_summary
 from pydantic import ValidationError
 from textual.binding import Binding
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.sampling import channel, sampler
@@ -387,7 +387,8 @@ async def wait_exit(app: LiveApp) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_ctrl_c_opens_the_quit_dialog_and_enter_stops_a_launched_tree() -> None:
+async def test_ctrl_c_opens_the_quit_dialog_and_enter_chooses_nothing() -> None:
+    """A habitual q, Enter must not stop the job: the dialog has no default, Enter only says which keys choose."""
     src = FakeSource(3)
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -395,26 +396,37 @@ async def test_ctrl_c_opens_the_quit_dialog_and_enter_stops_a_launched_tree() ->
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert isinstance(app.screen, QuitScreen)
-        assert app.screen.focused is not None and app.screen.focused.id == "stop"
+        assert app.screen.focused is None
+        text = " ".join(str(w.content) for w in app.screen.query(Static))
+        assert f"PID {MAIN_PID} (python3 train.py)" in text  # the target is named
+        assert app.screen.query(Footer)  # its own footer, with the keys that choose
+        shown = {key for key, active in app.screen.active_bindings.items() if active.binding.show}
+        assert {"s", "d", "escape"} <= shown and "enter" not in shown
         await pilot.press("ctrl+c")  # again: still the one dialog
         await pilot.pause()
         assert len(app.screen_stack) == 2
-        await pilot.press("enter")
+        await pilot.press("enter", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen) and app.running and not app._exit
+        assert src.tree_signals == [] and not src.stopped
+        await pilot.press("s")
         await wait_exit(app)
     assert src.tree_signals == [signal.SIGTERM]
     assert app.final is not None and any("stopped from the live view" in n for n in app.final.notes)
 
 
-async def test_attach_quit_defaults_to_detach() -> None:
+async def test_attach_quit_enter_chooses_nothing_d_detaches() -> None:
     src = FakeSource(3)
     app = LiveApp(src, interval=1.0, command=[], mode="attach", store_dir=Path(src.store))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
         await pilot.press("q")
         await pilot.pause()
-        assert isinstance(app.screen, QuitScreen)
-        assert app.screen.focused is not None and app.screen.focused.id == "detach"
+        assert isinstance(app.screen, QuitScreen) and app.screen.focused is None
         await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen) and not src.stopped
+        await pilot.press("d")
         await wait_exit(app)
     assert src.stopped and src.tree_signals == [] and src.signals == []
     assert app.return_code == 0
@@ -616,9 +628,15 @@ def test_short_command_keeps_what_tells_processes_apart() -> None:
     renamed = p.model_copy(update={"name": "pt_data_worker", "cmdline": ["python3", "train.py"]})
     assert short_command(renamed) == "pt_data_worker: python3 train.py"
     assert short_command(p.model_copy(update={"cmdline": [], "name": "kworker"})) == "kworker"
-    # no room: the directory goes, then the interpreter; the arguments stay
+    # no room: the directory goes, then the interpreter, then the start; the trailing arguments stay
     assert short_command(p, 32) == "python3 train_worker.py --rank 3"
-    assert short_command(p, 22) == "train_worker.py --rank 3"
+    assert short_command(p, 24) == "train_worker.py --rank 3"
+    assert short_command(p, 12) == "…py --rank 3"
+    # python -c CODE ARGS: the ARGS tell such processes apart; without ARGS the code does
+    code = ["python3", "-c", "import time\nwhile True: pass", "tag-7"]
+    assert short_command(p.model_copy(update={"cmdline": code})) == "python3 -c … tag-7"
+    assert short_command(p.model_copy(update={"cmdline": code}), 10) == "tag-7"
+    assert short_command(p.model_copy(update={"cmdline": ["sh", "-c", "exit 3"], "name": "sh"})) == "sh -c exit 3"
 
 
 def _workers_tree() -> list[tuple[int, int, str, int, int]]:
@@ -819,7 +837,7 @@ async def test_output_zoom_and_find_keys() -> None:
         assert out.region.height == small
         await pilot.press("f", *"loss 6.5")
         await pilot.pause()
-        assert out.term == "loss 6.5" and out.border_subtitle == "“loss 6.5”: 1 found"
+        assert out.term == "loss 6.5" and str(out.border_subtitle).startswith("“loss 6.5”: 1 found")
         await pilot.press("enter")
         await pilot.pause()
         assert out.has_focus and not app.query_one("#prompt").display
@@ -940,3 +958,155 @@ async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.running
+
+
+async def test_history_screen_takes_only_its_own_keys(tmp_path: Path) -> None:
+    """In the history screen `k` opened the live view's signal dialog for the row selected before (not on
+    screen); the footer listed the live view's keys. There the live view's keys do nothing and are not listed."""
+    src = FakeSource(2, store=str(tmp_path))
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        from gputop_tracker.tui.history.screen import HistoryScreen
+
+        await pilot.press("down", "h")
+        for _ in range(300):
+            if isinstance(app.screen, HistoryScreen) and app.screen.loaded:
+                break
+            await asyncio.sleep(0.01)
+        history = app.screen
+        assert isinstance(history, HistoryScreen)
+        for key in ("k", "f9", "p", "t", "o", "b", "f3"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.screen is history, key
+        assert not app.paused and app.tree_view and src.signals == [] and src.tree_signals == []
+        shown = {a.binding.action for a in history.active_bindings.values() if a.binding.show}
+        assert not shown & {"signal", "pause", "tree", "zoom_output", "find", "history"}, shown
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
+        await pilot.press("k")  # on the live view again: its keys are back
+        await pilot.pause()
+        assert isinstance(app.screen, SignalScreen)
+        assert app.screen.command  # the target's command line is on screen
+
+
+@pytest.mark.parametrize(("size", "gpus", "least"), [((120, 40), 0, 24), ((160, 50), 0, 30), ((160, 50), 2, 24)])
+async def test_command_column_is_last_and_takes_the_width_left(size: tuple[int, int], gpus: int, least: int) -> None:
+    """As in htop: the command comes last, as wide as the figures leave it; no GPU, no GPU columns."""
+    src = FakeSource(0, tree=_workers_tree(), n_gpus=gpus)
+    for i in range(2):
+        msg = SampleMessage(make_sample(i, tree=_workers_tree(), n_gpus=gpus))
+        _with_args(msg, 4300, ["/usr/bin/python3", "/home/me/project/src/worker.py", "--role", "trainer"])
+        _with_args(msg, 4301, ["/usr/bin/python3", "/home/me/project/src/worker.py", "--role", "evaluator"])
+        src.push(msg)
+    app = make_app(src)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        table = app.query_one("#procs", ProcessTable)
+        assert table.columns[-1] == "name" and table.widths["name"] >= least
+        assert ("gpu" in table.columns) == bool(gpus)
+        assert cell(app, 4300, "name").endswith("worker.py --role trainer")
+        assert cell(app, 4301, "name").endswith(".py --role evaluator")  # the line keeps its end: what differs
+        # the whole line is under the table for the selected row, and in the details
+        table.move_cursor(table.ordered_keys.index(4301))
+        await pilot.pause()
+        assert "/home/me/project/src/worker.py --role evaluator" in str(table.border_subtitle)
+
+
+async def test_output_scrolled_back_stays_put_and_n_N_walk_the_matches() -> None:
+    """Past the pane's 2,000 lines old lines leave: the text scrolled back to must not move under the reader,
+    and a find's match stays on screen; n / N go to the next match below / above."""
+    from gputop_tracker.tui.live.output_pane import OutputPane
+
+    src = FakeSource(2, output=[])
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        out.write("".join(f"line {i}{' epoch' if i % 500 == 0 else ''}\n" for i in range(2000)))
+        await pilot.pause()
+        out.scroll_to(y=1000, animate=False, immediate=True)
+        await pilot.pause()
+        top = out.lines[round(out.scroll_y)]
+        out.write("".join(f"new {i}\n" for i in range(300)))  # 300 old lines leave the ring
+        await pilot.pause()
+        assert out.lines[round(out.scroll_y)] == top == "line 1000 epoch"
+        await pilot.press("f", *"epoch", "enter")
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 1500 epoch"  # the last one
+        assert "line 3 of 3" in str(out.border_subtitle)  # line 0 left the ring: 500, 1000, 1500
+        await pilot.press("N")
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 1000 epoch"
+        out.write("".join(f"more {i}\n" for i in range(100)))  # lines leave again: the match stays on screen
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 1000 epoch"
+        assert out.scroll_y <= out.match_line < out.scroll_y + out.scrollable_content_region.height
+        await pilot.press("n", "n")
+        await pilot.pause()
+        assert out.lines[out.match_line] == "line 500 epoch"  # past the last one: round to the first
+
+
+async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_second() -> None:
+    """At the default 0.5 s interval the screen is drawn from the newest sample at most once a DRAW_PERIOD (the
+    view's CPU halves); every sample still reaches the charts' history, and the newest is drawn in the end."""
+    from gputop_tracker.tui.live.app import DRAW_PERIOD
+
+    src = FakeSource(1)
+    app = LiveApp(src, interval=0.25, command=["python3", "train.py"], store_dir=Path(src.store))
+    draws: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        original = app._redraw
+
+        def counted(*, sample: bool = False) -> None:
+            draws.append(app.latest.elapsed if app.latest else -1)
+            original(sample=sample)
+
+        app._redraw = counted  # type: ignore[method-assign]
+        for i in range(1, 6):
+            src.push_sample(i)
+        await settle(app, pilot, src.n_scripted)
+        assert len(app.history.chart) >= 6  # every sample is in the history
+        await asyncio.sleep(DRAW_PERIOD + 0.3)
+        await pilot.pause()
+        assert 1 <= len(draws) <= 2, draws  # five samples, at most two draws
+        assert app.latest is not None and app.latest.elapsed == src.samples[-1].elapsed
+        assert draws[-1] == src.samples[-1].elapsed  # the newest was drawn
+
+
+def test_final_summary_stays_inside_its_border() -> None:
+    """Every line of the summary panel fits its content width: figures cut, the saved path shortened, a note
+    (the detach line) wrapped; a run that ended before its first sample reads '-', not 0 B."""
+    from gputop_tracker.tui.widgets.panels import SummaryPanel
+
+    src = FakeSource(4)
+    u = make_summary(src.samples, store=src.store)
+    u.session_path = "/very/long/path/" + "x" * 80 + "/20250301-120000-demo.json"
+    shown: list[str] = []
+    panel = SummaryPanel()
+    panel.update = lambda text: shown.append(str(text))  # type: ignore[method-assign,assignment]
+    note = "detached: PID 4242 keeps running; its output goes on to /home/me/.local/share/x/y.output.log"
+    for width in (30, 38, 48):
+        shown.clear()
+        panel.show_final(u, False, note, width=width)
+        lines = shown[-1].splitlines()
+        assert all(len(line) <= width for line in lines), (width, lines)
+        assert "".join(lines).replace(" ", "").endswith("y.output.log")  # the whole note, wrapped
+    u.max_ram.combined.total_rss = 0
+    panel.show_final(u, False, width=48)
+    assert "peak RAM    - (ended before a sample)" in shown[-1]
+
+
+def test_after_detach_the_terminal_says_the_pid_runs_on_and_where_its_output_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gputop_tracker.tui.live import run
+
+    src = FakeSource(2)
+    u = make_summary(src.samples, status="detached", exit_code=None, store=src.store)
+    run._say_how_it_ended(u, True, Path("/store/s1.output.log"))
+    err = capsys.readouterr().err
+    assert f"detached: PID {u.pid} keeps running; its output goes on to /store/s1.output.log" in err

@@ -56,7 +56,10 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
     rc_file = tmp_path / "rc"
     go = tmp_path / "go"
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script), str(go)]
-    shell = f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; echo $? > {shlex.quote(str(rc_file))}"
+    shell = (
+        f"unset COLUMNS LINES; GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
+        f"echo $? > {shlex.quote(str(rc_file))}"
+    )
     session = f"gputop-e2e-{os.getpid()}-{tmp_path.name[-12:]}"
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True)
     # a tmux server already running may keep its own default size: ask for ours (as start_in_tmux does)
@@ -65,11 +68,11 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
         pid = int(wait_for(session, r"PID (\d+)\s+● running", 20).group(1))
         # the workload's own line in the output pane names the same process
         assert int(wait_for(session, r"workload pid (\d+)", 10).group(1)) == pid
-        row = wait_for(session, rf"^│\s+{pid}\s+python3?\S*\s.*$", 10).group(0)
+        row = wait_for(session, rf"^│\s+{pid}\s.*\spython3?\S*\s.*$", 10).group(0)
         deadline = time.monotonic() + 10
         rss = 0.0
         while time.monotonic() < deadline:  # the RSS cell: first size on the row
-            row = wait_for(session, rf"^│\s+{pid}\s+python3?\S*\s.*$", 5).group(0)
+            row = wait_for(session, rf"^│\s+{pid}\s.*\spython3?\S*\s.*$", 5).group(0)
             m = MEM.search(row)
             rss = float(m.group(1)) * FACTOR[m.group(2)] if m else 0.0
             if rss >= 190e6:
@@ -112,8 +115,8 @@ def start_in_tmux(tmp_path: Path, track: list[str], size: tuple[int, int] = (160
     """`track` in a tmux session; the exit code goes to a file and the pane stays open to read the report."""
     rc_file = tmp_path / "rc"
     store = tmp_path / "store"
-    shell = (
-        f"GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
+    shell = (  # COLUMNS/LINES in the environment would override the terminal's real size in Textual
+        f"unset COLUMNS LINES; GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
         f"echo $? > {shlex.quote(str(rc_file))}; sleep 60"
     )
     session = f"gputop-e2e-{os.getpid()}-{tmp_path.name[-12:]}"
@@ -162,7 +165,7 @@ def test_stop_from_the_live_view_leaves_no_worker(tmp_path: Path) -> None:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
-def test_attach_quit_enter_leaves_the_process_running(tmp_path: Path) -> None:
+def test_attach_quit_enter_then_d_leaves_the_process_running(tmp_path: Path) -> None:
     target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--attach", str(target.pid)]
@@ -171,7 +174,10 @@ def test_attach_quit_enter_leaves_the_process_running(tmp_path: Path) -> None:
             wait_for(session, rf"PID {target.pid}\s+● running", 30)
             subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
             wait_for(session, r"Detach", 10)
-            subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
+            subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)  # chooses nothing
+            time.sleep(1.0)
+            assert not rc_file.exists() and "Detach" in screen(session)
+            subprocess.run(["tmux", "send-keys", "-t", session, "d"], check=True)
             assert wait_file(rc_file, 30) == "0"
             assert target.poll() is None, "the attached process was only watched: it must still run"
         finally:
@@ -322,5 +328,139 @@ def test_sigusr1_to_the_live_view_reaches_the_command_and_the_view_goes_on(tmp_p
         wait_for(session, r"exited with code 4", 30)
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         assert wait_file(rc_file, 30) == "4"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+FAMILY = (  # workers that differ only in trailing arguments, one of them reached by python execv-ing python
+    "import os, subprocess, sys, time\n"
+    "if sys.argv[1:2] == ['--exec']:\n"
+    "    time.sleep(0.5)\n"
+    "    os.execv(sys.executable, [sys.executable, __file__, '--role', 'evaluator'])\n"
+    "if sys.argv[1:2] == ['--role']:\n"
+    "    time.sleep(300)\n"
+    "ps = [subprocess.Popen([sys.executable, __file__, '--role', 'trainer']),\n"
+    "      subprocess.Popen([sys.executable, __file__, '--exec']),\n"
+    "      subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', 'shard-7'])]\n"
+    "for i in range(400):\n"
+    "    print(f'step {i} loss {1 / (i + 1):.4f}', flush=True)\n"
+    "print('workers', *[p.pid for p in ps], flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+def test_daily_driver_at_120x40(tmp_path: Path) -> None:
+    """The issue's tmux checks at 120x40: workers told apart by their trailing arguments (also one that became
+    a worker by exec), q then Enter leaves the job running, the history screen's k opens no signal dialog,
+    and n / N walk the output's matches."""
+    script = tmp_path / "family.py"
+    script.write_text(FAMILY)
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(120, 40))
+    try:
+        wait_for(session, r"processes 4\b", 30)
+        workers = [int(p) for p in wait_for(session, r"workers((?: \d+){3})", 15).group(1).split()]
+        # the line keeps its end where the column is short: what differs stays in view
+        wait_for(session, r"\.py --role trainer", 10)
+        wait_for(session, r"\.py --role evaluator", 10)  # the exec'd one: its new command line
+        wait_for(session, r"\bshard-7\b", 10)  # python -c CODE ARGS: the ARGS
+        assert "--exec" not in screen(session)
+        # q then Enter (a habit): nothing is chosen, the job runs on
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
+        time.sleep(1.0)
+        assert "Stop tree" in screen(session) and all(alive(p) for p in workers) and not rc_file.exists()
+        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        deadline = time.monotonic() + 10
+        while "Stop tree" in screen(session) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # find, then N / n between the matches
+        subprocess.run(["tmux", "send-keys", "-t", session, "f"], check=True)
+        wait_for(session, r"find in the output", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "loss 0.0025", "Enter"], check=True)
+        last = wait_for(session, r"“loss 0\.0025”: \d+ found, line (\d+) of (\d+)", 10)
+        assert last.group(1) == last.group(2)  # the newest match first
+        subprocess.run(["tmux", "send-keys", "-t", session, "N"], check=True)
+        wait_for(session, rf"line {int(last.group(1)) - 1} of {last.group(2)}", 10)  # N: the one above
+        # the history screen takes only its own keys: k there opens no signal dialog
+        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        time.sleep(0.5)  # apart: Escape then h at once is read as Alt+h
+        subprocess.run(["tmux", "send-keys", "-t", session, "h"], check=True)
+        wait_for(session, r"sessions in ", 15)
+        subprocess.run(["tmux", "send-keys", "-t", session, "k"], check=True)
+        time.sleep(1.0)
+        text = screen(session)
+        assert "Send a signal" not in text and "Signal" not in text.splitlines()[-1], text
+        assert all(alive(p) for p in workers)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)  # back to the live view
+        wait_for(session, r"PID \d+\s+● running", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_detach_says_the_command_runs_on_and_where_its_output_goes(tmp_path: Path) -> None:
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", "sleep", "120"]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(120, 40))
+    pid = 0
+    try:
+        pid = int(wait_for(session, r"PID (\d+)\s+● running", 30).group(1))
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Detach", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "d"], check=True)
+        assert wait_file(rc_file, 30) == "0"
+        deadline = time.monotonic() + 10
+        joined = ""  # the terminal after the view: wrapped lines joined
+        while time.monotonic() < deadline and "output.log" not in joined:
+            joined = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True
+            ).stdout
+            time.sleep(0.2)
+        line = re.search(rf"detached: PID {pid} keeps running; its output goes on to (\S+)", joined)
+        assert line is not None and line.group(1).endswith(".output.log") and Path(line.group(1)).exists(), joined
+        assert alive(pid)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+EPOCHS = (  # a block name per epoch: 16 names, the last one still open
+    "import time\n"
+    "from gputop_tracker import block\n"
+    "for i in range(15):\n"
+    "    with block(f'epoch {i}'):\n"
+    "        time.sleep(0.02)\n"
+    "with block('epoch 15'):\n"
+    "    print('in the last epoch', flush=True)\n"
+    "    time.sleep(300)\n"
+)
+
+
+def test_blocks_table_keeps_to_six_rows_at_160x50(tmp_path: Path) -> None:
+    """A block name per epoch took 16 rows and pushed the process table and the side panels away: the table
+    under the processes shows at most 6 rows (the rest scroll), the running epoch among them."""
+    script = tmp_path / "epochs.py"
+    script.write_text(EPOCHS)
+    track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=(160, 50))
+    try:
+        wait_for(session, r"in the last epoch", 30)
+        wait_for(session, r"16 blocks · 1 open", 15)
+        text = screen(session)
+        lines = text.splitlines()
+        top = next(i for i, line in enumerate(lines) if "code blocks" in line)
+        bottom = next(i for i in range(top + 1, len(lines)) if "16 blocks" in lines[i])
+        rows = [line for line in lines[top + 2 : bottom] if re.search(r"epoch \d+", line)]
+        assert len(rows) == 6 and any("epoch 15" in r for r in rows), text  # the running one in view
+        assert "run so far" in text and "processes" in text  # side panels and the process table keep their room
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        wait_for(session, r"Stop tree", 10)
+        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
+        assert wait_file(rc_file, 30) == str(128 + 15)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -38,7 +38,9 @@ class ProcessSample(Model):
     pss: int = Field(description="proportional set size: shared pages divided among their sharers")
     peak_rss: int = Field(description="VmHWM: the kernel's exact peak RSS of this process so far")
     cpu_seconds: float = Field(description="utime + stime of this process")
-    cpu_percent: float = Field(description="CPU % since the previous sample (100 = one core)")
+    cpu_percent: float = Field(
+        description="CPU % over the last interval (at least 0.25 s; 100 = one core, never above threads x 100)"
+    )
     threads: int
     gpu_memory: dict[str, int] = Field(default_factory=dict, description="GPU uuid -> bytes")
     gpu_sm_percent: float | None = Field(

@@ -54,7 +54,9 @@ class Row:
     peak_ram: float | None = None
     peak_gpu: float | None = None
     cpu: float | None = None
-    gpu_util: float | None = None
+    gpu_util: float | None = None  # mean utilization per GPU (the saved figure sums the GPUs)
+    n_gpus: int = 0
+    simulated: bool = False  # its GPUs were simulated (a demo, not a measurement)
     running: bool = False
     error: str | None = None
     job: str = ""  # the SLURM job (an array's own id), "" outside one: the list groups by it (core.historyjobs)
@@ -86,7 +88,9 @@ class Row:
             row.peak_ram = u.max_ram.combined.total_rss
             row.peak_gpu = u.max_gpu_ram.combined if u.gpus else None
             row.cpu = u.cpu_utilization.combined.mean_sum_percent
-            row.gpu_util = u.gpu_utilization.gpu_percentages.mean_sum_percent if u.gpus else None
+            row.n_gpus = len(u.gpus)
+            row.gpu_util = u.gpu_utilization.gpu_percentages.mean_sum_percent / len(u.gpus) if u.gpus else None
+            row.simulated = any(g.simulated for g in u.gpus)
         elif m.end_time:
             row.duration = m.end_time - m.start_time
         return row
@@ -96,7 +100,8 @@ class Row:
         when = local_time(self.start, "%Y-%m-%d %H:%M:%S") if self.start else ""
         extra = "unreadable " + (self.error or "") if self.error else self.exit
         job = f" job:{self.job} {self.job_part}" if self.job else ""
-        return f"{self.command} {self.host} {when} {self.id} {extra}{job}".lower()
+        sim = " simulated" if self.simulated else ""
+        return f"{self.command} {self.host} {when} {self.id} {extra}{job}{sim}".lower()
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ COLUMNS: list[Column] = [
     Column("ram", "peak RAM", 9, lambda r: _sort_number(r.peak_ram), right=True),
     Column("gpu", "peak GPU", 9, lambda r: _sort_number(r.peak_gpu), right=True),
     Column("cpu", "mean CPU", 8, lambda r: _sort_number(r.cpu), right=True),
-    Column("gpu_util", "mean GPU", 8, lambda r: _sort_number(r.gpu_util), right=True),
+    Column("gpu_util", "GPU util", 8, lambda r: _sort_number(r.gpu_util), right=True),
     Column("host", "host", 12, lambda r: r.host.lower(), descending=False),
 ]
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
@@ -192,8 +197,8 @@ FIGURES: list[Figure] = [
     Figure("mean CPU", lambda u: u.cpu_utilization.combined.mean_sum_percent, "percent", None),
     Figure("max CPU", lambda u: u.cpu_utilization.combined.max_sum_percent, "percent", None),
     Figure(
-        "mean GPU util",
-        lambda u: _gpu_or_none(u, u.gpu_utilization.gpu_percentages.mean_sum_percent),
+        "mean GPU util (per GPU)",
+        lambda u: _gpu_or_none(u, u.gpu_utilization.gpu_percentages.mean_sum_percent / max(len(u.gpus), 1)),
         "percent",
         "higher",
     ),

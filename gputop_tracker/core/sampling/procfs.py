@@ -12,6 +12,8 @@ import os
 import signal
 import time
 
+from gputop_tracker.core.sampling.cpuwindow import CpuWindow, bounded, exec_signature
+
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -112,11 +114,11 @@ class ProcHandle:
         "anon0",
         "autoreaps",
         "cmdline",
-        "cpu_ticks",
+        "cpu",
+        "exec_sig",
         "faults",
         "first_seen",
         "hwm",
-        "last_time",
         "name",
         "pid",
         "ppid",
@@ -154,8 +156,8 @@ class ProcHandle:
         self.name = name
         self.starttime = starttime
         self.cmdline: list[str] = read_cmdline(pid)
-        self.cpu_ticks = -1
-        self.last_time = 0.0
+        self.cpu: CpuWindow | None = None
+        self.exec_sig: tuple[bytes, ...] = ()  # set at the first read; a change means it exec'd
         self.first_seen = time.time()
         self.hwm = 0
         self.faults = -1
@@ -320,8 +322,9 @@ class ProcessTree:
     A process stays in the tree once seen, even when reparented (to us as subreaper, or to init).
     """
 
-    def __init__(self, root: int, exclude: set[int] | None = None) -> None:
+    def __init__(self, root: int, exclude: set[int] | None = None, cpu_window: float = 0.0) -> None:
         self.root = root
+        self.cpu_window = cpu_window  # CPU % is taken over at least this long (the sampling interval)
         self.exclude = set(exclude or ())
         # As a child subreaper we inherit the tree's orphans (double forks): our children are the tree's.
         self.reaper = os.getpid() if _is_subreaper() else None
@@ -339,7 +342,9 @@ class ProcessTree:
     def _adopt(self, pid: int, fd: int, data: bytes) -> ProcHandle | None:
         try:
             name, f = parse_stat(data)
-            return ProcHandle(pid, fd, int(f[1]), name, int(f[19]))
+            h = ProcHandle(pid, fd, int(f[1]), name, int(f[19]))
+            h.exec_sig = exec_signature(f)
+            return h
         except (OSError, ValueError, IndexError):
             os.close(fd)
             return None
@@ -451,17 +456,13 @@ class ProcessTree:
             r.child_faults = int(f[8]) + int(f[10])  # cminflt + cmajflt: > 0 once it has reaped a child
             h.ppid = int(f[1])
             h.zombie = f[0] == b"Z"
-            if name != h.name:  # exec'd (a shell or a pyenv shim becoming python): name and argv changed
-                h.name = name
-                h.cmdline = read_cmdline(h.pid) or h.cmdline
-            if h.cpu_ticks < 0:
+            self._exec_check(h, name, f)
+            if h.cpu is None:
                 lived = boot_now - h.starttime / CLOCK_TICKS
-                r.cpu_percent = 100.0 * r.utime_stime / lived if lived > 0.01 else 0.0
+                r.cpu_percent = bounded(100.0 * r.utime_stime / lived, r.threads) if lived > 0.01 else 0.0
+                h.cpu = CpuWindow(now_mono, ticks, r.threads)
             else:
-                dt = now_mono - h.last_time
-                r.cpu_percent = 100.0 * (ticks - h.cpu_ticks) / CLOCK_TICKS / dt if dt > 0 else 0.0
-            h.cpu_ticks = ticks
-            h.last_time = now_mono
+                r.cpu_percent = h.cpu.percent(now_mono, ticks, r.threads, self.cpu_window, CLOCK_TICKS)
             rss = rss_pages * PAGE_SIZE
             shared_resident = h.shared_pages * PAGE_SIZE
             if status is not None and (i := status.find(b"VmHWM:")) >= 0:
@@ -491,6 +492,17 @@ class ProcessTree:
         if sharing_grew:
             self._sharing_changed(out, keep)
         return out
+
+    @staticmethod
+    def _exec_check(h: ProcHandle, name: str, f: list[bytes]) -> None:
+        """An exec (a shell or a pyenv shim becoming python, python execv-ing python) replaced name and argv.
+        Its comm or the new image's addresses in stat tell it: the cmdline is read again only then."""
+        sig = exec_signature(f)
+        if name != h.name or (sig != h.exec_sig and h.exec_sig):
+            if not h.zombie:
+                h.cmdline = read_cmdline(h.pid) or h.cmdline
+            h.name = name
+        h.exec_sig = sig
 
     def _sharing_changed(self, readings: list[Reading], keep: set[int]) -> None:
         """A tracked process mapped more file or shmem pages. If another one of the tree holds them, that one's

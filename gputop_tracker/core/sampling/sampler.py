@@ -178,7 +178,7 @@ class Engine:
         pidfd = _open_pidfd(main_pid)
         gpu = open_backend(cfg.simulate_gpus, cfg.gpu_backend)
         gpu.start_watch(cfg.gpu_poll)
-        tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude})
+        tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude}, cpu_window=self.interval)
         host = HostReader()
         builder = self._new_builder(start, gpu)
         self.output_file = OutputFilePoller(cfg.output_path, self._scan_output)

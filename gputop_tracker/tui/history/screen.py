@@ -104,6 +104,23 @@ class _HistoryScreenBase(Screen[None]):
         self.app.push_screen(HelpScreen("\n".join([title, "", *lines, "", "Press escape or ? to close."])))
 
 
+class RowTable(DataTable[Any]):
+    """A DataTable whose Home and End move the row cursor (DataTable's only scroll, leaving it where it was)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "first_row", "First", show=False, id="history.first_row"),
+        Binding("end", "last_row", "Last", show=False, id="history.last_row"),
+    ]
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+
+
 class SessionDetailScreen(_HistoryScreenBase):
     """One session: charts over time, the text report, the processes with their peaks."""
 
@@ -113,6 +130,7 @@ class SessionDetailScreen(_HistoryScreenBase):
         Binding("2", "tab('summary')", "Summary", id="history.tab_summary"),
         Binding("3", "tab('processes')", "Processes", id="history.tab_processes"),
         Binding("4", "tab('output')", "Output", id="history.tab_output"),
+        Binding("5", "tab('blocks')", "Blocks", id="history.tab_blocks"),
         Binding("e", "export", "Export", id="history.export"),
     ]
 
@@ -213,7 +231,15 @@ class SessionDetailScreen(_HistoryScreenBase):
         pane.write(clean_output(data.decode("utf-8", "replace")))
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        tabs = self.query_one(TabbedContent)
+        if tabs.query(f"#{tab}"):  # Blocks only when the run had code blocks
+            tabs.active = tab
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "tab" and parameters == ("blocks",):  # listed only when the run had code blocks
+            s = self.entry.session
+            return bool(s is not None and s.summary is not None and s.summary.blocks)
+        return True
 
     def action_export(self) -> None:
         _ask_export(self, self.entry)
@@ -250,6 +276,8 @@ def headline(s: Session) -> Text:
     if u.gpus:
         t.append(" · peak GPU ", style="dim")
         t.append(human_bytes(u.max_gpu_ram.combined), style="bold")
+        if any(g.simulated for g in u.gpus):
+            t.append(" SIMULATED", style="bold magenta")
     t.append(" · CPU ", style="dim")
     t.append(f"{u.cpu_time.total:.3f} s", style="bold")
     cores = u.cpu_utilization.n_expected_cores or u.cpu_utilization.system_core_count or 1
@@ -466,12 +494,13 @@ class HistoryScreen(_HistoryScreenBase):
         self.loaded = False
         self.load_seconds = 0.0
         self._narrow: bool | None = None
+        self._built_width = 0  # the width the columns were fitted to: a resize fits them again
         self.group_jobs = True  # the sessions of one SLURM job as one row (g)
         self.expanded: set[str] = set()  # jobs whose group row is open (⏎), by job id
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter: command, host, date (e.g. train 2025-01-02)", id="history-filter")
-        yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield Static(Text("reading sessions…"), id="history-status")
         yield Footer()
 
@@ -513,9 +542,10 @@ class HistoryScreen(_HistoryScreenBase):
         widths["command"] = max(16, min(60, width - fixed - 2 - 2))  # its cell padding, the scroll bar
         return [(c, widths[c.key]) for c in COLUMNS]
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, width: int | None = None) -> None:
         table = self.query_one("#history-table", DataTable)
-        width = self.size.width or 80
+        width = width or self.size.width or 80
+        self._built_width = width
         narrow = width < NARROW
         cursor_id = self._cursor_id()
         table.clear(columns=True)
@@ -543,6 +573,8 @@ class HistoryScreen(_HistoryScreenBase):
             return [mark, start, *error, blank, blank, blank, blank, ListCell(r.id, "dim")]
         exit_style = {"running": "bold green", "stale": "yellow", "0": ""}.get(r.exit, "red")
         command = ListCell(r.command or "-")
+        if r.simulated:  # a demo's GPU figures, not a measurement
+            command = ListCell(f"[sim] {r.command}", "magenta")
         if is_group(r):
             command = ListCell(group_label(r, r.job in self.expanded), "bold")
         elif r.depth:
@@ -554,9 +586,9 @@ class HistoryScreen(_HistoryScreenBase):
             ListCell(list_duration(r.duration) if r.duration is not None else "-", right=True),
             ListCell(r.exit or "-", exit_style, right=True),
             ListCell(human_bytes(r.peak_ram) if r.peak_ram is not None else "-", right=True),
-            ListCell(human_bytes(r.peak_gpu) if r.peak_gpu is not None else "-", right=True),
+            ListCell(_gpu_cell(r), "magenta" if r.simulated else "", right=True),
             ListCell(percent_or_dash(r.cpu), right=True),
-            ListCell(percent_or_dash(r.gpu_util), right=True),
+            ListCell(_gpu_util_cell(r), "magenta" if r.simulated else "", right=True),
             ListCell(r.host),
         ]
 
@@ -595,8 +627,8 @@ class HistoryScreen(_HistoryScreenBase):
 
     def on_resize(self, event: Resize) -> None:
         super().on_resize(event)
-        if self.loaded and (event.size.width < NARROW) != self._narrow:
-            self._rebuild()
+        if self.loaded and event.size.width != self._built_width:  # the command column takes what is left
+            self._rebuild(event.size.width)
 
     # -- filter and sort
 
@@ -786,6 +818,18 @@ class HistoryApp(App[None]):
 def run_history(store_dir: Path) -> int:
     HistoryApp(store_dir).run()
     return 0
+
+
+def _gpu_cell(r: Row) -> str:
+    """Peak GPU memory (magenta, and `[sim]` before the command, when the GPUs were simulated)."""
+    return human_bytes(r.peak_gpu) if r.peak_gpu is not None else "-"
+
+
+def _gpu_util_cell(r: Row) -> str:
+    """Mean utilization per GPU, with ×N for N GPUs (a sum of two read as 146 %)."""
+    if r.gpu_util is None:
+        return "-"
+    return percent_or_dash(r.gpu_util) + (f"×{r.n_gpus}" if r.n_gpus > 1 else "")
 
 
 def list_duration(s: float) -> str:

@@ -49,6 +49,7 @@ from gputop_tracker.tui.live.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
+from gputop_tracker.tui.live.texts import DrawPacer, detached_text, status_text
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.panels import (
     GpuPanel,
@@ -62,6 +63,10 @@ from gputop_tracker.tui.widgets.panels import (
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 NARROW = 100  # columns: below this the panels stack and the table drops a column
+# The screen is redrawn from the newest sample at most this often (htop: 1.5 s, nvitop: 2 s): at the default
+# 0.5 s interval every other sample is folded into the next draw (the charts and the summary keep every one),
+# which halves the view's CPU. Keys redraw at once.
+DRAW_PERIOD = 1.0
 LOG_LINES = 2000
 ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
 _GC_FROZEN = False
@@ -211,14 +216,17 @@ class LiveApp(ViewKeys):
         self.n_messages = 0
         self._columns: list[str] = []
         self._name_width = 0
+        self._has_gpus = False  # a GPU was seen: the table has its GPU columns
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self._prompt_mode = ""
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
+        self.pacer = DrawPacer(self, DRAW_PERIOD if interval < DRAW_PERIOD else 0.0, self._draw_sample)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
+        self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
         self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
@@ -279,7 +287,7 @@ class LiveApp(ViewKeys):
         self.query_one("#side").styles.max_height = side_h if narrow else None
         side = 0 if narrow else side_width(width)
         self.query_one("#side").styles.width = "1fr" if narrow else side  # inline: set both ways
-        cols, name_w = fit_columns(width - side)
+        cols, name_w = fit_columns(width - side, self._has_gpus)
         keys = [c[0] for c in cols]
         if keys == self._columns and name_w == self._name_width:
             return
@@ -315,36 +323,57 @@ class LiveApp(ViewKeys):
         self.n_messages += 1
         msg = event.msg
         if isinstance(msg, SampleMessage):
-            self.history.add(msg.sample)  # charts keep every sample, paused or not
-            self.exited.seen(msg.sample)
-            if self.paused:
-                self._paused_latest = msg.sample
-            else:
-                self.latest = msg.sample
-                with self.batch_update():  # one screen update per sample, not one per widget
-                    self._redraw(sample=True)
-                freeze_startup_objects()
+            self._on_sample(msg.sample)
         elif isinstance(msg, Progress):
             self.progress = msg.usage  # drawn with the next sample: one screen update a second
         elif isinstance(msg, BlocksMessage):
             self.blocks_pane.latest = msg.blocks  # drawn with the next sample, as the progress
         elif isinstance(msg, Started):
-            self.main_pid = msg.pid
-            self.session_id = msg.session_id
-            if self.store_dir is None:
-                self.store_dir = Path(msg.store)
-            self._draw_header()
+            self._on_started(msg)
         elif isinstance(msg, EventMessage):
             if msg.event.type == "process_exited":
                 self.exited.exited(msg.event)
             self._on_alert(msg)
-        elif isinstance(msg, Summary):
+        elif isinstance(msg, Summary | Failed):
+            self._on_end(msg)
+
+    def _on_sample(self, sample: Sample) -> None:
+        self.history.add(sample)  # charts keep every sample, paused or not
+        self._gpus_seen(sample)
+        self.exited.seen(sample)
+        if self.paused:
+            self._paused_latest = sample
+        else:
+            self.latest = sample
+            self.pacer.sample_came()
+
+    def _on_started(self, msg: Started) -> None:
+        self.main_pid = msg.pid
+        self.session_id = msg.session_id
+        if self.store_dir is None:
+            self.store_dir = Path(msg.store)
+        self._draw_header()
+
+    def _on_end(self, msg: Summary | Failed) -> None:
+        if isinstance(msg, Summary):
             self.final = msg.usage
             self.blocks_pane.finished(msg.usage)
-            self._on_finished()
-        elif isinstance(msg, Failed):
+        else:
             self.failure = msg
-            self._on_finished()
+        self._on_finished()
+
+    def _gpus_seen(self, s: Sample) -> None:
+        """The first sample with a GPU: the table gets its GPU columns."""
+        if s.gpus and not self._has_gpus:
+            self._has_gpus = True
+            self._apply_width(*self.view_size)
+
+    def _draw_sample(self) -> None:
+        if self.paused:
+            return
+        with self.batch_update():  # one screen update per sample, not one per widget
+            self._redraw(sample=True)
+        freeze_startup_objects()
 
     def _on_alert(self, msg: EventMessage) -> None:
         e = msg.event
@@ -401,33 +430,18 @@ class LiveApp(ViewKeys):
             return
         if self.final is not None:
             where = self.final.session_path
-            self.notify(
-                f"session saved: {where}" if where else "session not saved", title=self._status_text(), markup=False
-            )
+            text = f"session saved: {where}" if where else "session not saved"
+            if self.final.status == "detached":
+                text = f"{self.detached_line()}\n{text}"
+            self.notify(text, title=self._status_text(), markup=False, timeout=30)
         elif self.failure is not None:
             self.notify(self.failure.message, severity="error", title="could not track", markup=False)
 
     # ------------------------------------------------------------------ drawing
 
     def _status_text(self) -> str:
-        if self.failure is not None:
-            return f"failed: {self.failure.message}"
-        u = self.final
-        if u is not None:
-            if u.status == "detached":
-                return "detached (still running)"
-            if u.mode == "attach":
-                return "target exited" if u.status == "exited" else "tracking stopped"
-            if u.exit_signal:
-                return f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
-            return f"exited with code {u.exit_code}"
-        if self.ended:
-            return "sampler stopped unexpectedly" + (f": {self.source_error}" if self.source_error else "")
-        if self.quit_choice == "stop":
-            return "stopping…"
-        if self.quit_choice == "detach":
-            return "detaching…"
-        return "running"
+        failed = self.failure.message if self.failure is not None else None
+        return status_text(self.final, failed, self.ended, self.source_error, self.quit_choice)
 
     def _draw_header(self) -> None:
         status = self._status_text()
@@ -443,7 +457,7 @@ class LiveApp(ViewKeys):
             extras.append(("  PAUSED", "bold reverse yellow"))
         if self.alert is not None:
             extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
-        if running_blocks := self.open_blocks.text():
+        if running_blocks := (self._paused_blocks if self.paused else self.open_blocks.text()):
             extras.append((f"  {running_blocks}", "bold blue"))
         if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
             extras.append(("  b: blocks", "dim"))
@@ -484,13 +498,17 @@ class LiveApp(ViewKeys):
             self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
-            summary.show_final(self.final, self.narrow, width=self.panel_width)
+            note = self.detached_line() if self.final.status == "detached" else ""
+            summary.show_final(self.final, self.narrow, note, width=self.panel_width)
             self.show_table_title()
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
             summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
+
+    def detached_line(self) -> str:
+        return detached_text(self.main_pid or (self.final.pid if self.final else None), self.mode, self.output_path)
 
     @property
     def panel_width(self) -> int:

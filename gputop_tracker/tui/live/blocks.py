@@ -16,6 +16,8 @@ from gputop_tracker.tui.widgets.panels import clock, set_border
 from gputop_tracker.tui.widgets.proctable import Cell, Column, ProcessTable
 
 MAX_SHOWN = 3  # blocks named in the header; more are counted
+MAX_ROWS = 6  # rows of the blocks table under the processes; more scroll (a block name per epoch took 16 rows)
+CURRENT_STYLE = "bold reverse"  # the block running now (the open one that started last)
 
 
 class OpenBlocks:
@@ -106,9 +108,15 @@ def _open(b: LiveBlock, now: float | None) -> Cell:
     return (("yes" if b.open == 1 else f"×{b.open}") + age, "bold blue")
 
 
-def block_cells(b: LiveBlock, cols: list[str], now: float | None) -> tuple[Cell, ...]:
+def current_block(blocks: list[LiveBlock]) -> str | None:
+    """The block running now: of the open ones, the one that started last (the innermost)."""
+    open_ = [b for b in blocks if b.open]
+    return max(open_, key=lambda b: b.open_since or 0.0).name if open_ else None
+
+
+def block_cells(b: LiveBlock, cols: list[str], now: float | None, current: bool = False) -> tuple[Cell, ...]:
     values: dict[str, Cell] = {
-        "b_name": (escape_controls(b.name), "bold" if b.open else ""),
+        "b_name": (escape_controls(b.name), CURRENT_STYLE if current else "bold" if b.open else ""),
         "b_calls": (str(b.calls), ""),
         "b_open": _open(b, now),
         "b_total": (_duration(b.duration_total) if b.calls else "-", ""),
@@ -180,9 +188,12 @@ class BlocksPane:
             table.set_columns(block_columns(table_width))
         cols = table.columns
         blocks = self.latest.blocks if self.latest is not None else []
-        rows = [(self._key(b.name), block_cells(b, cols, now)) for b in blocks]
+        current = current_block(blocks)
+        rows = [(self._key(b.name), block_cells(b, cols, now, b.name == current)) for b in blocks]
         table.update_rows(rows)
         set_border(table, "code blocks", self.subtitle())
+        if current is not None and not table.has_focus:  # the running block in view (unless the user scrolls)
+            table.call_after_refresh(table.scroll_to_row, self._key(current))  # once laid out at its new height
 
     def _key(self, name: str) -> int:
         key = self.keys.get(name)

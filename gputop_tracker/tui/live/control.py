@@ -71,7 +71,7 @@ class RunControl(App[int]):
             return
         if isinstance(self.screen, QuitScreen | KillScreen):
             return  # ctrl+c pressed again while the dialog is open
-        what = escape_controls(" ".join(self.command)) or f"PID {self.main_pid}"
+        what = self.target_text()
 
         def chosen(choice: str | None) -> None:
             if choice == "stop":
@@ -87,6 +87,14 @@ class RunControl(App[int]):
             self.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
 
         self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
+
+    def target_text(self) -> str:
+        """The tree's main process as the dialogs name it: PID and command line (cut to a dialog's width)."""
+        command = escape_controls(" ".join(self.command))
+        if len(command) > 60:
+            command = command[:59] + "…"
+        pid = f"PID {self.main_pid}" if self.main_pid else ""
+        return f"{pid} ({command})" if pid and command else pid or command or "the command"
 
     def stop_tree(self, sig: int) -> None:
         """The sampler signals the whole tree (it knows every pid, also those that left the process group);
@@ -113,7 +121,7 @@ class RunControl(App[int]):
                 self.set_timer(KILL_AFTER, self._ask_kill)
             self._draw_header()
 
-        self.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER), chosen)
+        self.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER, self.target_text()), chosen)
 
     def _kill(self, pid: int | None, sig: int) -> bool:
         if not pid:
@@ -152,7 +160,9 @@ class RunControl(App[int]):
             if sent:
                 self.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
 
-        self.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1), chosen)
+        command = escape_controls(" ".join(proc.cmdline))
+        command = command if len(command) <= 70 else command[:69] + "…"
+        self.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1, command), chosen)
 
 
 def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:

@@ -11,7 +11,7 @@ from textual.widgets import Input
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.summary.livestats import SampleHistory
-from gputop_tracker.tui.live.blocks import BlocksPane
+from gputop_tracker.tui.live.blocks import MAX_ROWS, BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.control import RunControl
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows, ProcessDetailScreen, detail_text
@@ -34,12 +34,17 @@ BINDINGS: list[BindingType] = [
     Binding("enter", "details", "Details", id="details", key_display="⏎", tooltip="The selected process in full"),
     Binding("o", "zoom_output", "Output", id="zoom_output", tooltip="Enlarge the output pane (again: back)"),
     Binding("f,f3", "find", "Find", id="find", tooltip="Find in the output"),
+    Binding("n", "match(1)", "Next match", id="next_match", show=False, tooltip="The next match of the find, below"),
+    Binding("N", "match(-1)", "Previous match", id="previous_match", show=False, tooltip="The match above"),
     Binding("tab", "focus_next_pane", "Pane", id="next_pane", show=False, tooltip="Table or output"),
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
     Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
     Binding("ctrl+z", "suspend_process", "Suspend", id="suspend", show=False, tooltip="Back to the shell (fg)"),
 ]
+
+OWN_ACTIONS = {b.action for b in BINDINGS if isinstance(b, Binding)}
+EVERYWHERE = {"quit", "suspend_process"}
 
 
 class ViewKeys(RunControl):
@@ -66,6 +71,8 @@ class ViewKeys(RunControl):
     _paused_latest: Sample | None
     _prompt_mode: str  # "filter" or "find" while the prompt is open
     blocks_pane: BlocksPane
+    open_blocks: OpenBlocks
+    _paused_blocks: str
     view_size: tuple[int, int]
     final: ResourceUsage | None
     _bound_seen: bool
@@ -91,6 +98,14 @@ class ViewKeys(RunControl):
     def _process(self, pid: int | None) -> ProcessSample | None:
         raise NotImplementedError
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The live view's keys act only while the live view is on show: under the history screen or a dialog,
+        `k` must not open a signal dialog for a row out of sight (and the footer lists only that screen's keys).
+        Quitting (Ctrl-C, which asks first) and suspending stay everywhere."""
+        if action in EVERYWHERE or action not in OWN_ACTIONS:
+            return True
+        return self.screen is self.screen_stack[0] if self.screen_stack else True
+
     # ------------------------------------------------------------------ reactives
 
     def watch_paused(self, paused: bool) -> None:
@@ -102,6 +117,7 @@ class ViewKeys(RunControl):
                 self._held_output.clear()
             self._redraw()
         else:
+            self._paused_blocks = self.open_blocks.text()  # the header's block name freezes with the table
             self._draw_header()
 
     def _rows_changed(self) -> None:
@@ -213,11 +229,24 @@ class ViewKeys(RunControl):
 
     def _find(self, term: str) -> None:
         output = self.query_one("#output", OutputPane)
-        line = output.search(term)
+        output.search(term)
+        self._show_match(output)
+
+    def _show_match(self, output: OutputPane) -> None:
+        term = output.term
+        where, lines = output.match_number()
         n = output.count(term)
-        output.border_subtitle = plain(
-            f"“{term}”: {n} found" if term and line is not None else (f"“{term}”: not found" if term else None)
-        )
+        found = f"“{term}”: {n} found, line {where} of {lines} (n/N: next/previous)"
+        output.border_subtitle = plain(found if term and where else (f"“{term}”: not found" if term else None))
+
+    def action_match(self, step: int) -> None:
+        """n / N: the next match below / above the last one (wrapping around)."""
+        output = self.query_one("#output", OutputPane)
+        if not output.term:
+            self.notify("nothing to find yet: f", timeout=2, markup=False)
+            return
+        output.next_match(step)
+        self._show_match(output)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "prompt":
@@ -273,8 +302,8 @@ class ViewKeys(RunControl):
         table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
         now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
         pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
-        if split:
-            table.styles.height = table.row_count + 3
+        if split:  # at most MAX_ROWS rows (the rest scroll): the processes and side panels keep their room
+            table.styles.height = min(table.row_count, MAX_ROWS) + 3
 
     def action_blocks(self) -> None:
         shown = self.blocks_pane.toggle(self.view_size)

@@ -51,6 +51,8 @@ class OutputPane(ScrollView, can_focus=True):
         self._width = -1
         self.term = ""
         """The searched word (highlighted), or empty."""
+        self.match_line: int | None = None
+        """The line of the match found last (find, n, N), or None."""
 
     # ------------------------------------------------------------------ content
 
@@ -89,8 +91,8 @@ class OutputPane(ScrollView, can_focus=True):
             self._put(piece)
         dropped = n_before + (len(pieces) - 1) - len(self._lines)
         if dropped > 0:  # the oldest lines left the ring: every line moved up
-            self._strips.clear()
             first_dirty = 0
+            self._dropped(dropped, follow)
         for y in [y for y in self._strips if y >= first_dirty]:
             del self._strips[y]
         self.virtual_size = Size(0, len(self._lines) + (self._current is not None))  # lines are cropped
@@ -99,6 +101,15 @@ class OutputPane(ScrollView, can_focus=True):
             # and once laid out again: a scrollbar that appears now changes the room
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
+
+    def _dropped(self, n: int, follow: bool) -> None:
+        """`n` old lines left the ring: scrolled back, the text being read stays where it is, and so does the
+        find's match."""
+        self._strips.clear()
+        if not follow:
+            self.scroll_to(y=max(0, self.scroll_y - n), animate=False, immediate=True, force=True)
+        if self.match_line is not None:
+            self.match_line = self.match_line - n if self.match_line >= n else None
 
     def _put(self, piece: str) -> None:
         parts = piece.split("\r")
@@ -128,15 +139,36 @@ class OutputPane(ScrollView, can_focus=True):
         self.term = term
         self._strips.clear()
         self.refresh()
+        self.match_line = None
         if not term:
             return None
-        low = term.lower()
+        return self.next_match(-1, start=len(self._all()))
+
+    def next_match(self, step: int, start: int | None = None) -> int | None:
+        """Scroll to the next line holding the term below (step 1) or above (-1) the last match, wrapping
+        around; that line, or None."""
+        if not self.term:
+            return None
+        low = self.term.lower()
         lines = self.lines
-        for y in range(len(lines) - 1, -1, -1):
+        n = len(lines)
+        if not n:
+            return None
+        here = start if start is not None else self.match_line if self.match_line is not None else n
+        for k in range(1, n + 1):
+            y = (here + step * k) % n
             if low in lines[y].lower():
-                self.scroll_to(y=max(0, y - self.size.height // 2), animate=False, force=True)
+                self.match_line = y
+                self.scroll_to(y=max(0, y - self.size.height // 2), animate=False, immediate=True, force=True)
                 return y
         return None
+
+    def match_number(self) -> tuple[int, int]:
+        """(which match line the last match is, counting from the top, 1-based; how many lines match)."""
+        low = self.term.lower()
+        hits = [y for y, line in enumerate(self.lines) if low in line.lower()] if self.term else []
+        where = hits.index(self.match_line) + 1 if self.match_line in hits else 0
+        return where, len(hits)
 
     def count(self, term: str) -> int:
         low = term.lower()

@@ -10,10 +10,10 @@ from gputop_tracker.core.model.text import escape_controls
 from gputop_tracker.tui.widgets.panels import short_bytes
 from gputop_tracker.tui.widgets.proctable import Cell, Column
 
-# column key, label, width (cells; 0: the name column, which takes what is left), right-aligned
+# column key, label, width (cells; 0: the command column, which takes what is left), right-aligned.
+# As in htop the command comes last and takes the width the figures leave: a long one never pushes them out.
 COLUMNS: list[Column] = [
     ("pid", "PID", 7, True),
-    ("name", "command", 0, False),
     ("state", "state", 6, False),
     ("cpu", "CPU %", 6, True),
     ("threads", "thr", 4, True),
@@ -22,9 +22,11 @@ COLUMNS: list[Column] = [
     ("shared", "shared", 7, True),
     ("gpu", "GPU mem", 7, True),
     ("sm", "SM %", 5, True),
+    ("name", "command", 0, False),
 ]
-DROP_ORDER = ["shared", "sm", "threads", "state", "private"]  # least useful first, when the names lack room
-MIN_NAME = 18
+GPU_COLUMNS = ("gpu", "sm")  # left out while no GPU is seen: their room goes to the command
+DROP_ORDER = ["shared", "sm", "threads", "private", "state"]  # least useful first, when the command lacks room
+MIN_NAME = 24  # `worker.py --role evaluator`: workers that differ in trailing arguments stay apart
 
 SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
 SORT_LABEL = {
@@ -44,14 +46,25 @@ def name_width(table_width: int, cols: list[Column]) -> int:
     return table_width - fixed - 2 - 2 - 2  # its own padding, the table border, the scrollbar
 
 
-def fit_columns(table_width: int) -> tuple[list[Column], int]:
-    """The columns that fit a table `table_width` cells wide, and the width of the name column."""
-    cols = list(COLUMNS)
+def fit_columns(table_width: int, gpus: bool = True) -> tuple[list[Column], int]:
+    """The columns that fit a table `table_width` cells wide, and the width of the command column (the last).
+    `gpus`: a GPU is seen, so GPU memory and SM % have a column."""
+    cols = [c for c in COLUMNS if gpus or c[0] not in GPU_COLUMNS]
     for drop in DROP_ORDER:  # columns leave, least useful first, until the names have room
         if name_width(table_width, cols) >= MIN_NAME:
             break
         cols = [c for c in cols if c[0] != drop]
     return cols, max(MIN_NAME // 2, name_width(table_width, cols))
+
+
+def _python_c(prog: str, args: list[str]) -> tuple[list[str], list[str]] | None:
+    """`python -c CODE ARGS`: (the line with the code as …, ARGS) — ARGS are what tell such processes apart."""
+    if not prog.rstrip("0123456789.").startswith(INTERPRETERS) or "-c" not in args:
+        return None
+    i = args.index("-c")
+    if any(not a.startswith("-") for a in args[:i]) or i + 2 >= len(args):
+        return None  # -c belongs to the script, or no ARGS follow the code: then the code tells it
+    return [prog, *args[:i], "-c", "…", *args[i + 2 :]], args[i + 2 :]
 
 
 def sort_value(p: ProcessSample, key: str) -> float | str:
@@ -137,24 +150,37 @@ INTERPRETERS = ("python", "pypy", "node", "bash", "sh", "dash", "zsh", "perl", "
 
 
 def short_command(p: ProcessSample, room: int = 0) -> str:
-    """The command line, shortened: the program's base name, long paths as …/last-part, every flag kept.
-    A process that renamed itself (its comm is not the program's name) shows that name first. With `room`
-    (cells) and a line still too long: paths lose their directory, then an interpreter gives way to its
-    script, so the arguments that tell workers apart stay in view."""
+    """The command line, shortened to what tells processes apart: the program's base name, long paths as
+    …/last-part, every flag kept, `python -c CODE ARGS` as `python -c … ARGS`. A process that renamed itself
+    (its comm is not the program's name) shows that name first. With `room` (cells) and a line still too long:
+    paths lose their directory, then an interpreter gives way to its script (or `-c` to its ARGS), then the
+    line keeps its end — the trailing arguments, where workers differ. The whole line is in the details."""
     name = escape_controls(p.name)  # a newline or an escape (in a `python -c` script) must not leave the row
     if not p.cmdline:
         return name  # unreadable (another user's, or gone): the kernel's name
     prog = escape_controls(p.cmdline[0].rsplit("/", 1)[-1])
     args = [escape_controls(short_arg(a)) for a in p.cmdline[1:]]
     renamed = name and not prog.startswith(name[:15]) and not name.startswith(prog[:15])
-    text = " ".join([prog, *args])
+    code = _python_c(prog, args)
+    text = " ".join(code[0] if code else [prog, *args])
     if room and len(text) > room and not renamed:
+        text = _shorter(prog, args, code, room)
+    return f"{name}: {text}" if renamed else text
+
+
+def _shorter(prog: str, args: list[str], code: tuple[list[str], list[str]] | None, room: int) -> str:
+    """The line in `room` cells, giving up first what tells least: directories, the interpreter, the start."""
+    if code is not None:
+        text = " ".join(code[1]) if code[1] else " ".join(code[0])
+    else:
         args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
         text = " ".join([prog, *args])
         script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
         if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
             text = " ".join(args[script:])
-    return f"{name}: {text}" if renamed else text
+    if len(text) > room > 1:
+        text = "…" + text[len(text) - room + 1 :]
+    return text
 
 
 def process_state(p: ProcessSample) -> str:

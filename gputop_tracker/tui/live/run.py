@@ -31,6 +31,7 @@ from gputop_tracker.core.sampling.channel import STOP_SIGNAL, SamplerHandle, sta
 from gputop_tracker.core.sampling.filewatch import FileWatch
 from gputop_tracker.core.sampling.framing import LineFramer
 from gputop_tracker.core.sampling.orphans import become_subreaper
+from gputop_tracker.tui.live.texts import detached_text
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations.exporters import Exporter
@@ -265,11 +266,14 @@ def _pass_job_signals(handle: SamplerHandle, launch: bool) -> None:
         signal.signal(sig, (lambda s, _f: handle.signal(s)) if launch else signal.SIG_IGN)
 
 
-def _say_how_it_ended(final: ResourceUsage | None, save: bool) -> None:
-    """On the terminal once the view has gone: a stop made from the view, and where the session went."""
+def _say_how_it_ended(final: ResourceUsage | None, save: bool, output_path: Path | None = None) -> None:
+    """On the terminal once the view has gone: a stop made from the view, a detached command that runs on (and
+    where its output goes), and where the session went."""
     for note in final.notes if final is not None else []:
         if note.startswith("stopped from the live view"):
             console.say(note)
+    if final is not None and final.status == "detached":
+        console.say(detached_text(final.pid, final.mode, output_path))
     if final is not None and final.session_path:
         console.say(f"session {final.session_id} saved: {final.session_path}")
     elif final is not None and save:
@@ -346,7 +350,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
     hangup.release()
     held.hold(signal.SIGHUP)
     os.close(read_fd)
-    _say_how_it_ended(app.final, cfg.save)
+    _say_how_it_ended(app.final, cfg.save, output_path)
     if app.failure is not None:
         console.say(app.failure.message)
     if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):

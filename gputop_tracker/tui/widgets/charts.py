@@ -174,41 +174,18 @@ class TimeChart(Widget):
             labels.setdefault(round((1 - f) * (plot_h - 1)), fmt(top * f))
         label_w = max(len(v) for v in labels.values())
         plot_w = max(1, width - label_w - 1)
-        cells = [[0] * plot_w for _ in range(plot_h)]
-        colors: list[list[str | None]] = [[None] * plot_w for _ in range(plot_h)]
-        px_w, px_h = plot_w * 2, plot_h * 4
+        canvas = _Canvas(plot_w, plot_h)
         x_end = max([self.xs[-1], *(s.xs[-1] for s in self.series if s.xs)], default=0.0)
         x_end = stepped_end(x_end) if self.stepped_axis else x_end
         x_end = max(x_end, 1.0)  # a run shorter than a second: a 1 s axis, not 0s 0s 0s
-
-        def dot(px: int, py: int, color: str) -> None:
-            py = min(max(py, 0), px_h - 1)
-            r, c = plot_h - 1 - py // 4, px // 2
-            cells[r][c] |= _DOTS[px % 2][3 - py % 4]
-            colors[r][c] = color
-
-        columns = _pixel_columns(self.xs, x_end, px_w)
+        columns = _pixel_columns(self.xs, x_end, canvas.px_w)
         for s in self.series:
             # one point per pixel column: the largest value in it, so peaks survive narrow terminals
-            points = _column_peaks(_pixel_columns(s.xs, x_end, px_w) if s.xs else columns, s.values)
-            known = sorted(points.items())
-            # 1-3 samples: the points alone (a line through two readings would invent what happened between)
-            for (c0, v0), (c1, v1) in itertools.pairwise(known if len(self.xs) > 3 else []):
-                for c in range(c0, c1):
-                    ya = (v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * (px_h - 1)
-                    yb = (v0 + (v1 - v0) * (c + 1 - c0) / (c1 - c0)) / top * (px_h - 1)
-                    lo, hi = sorted((round(ya), round(yb)))
-                    for py in range(lo, max(lo, hi - 1) + 1):
-                        dot(c, py, s.color)
-            for c, v in known if len(self.xs) <= 3 else known[-1:]:
-                dot(c, round(v / top * (px_h - 1)), s.color)
-                if len(self.xs) <= 3:  # a point: two dots wide, to be seen
-                    dot(min(c + 1, px_w - 1), round(v / top * (px_h - 1)), s.color)
+            points = _column_peaks(_pixel_columns(s.xs, x_end, canvas.px_w) if s.xs else columns, s.values)
+            canvas.plot(sorted(points.items()), top, s.color, few=len(self.xs) <= 3)
         if self.peak is not None and self.series:
-            pc = min(plot_w - 1, int(self.peak[1] / x_end * (px_w - 1) + 0.5) // 2)
-            pr = plot_h - 1 - min(max(round(self.peak[0] / top * (px_h - 1)), 0), px_h - 1) // 4
-            colors[pr][pc] = f"bold reverse {self.series[0].color}"
-            cells[pr][pc] |= 0xFF if not cells[pr][pc] else 0
+            canvas.mark(self.peak[0], top, self.peak[1], x_end, f"bold reverse {self.series[0].color}")
+        cells, colors = canvas.cells, canvas.colors
         shade = _shades(self.bands, plot_w, x_end) if self.bands is not None else None
         for r in range(plot_h):
             sink.newline()
@@ -219,6 +196,46 @@ class TimeChart(Widget):
         if band_row and self.bands is not None:
             sink.newline()
             _band_row(sink, label_w, plot_w, x_end, self.bands)
+
+
+class _Canvas:
+    """Braille cells of a plot `plot_w` x `plot_h` characters (2 x 4 dots each), and each cell's colour."""
+
+    def __init__(self, plot_w: int, plot_h: int) -> None:
+        self.plot_w, self.plot_h = plot_w, plot_h
+        self.px_w, self.px_h = plot_w * 2, plot_h * 4
+        self.cells = [[0] * plot_w for _ in range(plot_h)]
+        self.colors: list[list[str | None]] = [[None] * plot_w for _ in range(plot_h)]
+
+    def dot(self, px: int, py: int, color: str) -> None:
+        py = min(max(py, 0), self.px_h - 1)
+        r, c = self.plot_h - 1 - py // 4, px // 2
+        self.cells[r][c] |= _DOTS[px % 2][3 - py % 4]
+        self.colors[r][c] = color
+
+    def plot(self, known: list[tuple[int, float]], top: float, color: str, *, few: bool) -> None:
+        """A series' (pixel column, value) points as a line; 1-3 samples (`few`) as the points alone, two dots
+        wide (a line through two readings would invent what happened between)."""
+        h = self.px_h - 1
+        if not few:
+            for (c0, v0), (c1, v1) in itertools.pairwise(known):
+                for c in range(c0, c1):
+                    ya = (v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * h
+                    yb = (v0 + (v1 - v0) * (c + 1 - c0) / (c1 - c0)) / top * h
+                    lo, hi = sorted((round(ya), round(yb)))
+                    for py in range(lo, max(lo, hi - 1) + 1):
+                        self.dot(c, py, color)
+        for c, v in known if few else known[-1:]:
+            self.dot(c, round(v / top * h), color)
+            if few:
+                self.dot(min(c + 1, self.px_w - 1), round(v / top * h), color)
+
+    def mark(self, y: float, top: float, x: float, x_end: float, color: str) -> None:
+        """The cell at (x, y) filled and coloured: the peak."""
+        pc = min(self.plot_w - 1, int(x / x_end * (self.px_w - 1) + 0.5) // 2)
+        pr = self.plot_h - 1 - min(max(round(y / top * (self.px_h - 1)), 0), self.px_h - 1) // 4
+        self.colors[pr][pc] = color
+        self.cells[pr][pc] |= 0xFF if not self.cells[pr][pc] else 0
 
 
 def _largest(values: Sequence[float | None]) -> float:
@@ -358,6 +375,8 @@ def session_charts(session: Session) -> list[TimeChart]:
     spans, marks = block_spans(session)
     bands = Bands(spans, marks)
     gpus = sorted(int(m[1]) for c in cols if (m := re.fullmatch(r"gpu(\d+)_memory", c)))
+    u = session.summary
+    sim = ", simulated" if u is not None and any(g.simulated for g in u.gpus) else ""
     charts = [
         TimeChart(
             "RAM",
@@ -383,7 +402,7 @@ def session_charts(session: Session) -> list[TimeChart]:
     if gpus:
         charts.append(
             TimeChart(
-                "GPU memory (tree)",
+                f"GPU memory (tree{sim})",
                 xs,
                 [
                     Series(f"GPU {g}", cols.get(f"gpu{g}_memory", []), GPU_COLORS[i % len(GPU_COLORS)])
@@ -395,7 +414,7 @@ def session_charts(session: Session) -> list[TimeChart]:
         )
         charts.append(
             TimeChart(
-                "GPU utilization",
+                f"GPU utilization (per GPU{sim})",
                 xs,
                 [
                     Series(f"GPU {g}", cols.get(f"gpu{g}_util", []), GPU_COLORS[i % len(GPU_COLORS)])

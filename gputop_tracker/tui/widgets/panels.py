@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import textwrap
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -17,7 +18,7 @@ from textual.screen import ModalScreen
 from textual.strip import Strip
 from textual.visual import RenderOptions, Visual, VisualType, visualize
 from textual.widget import Widget
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Footer, Label, Static
 
 from gputop_tracker.core.gpu.backend import vendor_label
 from gputop_tracker.core.model.models import GpuSample, HostSample, ResourceUsage
@@ -314,8 +315,11 @@ class SummaryPanel(Panel):
             self.update(Text.assemble(*parts))
             return
         set_border(self, "run so far" if live else "final summary", None)
+        peak = human_bytes(ram.combined.total_rss) + " (tree)"
+        if not ram.combined.total_rss:  # it ended before the first sample read it: nothing was measured
+            peak = "- (ended before a sample)" if not live else "none yet"
         lines = [
-            f"peak RAM    {human_bytes(ram.combined.total_rss)} (tree)",
+            f"peak RAM    {peak}",
             f"  private   {human_bytes(ram.combined.private_rss)}",
             f"CPU time    {human_seconds(ct.total)}, {ct.mean_percent:.0f}% of a core",
             f"CPU util    mean {u.cpu_utilization.combined.mean_sum_percent:.0f}%"
@@ -325,10 +329,12 @@ class SummaryPanel(Panel):
         if u.gpus:
             lines.append(f"GPU memory  {human_bytes(u.max_gpu_ram.combined)} peak")
             lines.append(f"GPU util    {gpu_util}")
+        # inside the border: a figure's line is cut to the width, the saved path and a note wrap onto more lines
+        lines = [line if len(line) <= width else line[: width - 1] + "…" for line in lines]
         if not live:
             lines.append(saved)
         if note:
-            lines.append(note)
+            lines += textwrap.wrap(note, max(width, 10), break_on_hyphens=False) or [note]
         self.update("\n".join(lines))
 
 
@@ -349,13 +355,15 @@ def gpu_util_text(u: ResourceUsage, *, short: bool = False) -> str:
 
 
 class QuitScreen(ModalScreen[str]):
-    """The command still runs: stop it (its whole tree), detach (leave it running), or stay. Enter presses the
-    focused button: Stop for a launched command, Detach for an attached process (only watched, never ours)."""
+    """The command still runs: stop it (its whole tree), detach (leave it running), or stay. No default: a
+    habitual q, Enter must not stop a job, so nothing is focused and Enter only says which keys choose."""
 
+    AUTO_FOCUS = None
     BINDINGS = [
-        Binding("s", "choose('stop')", "Stop it", id="quit_dialog.stop"),
+        Binding("s", "choose('stop')", "Stop tree", id="quit_dialog.stop"),
         Binding("d", "choose('detach')", "Detach", id="quit_dialog.detach"),
-        Binding("escape,c,n", "choose('cancel')", "Cancel", id="quit_dialog.cancel"),
+        Binding("escape,c,n", "choose('cancel')", "Cancel", key_display="esc", id="quit_dialog.cancel"),
+        Binding("enter", "no_default", "", show=False, id="quit_dialog.enter"),
     ]
 
     def __init__(self, what: str, attach: bool) -> None:
@@ -376,15 +384,18 @@ class QuitScreen(ModalScreen[str]):
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):
-                buttons = [
+                # buttons for the mouse; they take no focus, so Enter presses none of them
+                for button in (
                     Button("[u]S[/u]top tree", id="stop", variant="error"),
                     Button("[u]D[/u]etach", id="detach", variant="primary"),
-                ]
-                yield from (reversed(buttons) if self.attach else buttons)  # the default first
-                yield Button("Cancel (esc)", id="cancel")
+                    Button("Cancel (esc)", id="cancel"),
+                ):
+                    button.can_focus = False
+                    yield button
+        yield Footer()
 
-    def on_mount(self) -> None:
-        self.query_one("#detach" if self.attach else "#stop", Button).focus()
+    def action_no_default(self) -> None:
+        self.notify("choose: s stop the tree, d detach, esc stay", timeout=3, markup=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id or "cancel")
@@ -405,14 +416,23 @@ class KillScreen(ModalScreen[str]):
         Binding("d", "choose('detach')", "Detach", id="kill_dialog.detach"),
     ]
 
-    def __init__(self, n_alive: int, waited: float) -> None:
+    def __init__(self, n_alive: int, waited: float, what: str = "") -> None:
         super().__init__()
         self.n_alive = n_alive
         self.waited = waited
+        self.what = what  # the tree's main process: PID and command
 
     def compose(self) -> ComposeResult:
         with Vertical(id="kill-dialog", classes="dialog"):
-            yield Label(f"{self.n_alive} processes of the tree still run {self.waited:g} s after SIGTERM.")
+            of = f" of {self.what}" if self.what else " of the tree"
+            yield Label(
+                Content.from_markup(
+                    "$n processes$of still run $waited s after SIGTERM.",
+                    n=str(self.n_alive),
+                    of=of,
+                    waited=f"{self.waited:g}",
+                )
+            )
             yield Label(
                 "[b]k[/b]    SIGKILL every process of the tree\n"
                 "[b]w[/b]    wait longer (esc)\n"
@@ -449,16 +469,19 @@ class SignalScreen(ModalScreen[tuple[int, bool] | None]):
         Binding("escape,n", "choose('cancel')", "Cancel", id="signal_dialog.cancel"),
     ]
 
-    def __init__(self, pid: int, name: str, n_descendants: int = 0) -> None:
+    def __init__(self, pid: int, name: str, n_descendants: int = 0, command: str = "") -> None:
         super().__init__()
         self.pid = pid
         self.proc_name = name
         self.n_descendants = n_descendants
+        self.command = command  # its command line, so the target is on screen whatever row was selected
         self.subtree = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="signal-dialog", classes="dialog"):
             yield Label(Content.from_markup(f"Send a signal to PID [b]{self.pid}[/b] ($name)?", name=self.proc_name))
+            if self.command:
+                yield Label(Content.from_markup("[dim]$command[/dim]", command=self.command), id="signal-command")
             yield Label(self._target_text(), id="signal-target")
             yield Label(
                 "[b]t[/b]/enter SIGTERM  [b]i[/b] SIGINT  [b]9[/b] SIGKILL  [b]a[/b] process/subtree  esc cancel",
@@ -496,15 +519,16 @@ The sampler runs in its own process: pausing or closing this view never costs a 
 and the session is saved by the sampler whatever happens here.
 
 [b]q[/b] [b]ctrl+c[/b] [b]f10[/b]  quit; while the command runs: [b]s[/b] stop its whole tree (SIGTERM, then
-         SIGKILL only if you confirm), [b]d[/b] detach (leave it running), [b]esc[/b] cancel.
-         Attached to a process: enter detaches; stopping it needs [b]s[/b]
+         SIGKILL only if you confirm), [b]d[/b] detach (leave it running), [b]esc[/b] cancel;
+         enter chooses nothing there
 [b]p[/b]        pause the display (sampling, the charts and the summary go on)
 [b]s[/b] [b]f6[/b]     next sort column; [b]r[/b] reverse (or click a column label, twice to reverse)
 [b]t[/b] [b]f5[/b]     tree or flat view
 [b]/[/b] [b]f4[/b]     filter the processes by PID or command (enter keeps it, esc clears it)
 [b]k[/b] [b]f9[/b]     signal the selected process, or ([b]a[/b]) it and its descendants
 [b]enter[/b]    the selected process in full: command line, state, peaks, GPUs
-[b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output
+[b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output,
+         then [b]n[/b] / [b]N[/b] the next match below / above (scrolled back, the text stays put)
 [b]tab[/b]      move between the process table and the output pane
 [b]↑ ↓ pgup pgdn home end[/b]  move in the focused pane
 [b]h[/b]        saved sessions (history)

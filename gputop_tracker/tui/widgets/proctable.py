@@ -185,6 +185,15 @@ class ProcessTable(ScrollView, can_focus=True):
         if self.cursor_key != old_key:
             self.post_message(self.CursorMoved(self, self.cursor_key))
         self._refresh_rows({old, row})
+        self._into_view(row)
+
+    def scroll_to_row(self, key: int) -> None:
+        """Scroll (the cursor stays) so that the row of `key` is in view."""
+        row = self._index.get(key)
+        if row is not None:
+            self._into_view(row)
+
+    def _into_view(self, row: int) -> None:
         top = round(self.scroll_y)
         visible = max(self.scrollable_content_region.height - 1, 1)
         if row < top:
