@@ -416,3 +416,28 @@ def test_process_utilization_is_read_only_while_the_tree_is_on_the_gpu(tmp_path:
     assert r.processes == {1: 100 * MiB, me: 200 * MiB}
     assert r.process_sm_util[me] == 70.0
     assert call_counts(log)["nvmlDeviceGetProcessUtilization"] <= 2  # one pynvml call (size, then the list)
+
+
+def test_process_lists_longer_than_the_first_buffer_are_read_whole(tmp_path: Path, fake_lib: Path) -> None:
+    """One C call into a buffer with room for 32; 50 processes: a second call with room for them all."""
+    from fakenvml.fake import call_counts, loaded_in_process
+
+    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+
+    fake = FakeNvml(tmp_path / "nvml.conf", [device()])
+    fake.processes = [{"dev": 0, "pid": 10_000 + i, "mem": (i + 1) * MiB} for i in range(50)]
+    fake.processes.append({"dev": 0, "pid": 10_000, "mem": "NA", "graphics": 1})  # WDDM-style: no figure
+    fake.write()
+    log = tmp_path / "calls.log"
+    os.environ[LOG_ENV] = str(log)
+    try:
+        with loaded_in_process(fake_lib, fake.path):
+            b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
+            r = b.read([])[0]
+            b.close()
+    finally:
+        del os.environ[LOG_ENV]
+    assert r.processes == {10_000 + i: (i + 1) * MiB for i in range(50)}
+    calls = call_counts(log)
+    assert calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 2  # too small, then whole
+    assert calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 1
