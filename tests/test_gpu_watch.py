@@ -43,6 +43,16 @@ def test_take_keeps_each_process_high_and_the_tree_at_one_read() -> None:
     assert win.tree_peaks(10, {10, 11}, extra={11: 1000}).combined == 1905
 
 
+def test_a_gpu_the_watcher_stopped_reading_is_counted_once() -> None:
+    """The GPUs counted were chosen after the watcher read them all: the window still holds reads of GPU 1, whose
+    reading now comes from the sample (extra); its memory counts once."""
+    w = watcher()
+    w.record(1.0, {0: {10: 100}, 1: {11: 3000}}, {})
+    peaks = w.take().tree_peaks(10, {10, 11}, extra={11: 3000}, devices={0})
+    assert (peaks.main, peaks.descendants, peaks.combined) == (100, 3000, 3100)
+    assert peaks.per_device == {0: 100}
+
+
 def test_a_window_without_a_new_read_holds_the_latest() -> None:
     w = watcher()
     w.record(1.0, {0: {10: 300}}, {0: 300})

@@ -37,8 +37,9 @@
  * `cost` makes every call of SYMBOL burn that much CPU time of the calling thread (a busy loop on
  * CLOCK_THREAD_CPUTIME_ID), so a test sees what a real driver's slow calls cost the tracker.
  * Calls may come from several threads (NVML is thread-safe): each one holds a library lock.
- * FAKE_NVML_LOG=PATH: nvmlShutdown writes there, per function called, `SYMBOL<TAB>COUNT<TAB>T1,T2,...`
- * (the wall-clock times of its first 2048 calls), so a test can check how often each was called.
+ * FAKE_NVML_LOG=PATH: nvmlShutdown writes there, per function called since nvmlInit,
+ * `SYMBOL<TAB>COUNT<TAB>T1,T2,...` (the wall-clock times of its first 2048 calls), so a test can check how
+ * often each was called.
  *
  * Accounting (what `nvidia-smi -am 1` turns on): acct=1 on a device makes nvmlDeviceGetAccountingMode
  * answer enabled, acct=0 disabled, NA/absent NOT_SUPPORTED (as on MIG devices, always). `acct` lines are
@@ -170,7 +171,10 @@ static void burn_us(long long us) {
 static void called(const char *fn) {
     int i = 0;
     while (i < ncall_log && call_log[i].fn != fn && strcmp(call_log[i].fn, fn)) i++;
-    if (i == ncall_log && ncall_log < MAXFN) call_log[ncall_log++].fn = fn;
+    if (i == ncall_log && ncall_log < MAXFN) {
+        call_log[ncall_log].fn = fn;
+        call_log[ncall_log++].n = 0;
+    }
     if (i < MAXFN) {
         if (call_log[i].n < MAXTIMES) call_log[i].t[call_log[i].n] = now_us_wall() / 1e6;
         call_log[i].n++;
@@ -410,6 +414,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
     nvmlReturn_t e = injected("nvmlInitWithFlags", -1);
     if (e) return e;
     for (int i = 0; i < ndev; i++) devs[i].calls = 0;
+    ncall_log = 0; /* the log is of this session's calls (a test process may init the library again) */
     t_init = now_s();
     initialized = 1;
     return NVML_SUCCESS;

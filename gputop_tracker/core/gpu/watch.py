@@ -58,9 +58,16 @@ class Window:
     used_max: dict[int, int]  # device index -> highest memory used
     procs_max: Procs  # device index -> pid -> highest bytes
 
-    def tree_peaks(self, main_pid: int, tree: Container[int], extra: dict[int, int] | None = None) -> TreePeaks:
-        """The tree's peaks over the window; `extra` (pid -> bytes) is what devices the watcher does not read
-        held at the sample, added at every read."""
+    def tree_peaks(
+        self,
+        main_pid: int,
+        tree: Container[int],
+        extra: dict[int, int] | None = None,
+        devices: Container[int] | None = None,
+    ) -> TreePeaks:
+        """The tree's peaks over the window, from the reads of `devices` (None: all); `extra` (pid -> bytes) is what
+        the other devices held at the sample, added at every read (a device the watcher stopped reading, its GPUs
+        chosen meanwhile, is counted there only)."""
         base_main = base_desc = 0
         for pid, used in (extra or {}).items():
             if pid == main_pid:
@@ -71,6 +78,8 @@ class Window:
         for s in self.seen:
             main, desc = base_main, base_desc
             for dev, procs in s.procs.items():
+                if devices is not None and dev not in devices:
+                    continue
                 on_dev = 0
                 for pid, used in procs.items():
                     if pid == main_pid:

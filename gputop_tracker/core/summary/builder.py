@@ -1049,13 +1049,15 @@ def _watched_peaks(gpus: Sequence[GpuReading], main_pid: int, tree: dict[int, An
     does not read add what they held at the sample."""
     window = None
     extra: dict[int, int] = {}
+    watched: set[int] = set()
     for g in gpus:
         if g.window is not None:
             window = g.window
+            watched.add(g.index)
         else:
             for pid, used in g.processes.items():
                 extra[pid] = extra.get(pid, 0) + used
-    return window.tree_peaks(main_pid, tree, extra) if window is not None else None
+    return window.tree_peaks(main_pid, tree, extra, watched) if window is not None else None
 
 
 def _sm_by_pid(gpus: Sequence[GpuReading]) -> dict[int, float]:
