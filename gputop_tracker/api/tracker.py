@@ -116,6 +116,7 @@ class Tracker:
         save: bool = True,
         simulate_gpus: int = 0,
         gpu_backend: str = "auto",
+        gpu_poll: float = 50.0,
         mem_limit: int | str | None = None,
         warn_at: float = 80.0,
         critical_at: float = 95.0,
@@ -142,6 +143,7 @@ class Tracker:
             oom_dump_mb=oom_dump_mb,
         )
         validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
+        validate.number("gpu_poll", gpu_poll, 0, validate.MAX_GPU_POLL)
         validate.integer("n_join_attempts", n_join_attempts, 0)
         if process_id is not None:
             validate.integer("process_id", process_id, 1)
@@ -158,6 +160,7 @@ class Tracker:
             gpus=",".join(gpu_uuids) if gpu_uuids else None,
             simulate_gpus=simulate_gpus,
             gpu_backend=validate.choice("gpu_backend", gpu_backend, validate.GPU_BACKENDS),
+            gpu_poll=float(gpu_poll),
             store=str(store) if store else None,
             save=save,
             mem_limit=parse_byte_size(mem_limit) if mem_limit is not None else None,

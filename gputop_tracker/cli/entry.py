@@ -120,6 +120,13 @@ def build_parser() -> Parser:
         default="auto",
         help="GPUs through NVML (nvidia), amdsmi (amd), or none; default auto: NVIDIA, then AMD",
     )
+    p.add_argument(
+        "--gpu-poll",
+        type=float,
+        default=50.0,
+        metavar="HZ",
+        help="GPU memory watcher rate: process lists and memory of the counted GPUs (default 50; 0 = off)",
+    )
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
     p.add_argument(
@@ -273,6 +280,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
             oom_dumps=args.oom_dumps,
             oom_dump_mb=args.oom_dump_mb,
         )
+        validate.number("--gpu-poll", args.gpu_poll, 0, validate.MAX_GPU_POLL)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -371,6 +379,7 @@ def track(args: argparse.Namespace) -> int:
         gpus=args.gpus,
         simulate_gpus=args.simulate_gpus,
         gpu_backend=args.gpu_backend,
+        gpu_poll=args.gpu_poll,
         store=str(paths.store_dir(args.store)),
         save=not args.no_save,
         mem_limit=mem_limit,

@@ -25,6 +25,7 @@ class BlocksSummaryBuilder(SummaryBuilder):
         super().__init__(*args, **kwargs)
         self.blocks = BlockStats()
         self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.blocks.tree = self.procs
         self.live_version = 0  # BlockStats.version when the live table was last sent
         self.next_live = 0.0
 

@@ -148,6 +148,9 @@ class AmdSmiBackend(GpuBackend):
     def found_none(self) -> bool:
         return not self._devices
 
+    def memory_source(self) -> str:
+        return f"sampled (amdsmi process list, at most every {self.PROCESS_PERIOD:g} s)"
+
     def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One amdsmi query; None when unsupported, not permitted or failing ("N/A" included)."""
         try:

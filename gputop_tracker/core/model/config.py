@@ -31,6 +31,7 @@ class EngineConfig:
     gpus: str | None = None  # --gpus list; None = CUDA_VISIBLE_DEVICES of the command, else all
     simulate_gpus: int = 0
     gpu_backend: str = "auto"  # auto (NVIDIA, then AMD) | nvidia | amd | none
+    gpu_poll: float = 50.0  # Hz of the GPU memory watcher (process lists, device memory); 0 = off
     store: str | None = None
     save: bool = True
     stream_samples: bool = False

@@ -74,7 +74,11 @@ class GpuSample(Model):
     clock_sm_mhz: float | None = None
     clock_memory_mhz: float | None = None
     fan_percent: float | None = None
-    energy_j: float | None = Field(None, description="energy used since the session's first GPU reading")
+    energy_j: float | None = Field(
+        None,
+        description="energy used from the session's first GPU reading to its last (the counter costs milliseconds "
+        "of CPU a read: read at most every 5 s, so this steps)",
+    )
     sm_activity: float | None = Field(None, description="GPM: % of SMs busy (None: no GPM on this GPU)")
     sm_occupancy: float | None = Field(None, description="GPM: % of warps active vs the maximum")
     tensor_activity: float | None = Field(None, description="GPM: % of time any tensor core was busy")
@@ -429,6 +433,9 @@ class BlockSummary(Model):
     gpu_allocator: list[BlockAllocator] = Field(
         default_factory=list, description="the GPU allocators' peaks during its runs (exact, or a bracket)"
     )
+    tree_peak_gpu_ram: float | None = Field(
+        None, description="the whole tree's peak GPU memory while the block ran (the GPU memory watcher's reads)"
+    )
     sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact or sampled")
 
 
@@ -537,6 +544,8 @@ class ResourceUsage(Model):
                 b.peak_private *= r
             if b.peak_gpu_ram is not None:
                 b.peak_gpu_ram *= g
+            if b.tree_peak_gpu_ram is not None:
+                b.tree_peak_gpu_ram *= g
             if b.tree_peak_ram is not None:
                 b.tree_peak_ram *= r
             d = b.duration

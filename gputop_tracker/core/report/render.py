@@ -264,7 +264,14 @@ def _gpu_peak_labels(u: ResourceUsage) -> str:
     """ ", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
     labels = {k: u.sources.get(f"max_gpu_ram.{k}", "sampled") for k in ("main", "descendants", "combined")}
     if all(v.startswith("sampled") and "elimination" not in v for v in labels.values()):
-        return ", sampled"
+        # where the GPU memory watcher read them: its rate ("sampled at 50 Hz", and where it slowed down)
+        head, _, rest = labels["main"].partition(" (")
+        rate = head + rest.partition(")")[2]
+        return (
+            f", {escape_controls(rate)}"
+            if len(set(labels.values())) == 1 and head.startswith("sampled at ")
+            else ", sampled"
+        )
     return "".join(f"; {k}: {escape_controls(v)}" for k, v in labels.items())
 
 

@@ -178,6 +178,7 @@ class Engine:
         main_pid = self.main_pid
         pidfd = _open_pidfd(main_pid)
         gpu = open_backend(cfg.simulate_gpus, cfg.gpu_backend)
+        gpu.start_watch(cfg.gpu_poll)
         tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude}, cpu_window=self.interval)
         host = HostReader()
         builder = self._new_builder(start, gpu)
@@ -218,6 +219,8 @@ class Engine:
             event_sink=lambda e: self.pipe.send("event", {"event": e}),
         )
         self.builder = builder
+        builder.gpu_memory_source = gpu.memory_source
+        builder.blocks.gpu_watch = gpu.watcher  # each block's GPU peak from the watcher's reads over its run
         if self.cgroup is not None and self.cgroup.created:  # each block's tree peak from the cgroup's own
             builder.blocks.windows = PeakWindows(self.cgroup)
         if cgroup_limit:
@@ -277,6 +280,7 @@ class Engine:
                     builder.note(p)
             if s.gpu_selection.observe(readings, gpus):
                 _select_gpus(builder, gpus, s.gpu_selection)
+                s.gpu.set_counted(builder.gpu_uuids)
         want_sample = self.pipe.open and self.cfg.stream_samples
         sample = builder.add(time.time(), readings, gpus, s.host.read(), want_sample=want_sample)
         if sample is not None:
@@ -359,6 +363,8 @@ class Engine:
         self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
+        s.gpu.stop_watch()  # its reads are kept (the blocks above took theirs)
+        s.builder.final_gpu_energy(s.gpu.read_energy())  # the energy counters at the end, read once more
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
@@ -383,6 +389,8 @@ class Engine:
         if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
             self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
+            if self.sampling is not None:  # no thread of ours across the output helper's fork
+                self.sampling.gpu.stop_watch()
             if self.stop_mirror is not None:
                 self.stop_mirror.release()
             self.tee.linger(self._become_tee_helper)
