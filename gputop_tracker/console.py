@@ -8,11 +8,14 @@ commands share it without importing one another.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
+
+from gputop_tracker.core.model.text import escape_controls
 
 PROG = "gputop-track"  # every line the tool writes to stderr starts with it
 
@@ -23,6 +26,10 @@ EXIT_INTERRUPTED = 130  # Ctrl-C before tracking started (128 + SIGINT)
 
 class UsageError(Exception):
     """Bad input: one line on stderr, exit 2."""
+
+
+class StdoutError(OSError):
+    """stdout could not be written (closed, a reader gone, a full disk): one line on stderr, exit 1."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -45,6 +52,15 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """--help and --version to stdout, checked (`write error`, exit 1 on a full disk); the rest to stderr."""
+        if not message:
+            return
+        if file is None or file is sys.stdout:
+            write_stdout(message)
+        else:
+            write_stderr(message)
+
 
 def signal_exit_code(sig: int) -> int:
     """The shell's exit code for a process ended by signal `sig`."""
@@ -52,13 +68,14 @@ def signal_exit_code(sig: int) -> int:
 
 
 def say(text: str) -> None:
-    """One line on stderr, prefixed with the tool's name; if stderr itself is gone there is no one left to tell."""
-    write_stderr(f"{PROG}: {text}\n")
+    """One line on stderr, prefixed with the tool's name; if stderr itself is gone there is no one left to tell.
+    One line whatever it quotes: a path or a name with a newline (or a bidi control) is escaped."""
+    write_stderr(f"{PROG}: {escape_controls(text)}\n")
 
 
 def error(message: str, code: int = EXIT_USAGE) -> int:
-    """`gputop-track: error: message` on stderr; returns `code`, the exit code to end with."""
-    write_stderr(f"{PROG}: error: {message}\n")
+    """`gputop-track: error: message` on stderr (one line, as `say`); returns `code`, the exit code to end with."""
+    write_stderr(f"{PROG}: error: {escape_controls(message)}\n")
     return code
 
 
@@ -72,10 +89,19 @@ def write_stderr(text: str) -> None:
 
 
 def write_stdout(text: str) -> None:
-    """Write all of `text` to stdout or raise OSError. Written to the file descriptor in a loop: when the reader
+    """Write all of `text` to stdout or raise StdoutError. Written to the file descriptor in a loop: when the reader
     of a pipe goes away in the middle of a large write, the kernel returns a short count (not EPIPE), and
     Python's text layer then drops the rest without a word (CPython 3.11: 64 KiB of a 200 KB report written,
     no error)."""
+    try:
+        _write_stdout(text)
+    except OSError as e:
+        raise StdoutError(e.errno, e.strerror) from None
+
+
+def _write_stdout(text: str) -> None:
+    if sys.stdout is None:  # closed when Python started
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, ValueError, OSError):  # replaced by a stream with no descriptor (a test's capture)
@@ -86,6 +112,18 @@ def write_stdout(text: str) -> None:
     view = memoryview(text.encode("utf-8", "surrogateescape"))
     while view:
         view = view[os.write(fd, view) :]
+
+
+def print_stdout(*lines: str) -> None:
+    """Lines on stdout (StdoutError when it cannot be written)."""
+    write_stdout("".join(f"{line}\n" for line in lines))
+
+
+def write_error(e: OSError) -> int:
+    """stdout failed: `gputop-track: error: write error: REASON` on stderr as coreutils say it; exit 1. stdout is
+    pointed at /dev/null, so nothing later (the flush at exit) fails again."""
+    stdout_failed()
+    return error(f"write error: {e.strerror or e}", EXIT_FAILURE)
 
 
 def stdout_failed() -> None:

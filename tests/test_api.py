@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -213,3 +214,19 @@ def test_a_slow_sampler_within_the_join_timeout_still_gives_its_summary(store: P
     usage = t.stop()
     assert usage.pid == os.getpid() and handle.exit_status == 0  # 1: the sampler had crashed at its end
     assert not [n for n in usage.notes if n.startswith("tracking failed")], usage.notes
+
+
+def test_the_default_text_report_reads_in_units_that_fit(store: Path) -> None:
+    """gpu-tracker's defaults (gigabytes, hours) stay those of the figures; the text report of a short run read
+    "wall time 0.0005 hours" and "0.000 gigabytes". Units given explicitly are kept in both."""
+    with Tracker(sleep_time=0.1, save=False) as t:
+        buf = bytearray(30 * MB)
+        buf[::4096] = b"1" * len(buf[::4096])
+    text = str(t)
+    assert " hours" not in text and "gigabytes" not in text, text
+    assert re.search(r"wall time\s+\d+\.\d+ s\b", text), text
+    assert t.resource_usage.max_ram.unit == "gigabytes" and t.resource_usage.compute_time.unit == "hours"
+    with Tracker(sleep_time=0.1, save=False, time_unit="hours") as t2:
+        pass
+    assert re.search(r"wall time\s+[\d.]+ hours", str(t2)), str(t2)
+    del buf

@@ -636,3 +636,50 @@ def test_a_callback_that_raises_systemexit_costs_the_summary_nothing(
             _time.sleep(0.05)
     assert t.resource_usage is not None and len(seen) >= 3
     assert "SystemExit" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["regular file", "link to a pipe (/dev/stdout)"])
+def test_blocks_are_never_written_into_what_is_not_the_sessions_fifo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """GPUTOP_TRACKER_BLOCKS naming a regular file or /dev/stdout (a link to the program's own output pipe): block
+    records were written into it. Now only a FIFO named directly is used; anything else makes blocks no-ops."""
+    r, w = os.pipe()
+    try:
+        if kind == "regular file":
+            target = tmp_path / "notes.txt"
+            target.write_bytes(b"mine\n")
+        else:
+            target = tmp_path / "stdout"
+            target.symlink_to(f"/proc/self/fd/{w}")  # as /dev/stdout -> /proc/self/fd/1 with stdout a pipe
+        saved = blocks._sink
+        blocks._activate(str(target))
+        try:
+            with blocks.block("step"):
+                pass
+            blocks.mark("m")
+        finally:
+            blocks._activate(None)
+            blocks._sink = saved
+        os.set_blocking(r, False)
+        with pytest.raises(BlockingIOError):
+            os.read(r, 100)  # nothing went into the pipe
+        if kind == "regular file":
+            assert target.read_bytes() == b"mine\n"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_the_inbox_removes_only_its_own_fifo() -> None:
+    """Every path the tool removes is one it made: a file put where the FIFO was is left alone (and so is the
+    directory that still holds it)."""
+    box = BlockInbox.create()
+    assert box is not None
+    os.unlink(box.path)
+    with open(box.path, "w") as f:
+        f.write("mine")
+    box.close()
+    assert Path(box.path).read_text() == "mine"
+    os.unlink(box.path)
+    os.rmdir(box.directory)

@@ -141,6 +141,23 @@ def test_sessions_export_and_events_to_a_fifo_and_symlink(tmp_path: Path, store:
     assert link.is_symlink() and isinstance(json.loads(target.read_text()), list)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/kernel/notes").exists(), reason="root and sysfs needed")
+def test_output_where_no_file_can_be_created_is_refused_before_start(tmp_path: Path) -> None:
+    """As root `os.access` says yes to /sys: `-o /sys/kernel/notes` ran the command and failed only at the end.
+    Now a file is created (and at once removed) where the report will be renamed into place, before start."""
+    ran = tmp_path / "ran"
+    proc = track("--headless", "--no-save", "-f", "json", "-o", "/sys/kernel/notes", "--", "touch", str(ran))
+    assert proc.returncode == 2 and not ran.exists(), proc.stderr
+    assert proc.stderr.startswith("gputop-track: error: cannot write /sys/kernel/notes: no file can be created")
+
+
+def test_the_output_check_leaves_no_file_behind(tmp_path: Path) -> None:
+    store_mod.check_output(str(tmp_path / "new.json"))
+    (tmp_path / "old.json").write_text("kept")
+    store_mod.check_output(str(tmp_path / "old.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
+
+
 def test_write_output_unit(tmp_path: Path) -> None:
     dev = Path("/dev/null")
     store_mod.write_output(dev, b"x")  # a device: written, not replaced (we could not replace it anyway)
@@ -231,6 +248,9 @@ class _FakeHandle:
 
     def signal(self, sig: int) -> None:
         self.sent.append(sig)
+
+    def unrelayed(self) -> list[int]:
+        return []  # the sampler passed on all it was sent
 
 
 @pytest.fixture
@@ -455,3 +475,23 @@ def test_an_output_directory_removed_during_the_run_is_not_made_again(tmp_path: 
     first, _, rest = proc.stderr.partition("\n")
     assert f"cannot write {out}" in first and "report follows" in first
     assert json.loads(rest)["exit_code"] == 0  # nothing measured is lost
+
+
+def test_the_relay_ledger_counts_what_a_forked_sampler_passed_on() -> None:
+    """The front end's list of signals sent to the sampler, less what the sampler (another process, sharing the
+    ledger's memory since the fork) counted as passed on: what the command never got, oldest first."""
+    from gputop_tracker.core.sampling.channel import RELAYABLE, STOP_SIGNAL
+    from gputop_tracker.core.sampling.relayed import RelayLedger
+
+    ledger = RelayLedger()
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGTERM, STOP_SIGNAL, signal.SIGINT):
+        ledger.sending(sig)
+    pid = os.fork()
+    if pid == 0:  # the sampler passed on one SIGTERM and the SIGUSR1, then died
+        ledger.relayed(signal.SIGTERM)
+        ledger.relayed(signal.SIGUSR1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    # the second SIGTERM and the SIGINT never reached the command; STOP_SIGNAL was the sampler's own
+    assert ledger.unrelayed(RELAYABLE) == [signal.SIGTERM, signal.SIGINT]
+    assert ledger.unrelayed(RELAYABLE) == []  # each passed on once

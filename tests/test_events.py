@@ -218,8 +218,12 @@ def test_cuda_oom_in_output_writes_dump_and_output_untouched(store: Path) -> Non
     assert "torch.OutOfMemoryError: CUDA out of memory" in proc.stderr
     ooms = [e for e in _session(store)["summary"]["events"] if e["type"] == "oom"]
     assert len(ooms) == 1 and ooms[0]["source"] == "output" and "CUDA out of memory" in ooms[0]["message"]
-    samples = (Path(ooms[0]["dump"]) / "samples.jsonl").read_text().splitlines()
+    dump = Path(ooms[0]["dump"])
+    samples = (dump / "samples.jsonl").read_text().splitlines()
     assert max(json.loads(s)["tree"]["combined_total"] for s in samples) >= 50 * MB
+    # command lines and the job's output: the user's alone, whatever the umask (was 0755 / 0644)
+    assert dump.stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in dump.iterdir()} == {0o600}
 
 
 def test_no_watch_output_no_oom_from_output(store: Path) -> None:
@@ -522,3 +526,16 @@ def test_unrelated_real_oom_kill_is_not_ours(tmp_path: Path, store: Path) -> Non
     assert not [e for e in summary["events"] if e["type"] == "oom"]
     assert not [n for n in summary["notes"] if "OOM killer" in n]
     assert not ev.dump_dirs(store)
+
+
+def test_an_oom_dump_holds_gpu_readings_with_sets() -> None:
+    """A GPU reading's attributed pids (a frozenset) made the OOM dump's JSON fail, and with it the whole run's
+    tracking ("tracking failed (TypeError …)", seen with --simulate-gpus and an OOM message)."""
+    from types import SimpleNamespace
+
+    from gputop_tracker.core.sampling.oomdump import dump_gpus
+
+    reading = SimpleNamespace(index=0, attributed_pids=frozenset({7, 3}), process_memory={}, processes=[{"pid": 3}])
+    (gpu,) = dump_gpus([reading])
+    assert gpu["attributed_pids"] == [3, 7] and "process_memory" not in gpu
+    json.dumps(gpu)

@@ -332,7 +332,7 @@ def test_cli_with_accounting_off_says_so_and_how_to_turn_it_on(tmp_path: Path, f
     assert code == 7, err
     assert rep["max_gpu_ram"]["accounting"] is False
     assert rep["max_gpu_ram"]["main"] == 1000 * MiB
-    assert rep["sources"]["max_gpu_ram.main"] == "sampled (NVML running processes)"
+    assert rep["sources"]["max_gpu_ram.main"].startswith("sampled at 50 Hz (NVML running processes)")  # the watcher
     assert any("accounting mode is off on GPU 0, 1" in n and "nvidia-smi -am 1" in n for n in rep["notes"])
 
 

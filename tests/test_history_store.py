@@ -101,3 +101,40 @@ def test_unreadable_file(tmp_path: Path) -> None:
     e = store.load(path, timeline=False)
     path.chmod(0o644)
     assert e.session is None and e.error is not None and e.error.startswith("cannot read")
+
+
+def test_a_pretty_printed_session_is_listed_from_its_head(tmp_path: Path) -> None:
+    """`jq . s.json > s.json` (indented, spaces after colons): the head reader finds the timeline all the same, so
+    a long session is listed without reading it whole (a 60 MB one took 14 s, 300 MB over 2 minutes)."""
+    s = make_session(4)
+    path = tmp_path / f"{s['meta']['id']}.json"
+    path.write_text(json.dumps(s, indent=2))
+    entry = store.load(path, timeline=False)
+    assert entry.session is not None and entry.partial  # from its head only
+    assert entry.session.meta.id == s["meta"]["id"]
+    assert entry.session.summary == store.load(path).session.summary  # type: ignore[union-attr]
+
+
+def test_a_huge_session_without_the_usual_layout_is_skipped_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No timeline key in the first _HEAD_MAX bytes and larger than a listing reads whole: listed as unreadable,
+    saying why and how to read it, instead of parsed whole. `sessions show` (a full load) still reads it."""
+    s = make_session(5)
+    path = tmp_path / f"{s['meta']['id']}.json"
+    reordered = {"timeline": s["timeline"], "schema_version": 1, "meta": s["meta"], "summary": s["summary"]}
+    path.write_text(json.dumps(reordered))
+    monkeypatch.setattr(store, "_HEAD_MAX", 100)
+    monkeypatch.setattr(store, "_HEAD_CHUNK", 64)
+    monkeypatch.setattr(store, "_LIST_WHOLE_MAX", path.stat().st_size - 1)
+    (entry,) = store.list_entries(tmp_path, timeline=False)
+    assert entry.session is None and entry.error is not None
+    assert entry.error.startswith("not listed:") and "sessions show" in entry.error
+    assert store.load(path).session is not None
+
+
+def test_a_control_character_in_a_session_is_named_once(tmp_path: Path) -> None:
+    path = tmp_path / "20260101-000000-h-1-abcd.json"
+    path.write_bytes(b'{"meta": "\x01"}')
+    entry = store.load(path)
+    assert entry.error == "corrupt or truncated JSON (Invalid control character at byte 10)"

@@ -102,6 +102,10 @@ def test_gputop_cell_in_a_real_notebook(store: Path, kernel_env: None) -> None:
     assert any("image/png" in o.get("data", {}) for o in cell.outputs), kinds
 
     text = "".join(_texts(cell))
+    # one duration for the cell: the live line's last word is the summary's wall time (was 3.28 s and 3.17 s)
+    done = re.search(r"done after (\S+ \S+) ·", live[0].data["text/plain"]).group(1)  # type: ignore[union-attr]
+    wall = re.search(r"wall time\s+(\S+ \S+)\s+exact", text).group(1)  # type: ignore[union-attr]
+    assert done == wall, (done, wall)
     hwm = int(re.search(r"VMHWM (\d+)", text).group(1))  # type: ignore[union-attr]
     html = "".join(_texts(cell, "text/html"))
     assert "<table class='gputop-summary'>" in html

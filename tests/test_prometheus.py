@@ -525,7 +525,8 @@ def test_missing_prometheus_client_names_the_extra(tmp_path: Path) -> None:
     proc = cli("--headless", "--prometheus", ":9464", *job, env=env)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
-    assert "gputop-tracker[prometheus]" in one_error_line(err)
+    line = one_error_line(err)
+    assert "pip install 'prometheus-client>=0.17'" in line and "'.[prometheus]' in a checkout" in line
     assert not marker.exists()
 
 

@@ -412,3 +412,22 @@ def test_command_not_found_with_a_newline_and_odd_bytes_is_one_line(store: Path)
     line = lines[0]
     assert "command not found" in line and "\\xff" in line and "\\n" in line, line
     assert "\\udcff" not in line
+
+
+def test_bidi_controls_are_escaped_like_other_controls() -> None:
+    """U+202E in a block name reversed the rest of its line on the terminal ("Trojan source"): shown escaped."""
+    assert escape_controls("step\u202eevil\u2066x\u200f") == "step\\u202eevil\\u2066x\\u200f"
+    assert escape_controls("تدريب") == "تدريب"  # right-to-left text itself is left alone
+
+
+def test_a_store_path_with_a_newline_stays_on_one_line(tmp_path: Path) -> None:
+    """The saved session's path (and every line the tool says) with a newline in the store's name was printed
+    over two lines."""
+    store = tmp_path / "odd\nstore"
+    proc = track("--headless", "--store", str(store), "--", "true")
+    assert proc.returncode == 0, proc.stderr
+    (saved,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("Session saved:")]
+    assert "odd\\nstore" in saved
+    out = tmp_path / "r\u202e.json"
+    proc = track("--headless", "--store", str(store), "-f", "json", "-o", str(out), "--", "true")
+    assert proc.stderr.count("\n") == 1 and "r\\u202e.json" in proc.stderr, proc.stderr

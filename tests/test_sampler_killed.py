@@ -155,3 +155,26 @@ def test_the_front_end_names_itself_to_the_sampler() -> None:
         handle.signal(signal.SIGTERM)
         handle.close()
         handle.wait()
+
+
+def test_a_signal_sent_while_the_sampler_dies_still_reaches_the_command(tmp_path: Path, store: Path) -> None:
+    """SIGKILL to the sampler and SIGTERM to us back to back: the sampler, killed but not yet a zombie, takes the
+    TERM and passes it nowhere; we must see that it never relayed it and send it to the command ourselves."""
+    for attempt in range(5):
+        run = tmp_path / str(attempt)
+        run.mkdir()
+        for f in store.glob("*.json"):
+            f.unlink()
+        proc, _go = _start(run)
+        try:
+            wait_for(lambda: _checkpointed(store), what="the first checkpoint")
+            sampler = _session(store)["meta"]["engine_pid"]
+            os.kill(sampler, signal.SIGKILL)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, (attempt, err)
+        assert "sampler process was killed by SIGKILL" in err, err
+        assert not list(store.glob("*.json")) or _session(store)["summary"]["exit_signal"] == signal.SIGTERM

@@ -91,7 +91,7 @@ def _fake_bin(tmp_path: Path, name: str, stdout: str, rc: int = 0) -> Path:
         ("mem=4096", {"mem_bytes": 4096 * MIB}),  # a bare number is MiB, as sbatch --mem
         ("mem=2GiB, time=1-12:00:00", {"mem_bytes": 2 * GIB, "time_limit_s": 36 * 3600}),
         ("time=90", {"time_limit_s": 90 * 60}),  # SLURM: a bare number is minutes
-        ("time=01:30:00,cpus=0", {"time_limit_s": 5400, "cpus": 0}),
+        ("time=01:30:00,gpus=0", {"time_limit_s": 5400, "gpus": 0}),
         ("time=45s", {"time_limit_s": 45}),
     ],
 )
@@ -100,11 +100,25 @@ def test_parse_request(text: str, expected: dict[str, int]) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["mem=", "mem=abc", "mem=-1G", "cpus=two", "cpus=-1", "time=forever", "disk=1G", "mem16G", "time=0"]
+    "text",
+    ["mem=", "mem=abc", "mem=-1G", "cpus=two", "cpus=-1", "cpus=0", "time=forever", "disk=1G", "mem16G", "time=0"],
 )
 def test_parse_request_rejects(text: str) -> None:
     with pytest.raises(slurm.RequestError):
         slurm.parse_request(text)
+
+
+@pytest.mark.parametrize("value", ["-5m", "x-1", "1-x", "1:2:3:4"])
+def test_an_invalid_time_is_quoted_whole(value: str) -> None:
+    """(was: "invalid time -'5m'", the quote inside the text)"""
+    with pytest.raises(slurm.RequestError, match=f"^invalid time {value!r}: "):
+        slurm.parse_time(value)
+
+
+def test_the_api_request_needs_a_core() -> None:
+    with pytest.raises(slurm.RequestError, match="cpus=0"):
+        slurm.check_request({"cpus": 0})
+    assert slurm.check_request({"gpus": 0}) == {"gpus": 0}
 
 
 def test_bad_request_on_the_command_line_is_one_error_line(tmp_path: Path) -> None:

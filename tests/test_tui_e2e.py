@@ -95,6 +95,7 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
     assert saved["summary"]["max_ram"]["main"]["total_rss"] >= 190e6
     log = sessions[0].with_name(sessions[0].stem + ".output.log")
     assert f"workload pid {pid}" in log.read_text()
+    assert log.stat().st_mode & 0o777 == 0o600  # the job's own output (tokens, passwords): the user's alone
 
 
 WORKERS = (

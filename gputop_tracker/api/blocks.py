@@ -18,6 +18,7 @@ import json
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -130,12 +131,18 @@ class _Sink:
 
 
 def _open_fifo(path: str) -> tuple[int, tuple[int, int]]:
-    """A non-blocking write end and what it is; -2 when there is no reader (the sampler is gone) or no FIFO."""
+    """A non-blocking write end and what it is; -2 when there is no reader (the sampler is gone) or no FIFO.
+
+    Only a FIFO, named directly: never a regular file, a device, or a link such as /dev/stdout
+    (O_NOFOLLOW), which would get block records written into the program's own output."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return -2, (0, 0)
     st = os.fstat(fd)  # a fresh fd of ours
+    if not stat.S_ISFIFO(st.st_mode):
+        _close(fd)
+        return -2, (0, 0)
     return fd, (st.st_dev, st.st_ino)
 
 
@@ -164,6 +171,7 @@ def _after_fork_in_child() -> None:
     """A forked child: a fresh open lock, and the parent's fd closed now, before the child can reuse its number
     (a daemon that closes every fd and opens a log); the child opens its own at its first block."""
     _open_lock[0] = threading.RLock()
+    _reset_peak[0] = 0  # the parent's: a forked child's VmHWM starts afresh
     for sink in _sinks():  # the current one, an outer Tracker's, gputop-track's under the Trackers
         sink.lock = threading.RLock()  # a thread the fork did not copy may have held the parent's
         if sink.fd >= 0:
@@ -277,6 +285,10 @@ def _flush_all() -> None:
         sink.flush(FLUSH_WAIT)
 
 
+# the largest VmHWM a block's reset cleared in this process (the probe's exit report takes it into the peak)
+_reset_peak = [0]
+
+
 def _reset_hwm() -> bool:
     try:
         fd = os.open("/proc/self/clear_refs", os.O_WRONLY)
@@ -309,11 +321,15 @@ class _Block:
             run_id = next(sink.seq)
             hwm = _read_hwm()
             reset = _reset_hwm()
+            if reset and hwm > _reset_peak[0]:
+                _reset_peak[0] = hwm
             for peak in sink.open_blocks.values():  # an enclosing block keeps what the reset clears
                 if hwm > peak[0]:
                     peak[0] = hwm
             sink.open_blocks[run_id] = [0 if reset else -1]
             msg = {"k": "s", "pid": sink.pid, "id": run_id, "name": self.name, "t": time.time(), "hwm": hwm}
+            if alloc := _allocators():
+                msg["ga"] = alloc
             # the wall-clock window holds the CPU window (never more CPU than wall time for one thread)
             self.runs.setdefault(_whose(), []).append((run_id, sink.pid, time.perf_counter(), time.process_time()))
             sink.send(msg)
@@ -356,7 +372,51 @@ class _Block:
                 "peak": peak if peak >= 0 else None,
                 "hwm": hwm,
             }
+            if alloc := _allocators():
+                msg["ga"] = alloc
             sink.send(msg)
+
+
+TORCH_STATS = (  # torch.cuda.memory_stats keys: what max_memory_allocated/reserved and their current figures read
+    "allocated_bytes.all.current",
+    "allocated_bytes.all.peak",
+    "reserved_bytes.all.current",
+    "reserved_bytes.all.peak",
+)
+
+
+def _allocators() -> list[list[Any]]:
+    """The GPU allocators' figures now, for frameworks the program imported and initialised (never importing
+    one, never resetting a statistic): [framework, device, allocated, peak allocated, reserved, peak reserved]."""
+    try:
+        return (_torch_figures() + _jax_figures())[:16]
+    except Exception:  # a framework in a state we do not know: no figures, never an error in the program
+        return []
+
+
+def _torch_figures() -> list[list[Any]]:
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return []
+    out = []
+    for i in range(cuda.device_count()):
+        st = cuda.memory_stats(i)
+        figures = [int(st.get(k, 0)) for k in TORCH_STATS]
+        if any(figures):
+            out.append(["torch", f"cuda:{i}", *figures])
+    return out
+
+
+def _jax_figures() -> list[list[Any]]:
+    bridge = sys.modules.get("jax._src.xla_bridge")  # its backends exist once the program used a device
+    out = []
+    for backend in list((getattr(bridge, "_backends", None) or {}).values()):
+        for d in backend.local_devices():
+            st = d.memory_stats() or {}
+            if "peak_bytes_in_use" in st:
+                figures = (st.get("bytes_in_use", 0), st["peak_bytes_in_use"])
+                out.append(["jax", f"{d.platform}:{d.id}", *figures, st.get("bytes_reserved"), None])
+    return out
 
 
 def _whose() -> Any:

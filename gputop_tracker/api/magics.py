@@ -73,12 +73,14 @@ class LiveFigures:
             self.cpu = t.cpu_percent
             self.history.append(float(t.combined_total))
 
-    def line(self, state: str = "tracking") -> str:
+    def line(self, state: str = "tracking", elapsed: float | None = None) -> str:
+        """`elapsed`: the session's own wall time once it ended (the summary's), so the cell has one duration."""
         with self.lock:
             if not self.n:
                 return f"gputop: {state}, waiting for the first sample"
+            seconds = elapsed if elapsed is not None else time.monotonic() - self.start
             parts = [
-                f"gputop: {state} {human_seconds(time.monotonic() - self.start)}",
+                f"gputop: {state} {human_seconds(seconds)}",
                 f"RAM {human_bytes(self.ram)} (peak {human_bytes(self.ram_peak)}, sampled)",
                 f"CPU {self.cpu:.0f}%",
             ]
@@ -99,6 +101,15 @@ class LiveLine:
 
     def _repr_html_(self) -> str:
         return f'<pre style="margin:0;padding:2px 6px;background:#f4f6f8">{html.escape(self.text)}</pre>'
+
+
+def cell_title(cell: str, limit: int = 80) -> str:
+    """The figure's title for a tracked cell: its first line of code (not the kernel's command line, which the
+    session records as the tracked process's)."""
+    first = next((ln.strip() for ln in cell.splitlines() if ln.strip() and not ln.lstrip().startswith("#")), "")
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    return f"%%gputop cell: {first}" if first else "%%gputop cell (empty)"
 
 
 def summary_rows(u: ResourceUsage) -> list[tuple[str, str, str]]:
@@ -161,8 +172,9 @@ def _parser() -> Parser:
 class Tracking:
     """One tracked span (a cell, or `%gputop start` to `stop`): the tracker, its live display, the updater."""
 
-    def __init__(self, opts: Any, live: bool = True) -> None:
+    def __init__(self, opts: Any, live: bool = True, title: str | None = None) -> None:
         self.plot = not opts.no_plot
+        self.title = title  # the figure's: what was tracked (the cell), not the kernel's command line
         self.live = live  # refreshed in place: a notebook; a terminal would print a line a second
         self.tracker = Tracker(
             sleep_time=opts.interval,
@@ -200,7 +212,8 @@ class Tracking:
         except TrackerError:
             self.handle.update(LiveLine(self.figures.line("tracking failed after")))
             raise
-        self.handle.update(LiveLine(self.figures.line("done after")))
+        wall = self.tracker.raw_usage.compute_time.time  # seconds: the table's wall time, the same figure
+        self.handle.update(LiveLine(self.figures.line("done after", elapsed=wall)))
         display(SummaryTable(self.tracker.raw_usage))
         _notes_line(usage)
         if self.plot:
@@ -214,7 +227,7 @@ class Tracking:
         except plot.PlotUnavailable:
             return  # the table is the summary; the figure comes with the notebook extra
         try:
-            display(Image(data=plot.render(self.tracker.plot(), "png"), format="png"))
+            display(Image(data=plot.render(self.tracker.plot(title=self.title), "png"), format="png"))
         except Exception as e:
             _error(f"no figure: {e}")
 
@@ -271,7 +284,7 @@ class GputopMagics(Magics):
         if self.current is not None:
             raise _usage("already tracking since `%gputop start`: run `%gputop stop` first")
         try:
-            tracking = Tracking(opts, live=_updates_in_place(self.shell))
+            tracking = Tracking(opts, live=_updates_in_place(self.shell), title=cell_title(cell))
         except (ValueError, UnitError) as e:  # bad options: the cell is not run, as for any usage error
             raise _usage(str(e)) from None
         shell = self.shell
@@ -305,7 +318,7 @@ class GputopMagics(Magics):
 
     def _begin(self, opts: Any) -> Tracking | None:
         try:
-            tracking = Tracking(opts, live=_updates_in_place(self.shell))
+            tracking = Tracking(opts, live=_updates_in_place(self.shell), title="cells from %gputop start to stop")
         except (ValueError, UnitError) as e:
             raise _usage(str(e)) from None
         try:

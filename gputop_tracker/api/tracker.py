@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.blocks.probe import InProcess
 from gputop_tracker.core.integrations import slurm
 from gputop_tracker.core.integrations.exporters.base import (
     DEFAULT_TOP_PROCESSES,
@@ -65,6 +66,23 @@ def _new_inbox() -> BlockInbox | None:
     return inbox
 
 
+def _hold(path: str, probe: bool) -> tuple[Any, InProcess | None]:
+    """This process's blocks report to `path`; with the probe, its exit hooks here and on PYTHONPATH too."""
+    from gputop_tracker.api import blocks
+
+    return blocks._push(path), InProcess(path) if probe else None
+
+
+def _release(held: tuple[Any, InProcess | None]) -> None:
+    """A Tracker's blocks back where they were, and the probe's hooks out of this process (PYTHONPATH too)."""
+    from gputop_tracker.api import blocks
+
+    sink, probe = held
+    blocks._pop(sink)
+    if probe is not None:
+        probe.off()
+
+
 class TrackerError(RuntimeError):
     pass
 
@@ -83,9 +101,9 @@ class Tracker:
     def __init__(
         self,
         sleep_time: float = 1.0,
-        ram_unit: str = "gigabytes",
-        gpu_ram_unit: str = "gigabytes",
-        time_unit: str = "hours",
+        ram_unit: str | None = None,  # None: gpu-tracker's gigabytes and hours for the figures (resource_usage,
+        gpu_ram_unit: str | None = None,  # to_json), units that fit each figure in the text report
+        time_unit: str | None = None,
         n_expected_cores: int | None = None,
         gpu_uuids: set[str] | list[str] | None = None,
         disable_logs: bool = False,
@@ -98,6 +116,7 @@ class Tracker:
         save: bool = True,
         simulate_gpus: int = 0,
         gpu_backend: str = "auto",
+        gpu_poll: float = 50.0,
         mem_limit: int | str | None = None,
         warn_at: float = 80.0,
         critical_at: float = 95.0,
@@ -109,6 +128,7 @@ class Tracker:
         prometheus: str | None = None,
         prometheus_textfile: str | os.PathLike[str] | None = None,
         prometheus_top: int = DEFAULT_TOP_PROCESSES,
+        probe: bool = True,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -123,6 +143,7 @@ class Tracker:
             oom_dump_mb=oom_dump_mb,
         )
         validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
+        validate.number("gpu_poll", gpu_poll, 0, validate.MAX_GPU_POLL)
         validate.integer("n_join_attempts", n_join_attempts, 0)
         if process_id is not None:
             validate.integer("process_id", process_id, 1)
@@ -139,6 +160,7 @@ class Tracker:
             gpus=",".join(gpu_uuids) if gpu_uuids else None,
             simulate_gpus=simulate_gpus,
             gpu_backend=validate.choice("gpu_backend", gpu_backend, validate.GPU_BACKENDS),
+            gpu_poll=float(gpu_poll),
             store=str(store) if store else None,
             save=save,
             mem_limit=parse_byte_size(mem_limit) if mem_limit is not None else None,
@@ -148,6 +170,7 @@ class Tracker:
             oom_dumps=oom_dumps,
             oom_dump_mb=oom_dump_mb,
             wait_descendants=bool(wait_descendants),
+            probe=bool(probe),
             control_stdin=True,
             slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
         )
@@ -166,7 +189,7 @@ class Tracker:
         self._oom_seen = threading.Condition(self._lock)
         self.last_oom: Event | None = None
         self._blocks_inbox: BlockInbox | None = None
-        self._blocks_sink: Any = None  # blocks._Sink of this run, while it tracks
+        self._blocks_sink: Any = None  # (blocks._Sink, the probe's hooks) of this run, while it tracks
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -303,17 +326,15 @@ class Tracker:
     def _report_blocks(self, on: bool) -> None:
         """Code blocks of this process (and of the children it starts from now on) report to the sampler while
         tracking (`on`); after, what was there before is back (no-ops, an outer Tracker's or gputop-track's)."""
-        from gputop_tracker.api import blocks
-
         inbox = self._blocks_inbox
         if inbox is None:
             return
         if on:
             inbox.close_fds()  # the sampler reads it now
-            self._blocks_sink = blocks._push(inbox.path)
+            self._blocks_sink = _hold(inbox.path, self._cfg.probe)
         elif self._blocks_sink is not None:
-            sink, self._blocks_sink = self._blocks_sink, None
-            blocks._pop(sink)
+            held, self._blocks_sink = self._blocks_sink, None
+            _release(held)
 
     def _open_exporter(self) -> None:
         """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
@@ -454,12 +475,13 @@ class Tracker:
 
         return TimelineColumns.of_session(self.session())
 
-    def plot(self, size: tuple[int, int] | None = None) -> Any:
+    def plot(self, size: tuple[int, int] | None = None, title: str | None = None) -> Any:
         """The session as a matplotlib Figure (needs matplotlib: `pip install gputop-tracker[plot]`);
-        `size` in pixels. Save it with `fig.savefig("run.png")`."""
+        `size` in pixels; `title` in place of the tracked command line (for a span of a program, the program's
+        whole command says little). Save it with `fig.savefig("run.png")`."""
         from gputop_tracker.core.report import plot
 
-        return plot.figure(self.session(), size)
+        return plot.figure(self.session(), size, title=title)
 
     def to_json(self) -> dict[str, Any]:
         return report.to_json_dict(self.raw_usage, self.units)

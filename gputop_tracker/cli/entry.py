@@ -121,8 +121,20 @@ def build_parser() -> Parser:
         default="auto",
         help="GPUs through NVML (nvidia), amdsmi (amd), or none; default auto: NVIDIA, then AMD",
     )
+    p.add_argument(
+        "--gpu-poll",
+        type=float,
+        default=50.0,
+        metavar="HZ",
+        help="GPU memory watcher rate: process lists and memory of the counted GPUs (default 50; 0 = off)",
+    )
     p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="no in-process probe: launched Python processes do not report their exact peaks at exit",
+    )
     p.add_argument(
         "--plot",
         metavar="FILE",
@@ -238,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return track(build_parser().parse_args(argv))
     except (UsageError, UnitError) as e:
         return console.error(str(e))
+    except console.StdoutError as e:  # --help into a full disk, a listing into a closed pipe
+        return console.write_error(e)
     except KeyboardInterrupt:
         return console.EXIT_INTERRUPTED
 
@@ -267,6 +281,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
             oom_dumps=args.oom_dumps,
             oom_dump_mb=args.oom_dump_mb,
         )
+        validate.number("--gpu-poll", args.gpu_poll, 0, validate.MAX_GPU_POLL)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -365,6 +380,7 @@ def track(args: argparse.Namespace) -> int:
         gpus=args.gpus,
         simulate_gpus=args.simulate_gpus,
         gpu_backend=args.gpu_backend,
+        gpu_poll=args.gpu_poll,
         store=str(paths.store_dir(args.store)),
         save=not args.no_save,
         mem_limit=mem_limit,
@@ -375,6 +391,7 @@ def track(args: argparse.Namespace) -> int:
         oom_dumps=args.oom_dumps,
         oom_dump_mb=args.oom_dump_mb,
         wait_descendants=args.wait_descendants,
+        probe=not args.no_probe,
         slurm=job,
         # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
         # in, it would count as one of the tracked process's descendants
@@ -562,7 +579,8 @@ class SignalRelay:
         with self.lock:
             self.target = pid
             self.reaped.clear()
-            for sig in self.held:
+            # sent to the sampler as it died (SIGKILLed, not yet a zombie: nothing tells), never passed on
+            for sig in [*self.handle.unrelayed(), *self.held]:
                 _send(pid, sig)
             self.held.clear()
 
@@ -606,10 +624,11 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
         try:
             write_output(Path(args.output), text.encode())
         except OSError as e:
-            console.write_stderr(f"{PROG}: error: cannot write {args.output}: {e.strerror}; report follows\n{text}")
+            console.error(f"cannot write {args.output}: {e.strerror}; report follows", console.EXIT_FAILURE)
+            console.write_stderr(text)
         else:
             if usage.session_path:
-                console.write_stderr(f"{PROG}: report written to {args.output}; session {usage.session_id}\n")
+                console.say(f"report written to {args.output}; session {usage.session_id}")
         return
     if args.format == "text":
         console.write_stderr(text)
@@ -619,7 +638,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     except OSError as e:
         console.stdout_failed()
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""
-        console.write_stderr(f"{PROG}: error: cannot write the report to stdout: {e.strerror}{where}\n")
+        console.error(f"cannot write the report to stdout: {e.strerror}{where}", console.EXIT_FAILURE)
 
 
 class AlertPrinter:

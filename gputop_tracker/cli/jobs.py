@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,7 @@ def advise_main(argv: list[str]) -> int:
         return console.error("no finished session matches: nothing to advise from")
     advice = advise([u for _, u in chosen], args.headroom)
     advice["sessions"] = [sid for sid, _ in chosen]
-    sys.stdout.write(formats.ADVICE.render(args.format, advice))
+    console.write_stdout(formats.ADVICE.render(args.format, advice))
     return 0
 
 
@@ -116,5 +115,5 @@ def job(store_dir: Path, args: argparse.Namespace) -> int:
     view = job_view(args.job_id, _finished(store.list_entries(store_dir, timeline=False)))
     if not view["n"]:
         raise LookupError(f"no finished session of job {args.job_id} in {store_dir}")
-    sys.stdout.write(formats.JOB.render(args.format, view))
+    console.write_stdout(formats.JOB.render(args.format, view))
     return 0

@@ -22,7 +22,7 @@ def add_plot_parser(sub: argparse._SubParsersAction[Parser], common: Parser, id_
             "A picture of a session: tree RAM (combined and private, the largest processes), CPU (% of a core, "
             "the requested cores), GPU memory and utilization per GPU, alerts and OOM kills marked, code blocks "
             "shaded. The format comes from the name: .png, .svg or .html (one page that needs nothing else). "
-            "Needs matplotlib: pip install 'gputop-tracker[plot]'."
+            "Needs matplotlib: pip install 'matplotlib>=3.7' (the plot extra)."
         ),
         parents=[common],
     )

@@ -162,14 +162,14 @@ def run(args: argparse.Namespace) -> int:
     store_dir = paths.store_dir(args.store)
     try:
         code = _dispatch(store_dir, args)
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
         return code
     except (LookupError, UnitError, store.OutputError) as e:
         return console.error(str(e.args[0]))
+    except console.StdoutError as e:  # a closed pipe (`| head`), a full disk, stdout closed
+        return console.write_error(e)
     except OSError as e:
         if e.filename is None:  # stdout: a closed pipe (`| head`) or a full disk
-            console.stdout_failed()
-            return console.error(f"cannot write to stdout: {e.strerror}", console.EXIT_FAILURE)
+            return console.write_error(e)
         return console.error(f"{e.filename}: {e.strerror}", console.EXIT_FAILURE)
 
 
@@ -182,13 +182,13 @@ def list_sessions(store_dir: Path, args: argparse.Namespace) -> int:
     (`| grep train.py`) every row is whole."""
     entries = store.list_entries(store_dir, timeline=False)
     listing = session_list.Listing(store_dir, entries, trunc=not args.no_trunc and sys.stdout.isatty())
-    sys.stdout.write(formats.LISTING.render(args.format, listing))
+    console.write_stdout(formats.LISTING.render(args.format, listing))
     return 0
 
 
 def delete(store_dir: Path, args: argparse.Namespace) -> int:
     path = store.delete(store_dir, args.id)
-    print(f"deleted {path.name.removesuffix(store.SUFFIX)}")
+    console.print_stdout(f"deleted {path.name.removesuffix(store.SUFFIX)}")
     return 0
 
 
@@ -196,8 +196,7 @@ def show(store_dir: Path, args: argparse.Namespace) -> int:
     s = _open(store_dir, args.id)
     if s.summary is None:
         return console.error(f"session {s.meta.id} has no summary yet")
-    sys.stdout.write(formats.REPORT.render(args.format, s.summary, formats.units_of(args)))
-    sys.stdout.flush()
+    console.write_stdout(formats.REPORT.render(args.format, s.summary, formats.units_of(args)))
     return 0
 
 
@@ -205,8 +204,7 @@ def _write(text: str, output: str | None, done: str) -> int:
     """To `output` (checked before any work by `store.check_output`; then `done` on stderr) or to stdout.
     A file that cannot be written is named in one error line: exit 1."""
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        console.write_stdout(text)
         return 0
     try:
         store.write_output(Path(output), text.encode())

@@ -19,6 +19,7 @@
  *   process dev=DEVICE_INDEX  [mig=K]  pid=PID  mem=BYTES|NA  [graphics=1]   (K: the K-th mig line, from 0)
  *   procutil dev=DEVICE_INDEX  pid=PID  sm=PCT  mem=PCT
  *   error   fn=SYMBOL  dev=DEVICE_INDEX|-1  code=NVML_RETURN
+ *   cost    fn=SYMBOL  us=MICROSECONDS
  *   acct    dev=DEVICE_INDEX  pid=PID  maxmem=BYTES|NA  running=0|1  [start_us=EPOCH_US]
  *
  * Devices are numbered in file order (0, 1, ...), MIG devices in file order per parent. A numeric
@@ -26,6 +27,19 @@
  * nvmlInit; it then grows by power_mw x seconds since nvmlInit, as a real GPU's would. lost=1 makes
  * every query of that device answer NVML_ERROR_GPU_IS_LOST; lost_after=N does so after N queries.
  * With no FAKE_NVML_CONFIG (or an unreadable one) nvmlInit answers NVML_ERROR_DRIVER_NOT_LOADED.
+ *
+ * A process may take its memory from a file instead: `memfile=PATH` (in place of mem=) holds the
+ * bytes as a decimal number, read at every call, so the tracked program itself can grow and shrink
+ * its "GPU memory" while it runs (write a temp file, rename it over); no file, or an empty one: the
+ * process is not listed (no CUDA context yet). "PID BYTES" in the file names the process too (then
+ * pid= may be left out). Its device's memory used counts it on top of used=.
+ *
+ * `cost` makes every call of SYMBOL burn that much CPU time of the calling thread (a busy loop on
+ * CLOCK_THREAD_CPUTIME_ID), so a test sees what a real driver's slow calls cost the tracker.
+ * Calls may come from several threads (NVML is thread-safe): each one holds a library lock.
+ * FAKE_NVML_LOG=PATH: nvmlShutdown writes there, per function called since nvmlInit,
+ * `SYMBOL<TAB>COUNT<TAB>T1,T2,...` (the wall-clock times of its first 2048 calls), so a test can check how
+ * often each was called.
  *
  * Accounting (what `nvidia-smi -am 1` turns on): acct=1 on a device makes nvmlDeviceGetAccountingMode
  * answer enabled, acct=0 disabled, NA/absent NOT_SUPPORTED (as on MIG devices, always). `acct` lines are
@@ -36,11 +50,14 @@
  * minor=N is nvmlDeviceGetMinorNumber: the N of the device node /dev/nvidiaN (NA: NOT_SUPPORTED).
  * Processes' PIDs are taken as given: a test in a PID namespace writes the host PIDs NVML would report.
  */
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
@@ -57,6 +74,10 @@
 #define MAXMIG 64
 #define MAXPROC 256
 #define MAXERR 32
+#define MAXCOST 64
+#define MAXFN 128
+#define MAXTIMES 2048
+#define ABSENT (-2LL)
 #define MAXACCT 256
 
 typedef int nvmlReturn_t;
@@ -76,6 +97,7 @@ typedef struct {
 typedef struct {
     int dev, mig, pid, graphics;
     long long mem;
+    char memfile[256];
 } proc_t_;
 
 typedef struct {
@@ -99,8 +121,26 @@ static dev_t_ migs[MAXMIG];
 static proc_t_ procs[MAXPROC];
 static putil_t_ putils[MAXPROC];
 static err_t_ errs[MAXERR];
+static struct {
+    char fn[64];
+    long long us;
+} costs[MAXCOST];
 static acct_t_ accts[MAXACCT];
-static int ndev, nmig, nproc, nputil, nerr, nacct;
+static int ndev, nmig, nproc, nputil, nerr, ncost, nacct;
+
+/* one lock for every call: the tracker reads from two threads at once, as NVML allows */
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static void unlock_lib(int *held) {
+    if (*held) pthread_mutex_unlock(&lib_lock);
+}
+#define LOCKED int held_ __attribute__((cleanup(unlock_lib))) = (pthread_mutex_lock(&lib_lock), 1)
+
+static struct {
+    const char *fn;
+    long long n;
+    double t[MAXTIMES];
+} call_log[MAXFN];
+static int ncall_log;
 static int initialized;
 static double t_init;
 static unsigned long long config_stamp_us; /* when the config was last loaded: procutil timestamp */
@@ -117,6 +157,46 @@ static unsigned long long now_us_wall(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (unsigned long long)ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+static void burn_us(long long us) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    double end = ts.tv_sec + ts.tv_nsec / 1e9 + us / 1e6;
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    while (ts.tv_sec + ts.tv_nsec / 1e9 < end);
+}
+
+/* Count the call, note its time, and burn its configured CPU cost. */
+static void called(const char *fn) {
+    int i = 0;
+    while (i < ncall_log && call_log[i].fn != fn && strcmp(call_log[i].fn, fn)) i++;
+    if (i == ncall_log && ncall_log < MAXFN) {
+        call_log[ncall_log].fn = fn;
+        call_log[ncall_log++].n = 0;
+    }
+    if (i < MAXFN) {
+        if (call_log[i].n < MAXTIMES) call_log[i].t[call_log[i].n] = now_us_wall() / 1e6;
+        call_log[i].n++;
+    }
+    for (int k = 0; k < ncost; k++)
+        if (!strcmp(costs[k].fn, fn)) {
+            burn_us(costs[k].us);
+            break;
+        }
+}
+
+static void write_call_log(void) {
+    const char *path = getenv("FAKE_NVML_LOG");
+    FILE *fp = path ? fopen(path, "w") : NULL;
+    if (!fp) return;
+    for (int i = 0; i < ncall_log; i++) {
+        fprintf(fp, "%s\t%lld\t", call_log[i].fn, call_log[i].n);
+        long long n = call_log[i].n < MAXTIMES ? call_log[i].n : MAXTIMES;
+        for (long long k = 0; k < n; k++) fprintf(fp, k ? ",%.6f" : "%.6f", call_log[i].t[k]);
+        fputc('\n', fp);
+    }
+    fclose(fp);
 }
 
 static long long num(const char *v) {
@@ -159,7 +239,7 @@ static void load_config(void) {
     for (int i = 0; i < MAXDEV; i++) calls[i] = i < ndev ? devs[i].calls : 0;
     last_st = st;
     have_st = 1;
-    ndev = nmig = nproc = nputil = nerr = nacct = 0;
+    ndev = nmig = nproc = nputil = nerr = ncost = nacct = 0;
     unsigned long long loaded_us = now_us_wall();
     int mig_count[MAXDEV] = {0};
     char line[4096];
@@ -172,6 +252,7 @@ static void load_config(void) {
         proc_t_ *p = NULL;
         putil_t_ *u = NULL;
         err_t_ *e = NULL;
+        int c = -1;
         acct_t_ *a = NULL;
         if (!strcmp(kind, "device") && ndev < MAXDEV) {
             d = &devs[ndev];
@@ -199,6 +280,10 @@ static void load_config(void) {
             e = &errs[nerr++];
             memset(e, 0, sizeof *e);
             e->dev = -1;
+        } else if (!strcmp(kind, "cost") && ncost < MAXCOST) {
+            c = ncost++;
+            costs[c].fn[0] = 0;
+            costs[c].us = 0;
         } else {
             continue;
         }
@@ -215,6 +300,7 @@ static void load_config(void) {
                 else if (!strcmp(k, "pid")) p->pid = atoi(v);
                 else if (!strcmp(k, "mem")) p->mem = num(v);
                 else if (!strcmp(k, "graphics")) p->graphics = atoi(v);
+                else if (!strcmp(k, "memfile")) snprintf(p->memfile, sizeof p->memfile, "%s", v);
             } else if (u) {
                 if (!strcmp(k, "dev")) u->dev = atoi(v);
                 else if (!strcmp(k, "pid")) u->pid = atoi(v);
@@ -230,12 +316,51 @@ static void load_config(void) {
                 if (!strcmp(k, "fn")) snprintf(e->fn, sizeof e->fn, "%s", v);
                 else if (!strcmp(k, "dev")) e->dev = atoi(v);
                 else if (!strcmp(k, "code")) e->code = atoi(v);
+            } else if (c >= 0) {
+                if (!strcmp(k, "fn")) snprintf(costs[c].fn, sizeof costs[c].fn, "%s", v);
+                else if (!strcmp(k, "us")) costs[c].us = strtoll(v, NULL, 10);
             }
         }
         if (d && d->is_mig && d->parent >= 0 && d->parent < MAXDEV) d->index = mig_count[d->parent]++;
     }
     fclose(fp);
     config_stamp_us = loaded_us;
+}
+
+/* A process's memory now (and its pid): its memfile's figures (ABSENT: no file, not listed), else mem=. */
+static long long proc_mem(const proc_t_ *p, int *pid) {
+    *pid = p->pid;
+    if (!p->memfile[0]) return p->mem;
+    int fd = open(p->memfile, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ABSENT;
+    char buf[32];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return ABSENT;
+    buf[n] = 0;
+    char *rest;
+    long long first = strtoll(buf, &rest, 10);
+    if (rest == buf) return ABSENT;
+    while (*rest == ' ' || *rest == '\t') rest++;
+    if (*rest >= '0' && *rest <= '9') { /* "PID BYTES" */
+        *pid = (int)first;
+        return strtoll(rest, NULL, 10);
+    }
+    return first;
+}
+
+/* used= plus what the device's memfile processes hold now */
+static long long used_now(const dev_t_ *d) {
+    long long used = d->used;
+    int root = d->is_mig ? d->parent : d->index;
+    for (int i = 0; i < nproc; i++) {
+        const proc_t_ *p = &procs[i];
+        if (!p->memfile[0] || p->dev != root || (d->is_mig && !(p->mig >= 0 && &migs[p->mig] == d))) continue;
+        int pid;
+        long long m = proc_mem(p, &pid);
+        if (m > 0) used += m;
+    }
+    return used;
 }
 
 static nvmlReturn_t injected(const char *fn, int dev) {
@@ -248,6 +373,7 @@ static nvmlReturn_t injected(const char *fn, int dev) {
 static nvmlReturn_t enter(const char *fn, void *handle, dev_t_ **out) {
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     load_config();
+    called(fn);
     dev_t_ *d = (dev_t_ *)handle;
     int ok = (d >= devs && d < devs + ndev) || (d >= migs && d < migs + nmig);
     if (!ok) return NVML_ERROR_INVALID_ARGUMENT;
@@ -261,8 +387,9 @@ static nvmlReturn_t enter(const char *fn, void *handle, dev_t_ **out) {
     return NVML_SUCCESS;
 }
 
-#define ENTER(h)                             \
-    dev_t_ *d = NULL;                        \
+#define ENTER(h)                               \
+    LOCKED;                                    \
+    dev_t_ *d = NULL;                          \
     nvmlReturn_t rc_ = enter(__func__, h, &d); \
     if (rc_) return rc_;
 
@@ -277,6 +404,7 @@ static nvmlReturn_t put_uint(unsigned *out, long long v) {
 
 nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
     (void)flags;
+    LOCKED;
     have_st = 0;
     ndev = 0;
     const char *path = getenv("FAKE_NVML_CONFIG");
@@ -286,6 +414,7 @@ nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
     nvmlReturn_t e = injected("nvmlInitWithFlags", -1);
     if (e) return e;
     for (int i = 0; i < ndev; i++) devs[i].calls = 0;
+    ncall_log = 0; /* the log is of this session's calls (a test process may init the library again) */
     t_init = now_s();
     initialized = 1;
     return NVML_SUCCESS;
@@ -294,8 +423,10 @@ nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
 nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
 
 nvmlReturn_t nvmlShutdown(void) {
+    LOCKED;
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     initialized = 0;
+    write_call_log();
     return NVML_SUCCESS;
 }
 
@@ -323,6 +454,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *buf, unsigned len) {
 /* ------------------------------------------------------------------ devices */
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count) {
+    LOCKED;
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     load_config();
     nvmlReturn_t e = injected("nvmlDeviceGetCount_v2", -1);
@@ -332,6 +464,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count) {
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, void **handle) {
+    LOCKED;
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
     load_config();
     if (index >= (unsigned)ndev) return NVML_ERROR_INVALID_ARGUMENT;
@@ -389,7 +522,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *m) {
     ENTER(h);
     if (d->total == NA || d->used == NA) return NVML_ERROR_NOT_SUPPORTED;
     m->total = (unsigned long long)d->total;
-    m->used = (unsigned long long)d->used;
+    m->used = (unsigned long long)used_now(d);
     m->free = m->total - m->used;
     return NVML_SUCCESS;
 }
@@ -401,7 +534,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *h, nvmlMemory_v2_t *m) {
     long long reserved = d->reserved == NA ? 0 : d->reserved;
     m->total = (unsigned long long)d->total;
     m->reserved = (unsigned long long)reserved;
-    m->used = (unsigned long long)d->used;
+    m->used = (unsigned long long)used_now(d);
     m->free = m->total - m->used - m->reserved;
     return NVML_SUCCESS;
 }
@@ -471,10 +604,13 @@ static nvmlReturn_t running(dev_t_ *d, int graphics, unsigned *count, nvmlProces
         /* a MIG device lists its own processes; the parent lists them all, with no memory figure */
         int mine = d->is_mig ? (p->mig >= 0 && &migs[0] + p->mig == d) : 1;
         if (!mine) continue;
+        int pid;
+        long long mem = proc_mem(p, &pid);
+        if (mem == ABSENT) continue;
         if (out && n < *count) {
-            out[n].pid = (unsigned)p->pid;
+            out[n].pid = (unsigned)pid;
             int whole_mig_parent = !d->is_mig && p->mig >= 0;
-            out[n].usedGpuMemory = (p->mem == NA || whole_mig_parent) ? ~0ULL : (unsigned long long)p->mem;
+            out[n].usedGpuMemory = (mem == NA || whole_mig_parent) ? ~0ULL : (unsigned long long)mem;
             dev_t_ *m = p->mig >= 0 && p->mig < nmig ? &migs[p->mig] : NULL;
             out[n].gpuInstanceId = m && m->gi != NA ? (unsigned)m->gi : 0xFFFFFFFFu;
             out[n].computeInstanceId = m && m->ci != NA ? (unsigned)m->ci : 0xFFFFFFFFu;
@@ -618,11 +754,15 @@ nvmlReturn_t nvmlGpmQueryDeviceSupport(void *h, nvmlGpmSupport_t *s) {
 }
 
 nvmlReturn_t nvmlGpmSampleAlloc(gpm_sample_t **s) {
+    LOCKED;
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    called(__func__);
     *s = calloc(1, sizeof **s);
     return *s ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }
 nvmlReturn_t nvmlGpmSampleFree(gpm_sample_t *s) {
+    LOCKED;
+    called(__func__);
     free(s);
     return NVML_SUCCESS;
 }
@@ -635,7 +775,9 @@ nvmlReturn_t nvmlGpmSampleGet(void *h, gpm_sample_t *s) {
 }
 
 nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
+    LOCKED;
     if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    called(__func__);
     if (m->version != 1) return 25;
     if (!m->sample1 || !m->sample2 || !m->sample1->dev || m->sample1->dev != m->sample2->dev)
         return NVML_ERROR_INVALID_ARGUMENT;

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from typing import Any
 
 from gputop_tracker.core.blocks.protocol import ENV
@@ -156,13 +157,30 @@ def sweep(base: str) -> None:
                 continue
         except OSError:
             continue
-        _remove(directory, os.path.join(directory, "blocks"))
+        path = os.path.join(directory, "blocks")
+        if _read_by_someone(path):
+            continue  # a sampler in another PID namespace (a container sharing /tmp): its pid is not ours to see
+        _remove(directory, path)
+
+
+def _read_by_someone(path: str) -> bool:
+    """The FIFO still has a reader: opening it to write, without blocking, succeeds (ENXIO: none)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def _remove(directory: str, path: str) -> None:
-    for remove, what in ((os.unlink, path), (os.rmdir, directory)):
-        with contextlib.suppress(OSError):
-            remove(what)
+    """The FIFO and its directory, only if they are still what we make: a FIFO (never a file put in its
+    place), then the directory if empty (never a directory with anything else in it)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.lstat(path).st_mode):
+            os.unlink(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
 
 
 _NUMBERS = ("t", "dur", "cpu")
@@ -171,7 +189,8 @@ _INTS = ("pid", "id", "hwm", "peak", "dropped")
 
 def _valid(msg: Any) -> bool:
     """A block message as `gputop_tracker.api.blocks` writes it (anything else in the FIFO is counted and left)."""
-    if not isinstance(msg, dict) or msg.get("k") not in ("s", "e", "m", "d") or not isinstance(msg.get("name"), str):
+    kinds = ("s", "e", "m", "d", "x", "r")  # x, r: a probe's exit report and its reap list
+    if not isinstance(msg, dict) or msg.get("k") not in kinds or not isinstance(msg.get("name"), str):
         return False
     if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):
         return False

@@ -17,8 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.blocks.probe import probe_environment, remove_probe_path
 from gputop_tracker.core.model.config import LAUNCH, EngineConfig
+from gputop_tracker.core.summary.probe import ProbeStats
 
+OFF = "turned off (--no-probe, or probe=False)"
 BOUNDARY_GAP = 0.005  # seconds at least between two samples taken at block boundaries
 
 
@@ -31,6 +34,8 @@ class BlockRelay:
         self.sample: Callable[[], object] = lambda: None
         self.failed: Callable[[Any, Exception], None] = lambda _b, _e: None
         self.next_boundary = 0.0
+        self.probe = ProbeStats(False)
+        self.probe_path_set = False
 
     def open(self) -> None:
         """Before the command starts: where its blocks report (nothing read when there is no FIFO)."""
@@ -42,6 +47,24 @@ class BlockRelay:
             self.owned = True
             if self.inbox is not None:
                 self.inbox.export()
+                self._probe_on()
+        if cfg.blocks_fifo and cfg.probe and self.inbox is not None:  # the Tracker set the probe up itself
+            self.probe = ProbeStats(True)
+        elif not cfg.probe:
+            self.probe = ProbeStats(False, OFF)
+        elif not cfg.blocks_fifo and cfg.mode != LAUNCH:
+            self.probe = ProbeStats(False, "attached to a running process, which cannot load it")
+        elif self.inbox is None:
+            self.probe = ProbeStats(False, "no FIFO could be made for its reports (TMPDIR, /tmp not writable)")
+
+    def _probe_on(self) -> None:
+        """The probe first on the command's PYTHONPATH (it reports through our FIFO)."""
+        if not self.cfg.probe:
+            self.probe = ProbeStats(False, OFF)
+            return
+        why = probe_environment(os.environ)  # type: ignore[arg-type]
+        self.probe = ProbeStats(why is None, why)
+        self.probe_path_set = why is None
 
     @property
     def fd(self) -> int:
@@ -49,13 +72,21 @@ class BlockRelay:
 
     def bind(self, builder: Any, sample: Callable[[], object], failed: Callable[[Any, Exception], None]) -> None:
         self.builder, self.sample, self.failed = builder, sample, failed
+        builder.probe = self.probe
+
+    def _split(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The probe's reports to its stats; the code blocks' messages returned."""
+        if not any(m["k"] in ("x", "r") for m in msgs):
+            return msgs
+        self.probe.feed([m for m in msgs if m["k"] in ("x", "r")])
+        return [m for m in msgs if m["k"] not in ("x", "r")]
 
     def serve(self) -> None:
         """The FIFO is readable: its messages into the builder, a sample at the boundaries (so a block shorter
         than the interval is sampled while it runs), at most one per BOUNDARY_GAP."""
         if self.inbox is None:
             return
-        msgs = self.inbox.read()
+        msgs = self._split(self.inbox.read())
         if self.builder is None or not msgs:
             return
         if self.builder.blocks.feed(msgs, self.builder.events, self._boundary_sample):
@@ -76,7 +107,7 @@ class BlockRelay:
         """Tracking ends: the last messages (the blocks that ended as the command exited), then close."""
         if self.inbox is not None and self.builder is not None:
             with contextlib.suppress(Exception):
-                self.builder.blocks.feed(self.inbox.read(), self.builder.events, lambda: False)
+                self.builder.blocks.feed(self._split(self.inbox.read()), self.builder.events, lambda: False)
         if self.builder is not None:
             self.builder.blocks.close()
         self.close()
@@ -88,5 +119,8 @@ class BlockRelay:
         if self.owned:
             inbox.close()
             os.environ.pop("GPUTOP_TRACKER_BLOCKS", None)
+            if self.probe_path_set:
+                remove_probe_path(os.environ)  # type: ignore[arg-type]
+                self.probe_path_set = False
         else:
             inbox.close_fds()

@@ -3,17 +3,20 @@
 Exact figures come from the process that ran the block (its message): duration, CPU seconds (process CPU
 time across the block), and peak RAM (VmHWM reset at entry, read at exit). Sampled figures come from the
 samples taken while a run was open (the sampler takes one at every block boundary): peak private memory and
-GPU memory of that process, and the GPUs' utilization. `hwm` keeps each process's VmHWM as it was just
-before a block reset it, so the run's own peaks never lose what a reset cleared.
+GPU memory of that process, and the GPUs' utilization — or, where the GPU memory watcher runs, the highest of
+its reads over the run's own span (that process, and the tree at one read). `hwm` keeps each process's VmHWM
+as it was just before a block reset it, so the run's own peaks never lose what a reset cleared.
 Plain Python: it runs in the sampler.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
+from gputop_tracker.core.blocks.allocator import BRACKET, BlockAllocators
+from gputop_tracker.core.blocks.allocator import EXACT as ALLOC_EXACT
 from gputop_tracker.core.summary.peaks import agree
 
 MAX_OPEN = 10_000  # runs open at once (a program that never closes its blocks must not grow us forever)
@@ -69,8 +72,11 @@ class _Agg:
         "d_sq",
         "d_sum",
         "first",
+        "gpu_label",
         "gpu_n",
+        "gpu_short",
         "gpu_util",
+        "gpu_watched",
         "marks",
         "peak_exact",
         "peak_gpu",
@@ -80,6 +86,7 @@ class _Agg:
         "sampled_runs",
         "tree_exact",
         "tree_peak",
+        "tree_peak_gpu",
     )
 
     def __init__(self, first: float) -> None:
@@ -100,6 +107,18 @@ class _Agg:
         self.tree_peak: int | None = None
         self.tree_exact = True  # every run's tree peak came from the job cgroup
         self.marks = 0
+        self.gpu_watched = 0  # runs whose GPU peaks came from the watcher's reads over their span
+        self.gpu_short = 0  # of those, runs shorter than the watcher's period
+        self.gpu_label = ""
+        self.tree_peak_gpu: int | None = None
+
+    def add_gpu_watched(self, peak: Any, short: bool, label: str) -> None:
+        """A run's GPU memory over its span, from the watcher (`watch.BlockPeak`)."""
+        self.gpu_watched += 1
+        self.gpu_short += short
+        self.gpu_label = label
+        self.peak_gpu = max(self.peak_gpu or 0, peak.process)
+        self.tree_peak_gpu = max(self.tree_peak_gpu or 0, peak.tree)
 
     def add_tree(self, run: _Run, window: int | None, own_peak: int | None) -> None:
         """The tree's peak during one run. What is surely held: the largest tree total sampled, and the exact
@@ -134,7 +153,8 @@ class _Agg:
             if run.peak_private:  # 0: no smaps read of it yet (unknown, not nothing)
                 self.peak_private = max(self.peak_private or 0, run.peak_private)
         if run.gpu_n:
-            self.peak_gpu = max(self.peak_gpu or 0, run.peak_gpu)
+            if not self.gpu_label:  # the watcher's figure (add_gpu_watched) is the run's own span, not the samples'
+                self.peak_gpu = max(self.peak_gpu or 0, run.peak_gpu)
             self.gpu_util += run.gpu_util
             self.gpu_n += run.gpu_n
 
@@ -143,7 +163,7 @@ class _Agg:
         mean = self.d_sum / n
         var = max(self.d_sq / n - mean * mean, 0.0)
         sampled = f"sampled lower bound ({self.sampled_runs} of {n} runs seen by a sample)"
-        return {
+        out: dict[str, Any] = {
             "name": name,
             "calls": n,
             "duration": {"total": self.d_sum, "min": self.d_min, "mean": mean, "max": self.d_max, "std": var**0.5},
@@ -169,6 +189,20 @@ class _Agg:
                 else TREE_SAMPLED,
             },
         }
+        if self.gpu_watched:
+            out["tree_peak_gpu_ram"] = self.tree_peak_gpu
+            sources = out["sources"]
+            sources["peak_gpu_ram"] = sources["tree_peak_gpu_ram"] = self._gpu_source()
+        return out
+
+    def _gpu_source(self) -> str:
+        text = f"{self.gpu_label}, the highest read over each run"
+        if self.gpu_short:
+            text += (
+                f"; {self.gpu_short} of {self.calls} runs shorter than the watcher's period: for those, the reads "
+                "during or just around the run"
+            )
+        return text
 
 
 TREE_SAMPLED = (
@@ -196,6 +230,9 @@ class BlockStats:
         self.recent: dict[str, float] = {}  # name -> first start, the most recently started or ended last
         self.marks_in: dict[str, int] = {}  # name -> marks made while a run of it was open (anywhere in the tree)
         self.version = 0  # bumped by every message: the live view's table is sent again only when it moved
+        self.allocators = BlockAllocators()  # the GPU allocators' figures at block boundaries
+        self.gpu_watch: Any = None  # the GPU memory watcher (`watch.GpuWatcher`), where one runs
+        self.tree: Container[int] = ()  # the tracked tree's pids (the summary's process table)
 
     def feed(self, msgs: Sequence[dict[str, Any]], events: Any, sample_now: Callable[[], bool]) -> bool:
         """Fold messages in, adding their events; `sample_now()` before a run closes (its last sample). True
@@ -209,6 +246,7 @@ class BlockStats:
             if isinstance(hwm, int) and hwm > self.hwm.get(pid, 0):
                 self.hwm[pid] = hwm
             if kind == "s" and len(self.open) < MAX_OPEN:
+                self.allocators.start(m)
                 evented = self._event_due(name)
                 run = self.open[(pid, int(m.get("id", 0)))] = _Run(name, float(m["t"]), evented)
                 self._opened(run)
@@ -219,6 +257,7 @@ class BlockStats:
                 # the run's last sample first (the caller keeps boundary samples apart)
                 if (pid, int(m.get("id", 0))) in self.open and sample_now():
                     started = False
+                self.allocators.end(m, name)
                 self._end(m, pid, name, events)
             elif kind == "m":
                 self.marks += 1
@@ -251,6 +290,12 @@ class BlockStats:
                 del self.recent[old]
         if self.windows is not None:
             run.window = self.windows.open()
+        self._keep_gpu_reads()
+
+    def _keep_gpu_reads(self) -> None:
+        """The watcher keeps its reads from the oldest open run's start (a run's GPU peak is taken at its end)."""
+        if self.gpu_watch is not None:
+            self.gpu_watch.keep_since(min((r.start for r in self.open.values()), default=None))
 
     def _closed(self, run: _Run) -> int | None:
         """The run left `open`: the job cgroup's peak over it (None: no exact figure)."""
@@ -275,10 +320,21 @@ class BlockStats:
             agg = self.aggs[name] = _Agg(run.start)
         duration = float(m.get("dur", 0.0) or 0.0)
         peak = m.get("peak")
+        self._gpu_over(agg, run, pid, float(m["t"]), duration)
         agg.add(run, pid, duration, float(m.get("cpu", 0.0) or 0.0), peak if isinstance(peak, int) else None)
         agg.add_tree(run, tree_exact, peak if isinstance(peak, int) else None)
         if run.evented:
             events.add("block_end", m["t"], f"block {name!r} ended after {duration:.3f} s", pid=pid, name=name)
+
+    def _gpu_over(self, agg: _Agg, run: _Run, pid: int, end: float, duration: float) -> None:
+        """The run's GPU memory from the watcher's reads over [start, end] (nothing without a watcher)."""
+        watch = self.gpu_watch
+        if watch is None:
+            return
+        peak = watch.block_peak(pid, self.tree, run.start, end)
+        self._keep_gpu_reads()  # after: the reads of this run are kept until it has taken its peak
+        if peak is not None:
+            agg.add_gpu_watched(peak, duration < watch.period, watch.label())
 
     def sample(self, readings: Sequence[Any], gpus: Sequence[Any]) -> None:
         """One sample of the tree while runs are open: each run's process figures (and the GPUs')."""
@@ -296,7 +352,7 @@ class BlockStats:
             if gpus:
                 run.gpu_n += 1
                 run.gpu_util += util
-                run.peak_gpu = max(run.peak_gpu, sum(g.processes.get(pid, 0) for g in gpus))
+                run.peak_gpu = max(run.peak_gpu, _gpu_of(pid, run.start, gpus))
 
     def summary(self) -> list[dict[str, Any]]:
         """The `blocks` list of the report, in order of first start."""
@@ -305,6 +361,9 @@ class BlockStats:
         out = [agg.as_dict(name, source) for name, agg in items]
         for b in out:
             b["marks"] = self.marks_in.get(b["name"], 0)
+            b["gpu_allocator"] = self.allocators.summary(b["name"])
+            if b["gpu_allocator"]:
+                b["sources"]["gpu_allocator"] = ALLOC_EXACT if all(a["exact"] for a in b["gpu_allocator"]) else BRACKET
         return out
 
     def live(self) -> dict[str, Any]:
@@ -353,6 +412,18 @@ class BlockStats:
         if self.open:
             out.append(f"{len(self.open)} block runs had not ended when tracking stopped (left out)")
         return out
+
+
+def _gpu_of(pid: int, start: float, gpus: Sequence[Any]) -> int:
+    """What `pid` held on the GPUs in this sample: the watcher's highest read since the run started (only reads
+    after `start`: the sample's window may reach back before it), else the sample's own reading."""
+    window = next((g.window for g in gpus if g.window is not None), None)
+    if window is None:
+        return sum(g.processes.get(pid, 0) for g in gpus)
+    return max(
+        (sum(p.get(pid, 0) for p in s.procs.values()) for s in window.seen if s.last >= start),
+        default=0,
+    )
 
 
 def _max(*values: int | None) -> int | None:

@@ -15,6 +15,7 @@ from gputop_tracker.core.blocks.stats import BlockStats
 from gputop_tracker.core.gpu.backend import GpuReading
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.builder import SummaryBuilder
+from gputop_tracker.core.summary.probe import ProbeStats
 
 LIVE_PERIOD = 0.5  # seconds at least between two live block tables
 
@@ -23,6 +24,8 @@ class BlocksSummaryBuilder(SummaryBuilder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.blocks = BlockStats()
+        self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.blocks.tree = self.procs
         self.live_version = 0  # BlockStats.version when the live table was last sent
         self.next_live = 0.0
 

@@ -95,7 +95,9 @@ def open_amd(pid_mapper: PidMapper | None = None) -> GpuBackend:
         with quiet_stdout(captured):
             import amdsmi
     except ImportError:
-        return NoGpuBackend("no AMD GPU tracking: amdsmi is not installed (pip install 'gputop-tracker[amd]')")
+        return NoGpuBackend(
+            "no AMD GPU tracking: amdsmi is not installed (pip install 'amdsmi>=6.2,<8', the version of your ROCm)"
+        )
     except Exception as e:  # amdsmi could not bind its library (a version without a symbol it needs ...)
         why = captured[0] if captured else f"{type(e).__name__}: {e}"
         return NoGpuBackend(f"no AMD GPU found (amdsmi did not load: {why})")
@@ -145,6 +147,9 @@ class AmdSmiBackend(GpuBackend):
 
     def found_none(self) -> bool:
         return not self._devices
+
+    def memory_source(self) -> str:
+        return f"sampled (amdsmi process list, at most every {self.PROCESS_PERIOD:g} s)"
 
     def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One amdsmi query; None when unsupported, not permitted or failing ("N/A" included)."""

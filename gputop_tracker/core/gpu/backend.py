@@ -3,9 +3,12 @@
 Nothing else in the tool knows which backend it talks to. Every NVML failure degrades to a missing
 field, a GPU marked lost, or a one-line note — never an exception out of `read`.
 
-Cost (measured, bench/bench_nvml.py): the cheap per-device queries (memory, utilization, temperature, power, clocks,
-energy, GPM) run every sample; the running-processes query takes a driver lock (~4.5 ms per GPU), so it
-and the other slow queries (per-process utilization, fan, power limit) run at their own bounded rate.
+Cost (CPU per call on an H100; bench/bench_nvml.py, bench/bench_gpu_watch.py): only the cheap queries run
+every sample (utilization, temperature, power: 1-2 µs). The process lists and device memory of the counted
+GPUs are read by the watcher (`watch.GpuWatcher`, 50 Hz by default) on its own thread; each sample takes the
+highs it saw. The slow ones run at their own pace: energy (3.5 ms) at the first sample, at most every
+ENERGY_PERIOD and at the end (`read_energy`); per-process utilization (1.4 ms) and GPM (94 µs) at most once
+a second; clocks, fan and power limit every RARE_PERIOD.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputop_tracker.core.gpu.nvml_extras import NvmlExtras
+from gputop_tracker.core.gpu.watch import GpuWatcher, Window
 
 
 @dataclass
@@ -62,6 +66,9 @@ class GpuReading:
     vendor: str | None = None  # "nvidia", "amd"; None: simulated or scripted
     #: other names the GPU goes by in a *_VISIBLE_DEVICES list (AMD: the HIP/ROCr UUID, GPU-<hex>)
     alt_ids: tuple[str, ...] = ()
+    #: what the GPU memory watcher saw since the last sample (one object shared by the sample's readings);
+    #: None where the watcher does not read this device: `processes` is then one reading
+    window: Window | None = None
     #: NVML accounting mode: True on, False off, None unknown / not supported (MIG, no NVML)
     accounting: bool | None = None
     #: pid -> exact peak GPU memory on this GPU from the driver's accounting records (exited processes too)
@@ -129,6 +136,29 @@ class GpuBackend:
 
     def close(self) -> None:
         return None
+
+    # the GPU memory watcher, where the backend has one (NVML)
+    watcher: GpuWatcher | None = None
+
+    def start_watch(self, hz: float) -> None:
+        """Read process lists and memory at `hz` on a thread of its own (0: not at all)."""
+        return None
+
+    def stop_watch(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+
+    def set_counted(self, uuids: set[str] | None) -> None:
+        """The GPUs counted for the run (None: all): the watcher reads only those."""
+        return None
+
+    def memory_source(self) -> str:
+        """How per-process GPU memory was read, for the report's `sources`."""
+        return "sampled (once a sample)"
+
+    def read_energy(self) -> dict[int, int]:
+        """Each device's energy counter (mJ) now: the last reading at the end of the run."""
+        return {}
 
     def found_none(self) -> bool:
         """True when this backend has no GPU to read (so the next vendor's may be tried)."""
@@ -296,6 +326,9 @@ class _Device:
     memory_v2: bool = True
     gpm: bool = False
     gpm_prev: Any = None
+    gpm_last: tuple[float | None, ...] = (None, None, None, None)
+    clocks: tuple[float | None, float | None] = (None, None)
+    last_mem: Any = None  # the watcher's latest memory reading (total, reserved)
     last_seen_us: int = 0  # nvmlDeviceGetProcessUtilization's timestamp, kept or values lag
     lost: bool = False
     procs: dict[int, int] = field(default_factory=dict)
@@ -317,6 +350,10 @@ class NvmlBackend(GpuBackend):
     PROCESS_PERIOD = 1.0
     #: ... and never more than 1/PROCESS_BUDGET of the time (period = max(PERIOD, cost × BUDGET))
     PROCESS_BUDGET = 50.0
+    #: the energy counter costs 3.5 ms of CPU a read on an H100: at most this often (and at the start and end)
+    ENERGY_PERIOD = 5.0
+    #: clocks, fan and power limit change seldom
+    RARE_PERIOD = 10.0
 
     def __init__(self, pid_mapper: PidMapper | None = None) -> None:
         super().__init__()
@@ -326,6 +363,10 @@ class NvmlBackend(GpuBackend):
         pynvml.nvmlInit()
         self._pids = pid_mapper or PidMapper()
         self._devices: list[_Device] = []
+        self._process_lists = (
+            _running_processes(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3"),
+            _running_processes(pynvml, "nvmlDeviceGetGraphicsRunningProcesses_v3"),
+        )
         n = pynvml.nvmlDeviceGetCount()
         migs: list[_Device] = []
         for i in range(n):
@@ -355,6 +396,11 @@ class NvmlBackend(GpuBackend):
         self._devices += migs
         self._extras = NvmlExtras(self)
         self._procs_due = 0.0
+        self._energy_due = 0.0
+        self._rare_due = 0.0
+        self._watched: set[int] = set()  # device indices the watcher reads
+        self._unmapped_seen: frozenset[int] = frozenset()  # host PIDs the lists held that no tracked PID maps
+        self._counted: set[str] | None = None
         self.process_query_s = 0.0  # last cost of the slow queries, all devices (for the benchmark)
         if not self._devices:
             self.note = "NVML found no NVIDIA GPU"
@@ -407,9 +453,15 @@ class NvmlBackend(GpuBackend):
 
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
         now = time.monotonic()
+        cpu = time.thread_time()  # the budget is CPU: waiting for the watcher's thread (the GIL) costs nothing
         slow = now >= self._procs_due
-        if slow:
-            self._pids.update(pids)
+        self._pids.update(pids)  # only new pids cost anything (and nothing outside a PID namespace)
+        due = _Due(slow, now >= self._energy_due, now >= self._rare_due, set(pids) if slow else set())
+        if due.energy:
+            self._energy_due = now + self.ENERGY_PERIOD
+        if due.rare:
+            self._rare_due = now + self.RARE_PERIOD
+        window = self.watcher.take() if self.watcher is not None else None
         out = []
         by_index = {d.index: d for d in self._devices}
         for dev in self._devices:
@@ -431,26 +483,36 @@ class NvmlBackend(GpuBackend):
                 r.lost = True
                 continue
             try:
-                self._read_device(dev, r, slow)
+                self._read_device(dev, r, due, window if dev.index in self._watched else None)
             except self._nvml.NVMLError_GpuIsLost:
                 dev.lost = r.lost = True
                 self.problems.add(f"GPU {dev.index} ({dev.uuid}) fell off the bus (NVML: GPU is lost)")
             except Exception as e:  # never let one device stop the tracking of the others
                 self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
-        if slow:
+        # pairing (containers) and accounting at the slow pace, and at once when the watcher saw new host PIDs
+        if self._new_unmapped() or slow:
             self._extras.after_processes(out, pids)
-            cost = time.monotonic() - now
+        if slow:
+            cost = time.thread_time() - cpu
             self.process_query_s = cost
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
         return out
 
-    def _read_device(self, dev: _Device, r: GpuReading, slow: bool) -> None:
+    def _new_unmapped(self) -> bool:
+        """True when the process lists hold host PIDs (containers) other than at the last look."""
+        if not self._pids.namespaced:
+            return False
+        hosts = frozenset(h for d in self._devices for h in d.unmapped)
+        changed, self._unmapped_seen = hosts != self._unmapped_seen, hosts
+        return changed and bool(hosts)
+
+    def _read_device(self, dev: _Device, r: GpuReading, due: _Due, window: Window | None) -> None:
         nv = self._nvml
         h = dev.handle
         get = self._get
-        mem = self._memory(dev)
+        mem = dev.last_mem if window is not None and dev.last_mem is not None else self._memory(dev)
         if mem is not None:
-            r.memory_used = int(mem.used)
+            r.memory_used = int(mem.used) if window is None else window.used_max.get(dev.index, int(mem.used))
             r.memory_total = dev.memory_total = int(mem.total)
             reserved = getattr(mem, "reserved", None)
             r.memory_reserved = int(reserved) if reserved is not None else None
@@ -461,28 +523,113 @@ class NvmlBackend(GpuBackend):
         r.temperature_c = _num(get(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU))
         power = _num(get(nv.nvmlDeviceGetPowerUsage, h))
         r.power_w = power / 1000.0 if power is not None else None
-        r.clock_sm_mhz = _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM))
-        r.clock_memory_mhz = _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM))
-        energy = get(nv.nvmlDeviceGetTotalEnergyConsumption, h)
-        r.energy_mj = int(energy) if isinstance(energy, int) else None
-        if dev.gpm:
+        if due.rare:
+            self._read_rare(dev)
+        r.clock_sm_mhz, r.clock_memory_mhz = dev.clocks
+        if due.energy:  # a reading only when read: the summary's energy is last minus first
+            r.energy_mj = self._energy(dev)
+        if dev.gpm and due.slow:
             self._read_gpm(dev, r)
-        if slow:
-            limit = _num(get(nv.nvmlDeviceGetEnforcedPowerLimit, h))
-            dev.power_limit_w = limit / 1000.0 if limit is not None else None
-            dev.fan_percent = _num(get(nv.nvmlDeviceGetFanSpeed, h))
-            self._read_processes(dev, r)
+            dev.gpm_last = (r.sm_activity, r.sm_occupancy, r.tensor_activity, r.dram_bandwidth)
+        r.sm_activity, r.sm_occupancy, r.tensor_activity, r.dram_bandwidth = dev.gpm_last
+        if due.slow:
+            if window is None:
+                self._read_processes(dev, r)
+            # 1.4 ms of CPU on an H100: only while a tracked process is on this GPU (the figure is the tree's)
+            if dev.mig_parent is None and not dev.mig_enabled and not due.tree.isdisjoint(dev.procs):
+                self._read_process_util(dev, r)
         r.power_limit_w = dev.power_limit_w
         r.fan_percent = dev.fan_percent
-        r.processes = dev.procs
+        r.processes = dev.procs if window is None else window.procs_max.get(dev.index, dev.procs)
+        r.window = window
         r.process_instances = dev.instances
         r.unattributed_memory = dev.unattributed
         r.attributed_pids = dev.attributed
         r.accounting = dev.accounting
         r.accounting_peaks = dev.accounting_peaks
 
-    def _read_processes(self, dev: _Device, r: GpuReading) -> None:
+    def _read_rare(self, dev: _Device) -> None:
         nv = self._nvml
+        h = dev.handle
+        get = self._get
+        dev.clocks = (
+            _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)),
+            _num(get(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)),
+        )
+        limit = _num(get(nv.nvmlDeviceGetEnforcedPowerLimit, h))
+        dev.power_limit_w = limit / 1000.0 if limit is not None else None
+        dev.fan_percent = _num(get(nv.nvmlDeviceGetFanSpeed, h))
+
+    def _energy(self, dev: _Device) -> int | None:
+        energy = self._get(self._nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle)
+        return int(energy) if isinstance(energy, int) else None
+
+    def read_energy(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for dev in self._devices:
+            if dev.lost:
+                continue
+            try:
+                energy = self._energy(dev)
+            except Exception:  # lost meanwhile: its last reading stands
+                continue
+            if energy is not None:
+                out[dev.index] = energy
+        return out
+
+    # ------------------------------------------------------------------ the GPU memory watcher
+
+    def set_counted(self, uuids: set[str] | None) -> None:
+        self._counted = uuids
+        if self.watcher is not None:
+            self._watched = self._to_watch()
+
+    def _to_watch(self) -> set[int]:
+        """Devices the watcher reads: the counted ones (all by default), a counted GPU's MIG devices with it."""
+        counted = self._counted
+        by_index = {d.index: d for d in self._devices}
+
+        def chosen(d: _Device) -> bool:
+            if counted is None:
+                return True
+            parent = by_index.get(d.mig_parent) if d.mig_parent is not None else None
+            return d.uuid in counted or (parent is not None and parent.uuid in counted)
+
+        return {d.index for d in self._devices if chosen(d)}
+
+    def start_watch(self, hz: float) -> None:
+        if hz <= 0 or not self._devices:
+            return
+        self._watched = self._to_watch()
+        self.watcher = GpuWatcher(self._watch_pass, hz)
+        self.watcher.poll_once()  # the first sample already has a read
+        self.watcher.start()
+
+    def _watch_pass(self) -> tuple[dict[int, dict[int, int]], dict[int, int]]:
+        """One read of the watched devices' process lists and memory (on the watcher's thread)."""
+        procs: dict[int, dict[int, int]] = {}
+        used: dict[int, int] = {}
+        watched = self._watched
+        for dev in self._devices:
+            if dev.index not in watched or dev.lost:
+                continue
+            try:
+                mem = self._memory(dev)
+                if mem is not None:
+                    dev.last_mem = mem
+                    used[dev.index] = int(mem.used)
+                self._read_processes(dev, None)
+            except Exception:  # lost or failing: the sampler's own read finds out and says so
+                continue
+            procs[dev.index] = dev.procs
+        return procs, used
+
+    def memory_source(self) -> str:
+        if self.watcher is None:
+            return f"sampled (NVML running processes, at most every {self.PROCESS_PERIOD:g} s)"
+        return self.watcher.label("NVML running processes")
+
+    def _read_processes(self, dev: _Device, r: GpuReading | None) -> None:
         if dev.mig_enabled:  # the parent lists MIG processes without memory: read them on the MIG devices
             dev.procs, dev.instances, dev.unattributed = {}, {}, None
             return
@@ -491,8 +638,8 @@ class NvmlBackend(GpuBackend):
         unattributed = 0
         unmapped = False
         attributed: set[int] = set()
-        dev.unmapped = {}
-        for fn in (nv.nvmlDeviceGetComputeRunningProcesses_v3, nv.nvmlDeviceGetGraphicsRunningProcesses_v3):
+        unmapped_hosts: dict[int, int] = {}  # filled here, then handed over whole (the watcher's thread reads lists)
+        for fn in self._process_lists:
             for p in self._get(fn, dev.handle) or ():
                 used = getattr(p, "usedGpuMemory", None)
                 used = int(used) if used else 0  # None: not available (MIG on the parent, WDDM)
@@ -500,7 +647,7 @@ class NvmlBackend(GpuBackend):
                 if pid is None:
                     unmapped = True
                     unattributed += used
-                    dev.unmapped[int(p.pid)] = dev.unmapped.get(int(p.pid), 0) + used
+                    unmapped_hosts[int(p.pid)] = unmapped_hosts.get(int(p.pid), 0) + used
                     continue
                 if self._pids.is_paired(int(p.pid)):
                     attributed.add(pid)
@@ -510,9 +657,8 @@ class NvmlBackend(GpuBackend):
                 if gi != 0xFFFFFFFF:
                     instances[pid] = (int(gi), int(ci))
         dev.procs, dev.instances, dev.attributed = procs, instances, frozenset(attributed)
+        dev.unmapped = unmapped_hosts
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
-        if dev.mig_parent is None:
-            self._read_process_util(dev, r)
 
     def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
         try:
@@ -583,6 +729,7 @@ class NvmlBackend(GpuBackend):
                 pass
 
     def close(self) -> None:
+        self.stop_watch()
         for dev in self._devices:
             if dev.gpm_prev is not None:
                 try:
@@ -594,6 +741,57 @@ class NvmlBackend(GpuBackend):
             self._nvml.nvmlShutdown()
         except Exception:
             pass
+
+
+@dataclass
+class _Due:
+    """Which of the slower queries this sample runs."""
+
+    slow: bool  # process utilization, GPM, and process lists the watcher does not read: at most once a second
+    energy: bool
+    rare: bool  # clocks, fan, power limit
+    tree: set[int]  # the tracked pids (on slow samples)
+
+
+@dataclass
+class _ProcessInfo:
+    """One entry of a running-processes list, as nvidia-ml-py gives it (usedGpuMemory None: not available)."""
+
+    pid: int
+    usedGpuMemory: int | None  # NVML's names
+    gpuInstanceId: int
+    computeInstanceId: int
+
+
+def _running_processes(nv: Any, name: str) -> Callable[[Any], list[_ProcessInfo]]:
+    """A running-processes query in one C call (nvidia-ml-py's wrapper makes two, the size then the list, and on
+    a real driver each takes its lock): a buffer with room to spare, a second call only when it was too small."""
+    not_available = nv.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+
+    def read(handle: Any) -> list[_ProcessInfo]:
+        room = 32
+        for _ in range(3):
+            buf = (nv.c_nvmlProcessInfo_v3_t * room)()
+            count = ctypes.c_uint(room)
+            ret = nv._nvmlGetFunctionPointer(name)(handle, ctypes.byref(count), buf)
+            if ret == nv.NVML_ERROR_INSUFFICIENT_SIZE:
+                room = count.value * 2 + 8
+                continue
+            nv._nvmlCheckReturn(ret)
+            return [
+                _ProcessInfo(
+                    b.pid,
+                    None if b.usedGpuMemory == not_available else b.usedGpuMemory,
+                    b.gpuInstanceId,
+                    b.computeInstanceId,
+                )
+                for b in buf[: count.value]
+            ]
+        nv._nvmlCheckReturn(ret)
+        return []
+
+    read.__name__ = name
+    return read
 
 
 def _num(v: Any) -> float | None:

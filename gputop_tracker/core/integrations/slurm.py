@@ -48,27 +48,27 @@ def parse_time(text: str) -> int:
     s = text.strip().lower()
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", s)
     value = int(float(m.group(1)) * _TIME_SUFFIX[m.group(2)]) if m else _slurm_time(s)
-    if value <= 0:
+    if value is None or value <= 0:  # the text as given, quoted whole
         raise RequestError(f"invalid time {text!r}: use e.g. 2h, 90m, 1-12:00:00 or HH:MM:SS")
     return value
 
 
-def _slurm_time(s: str) -> int:
-    """SLURM's time formats (sbatch --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+def _slurm_time(s: str) -> int | None:
+    """SLURM's time formats (sbatch --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; None if not."""
     days = 0
     if "-" in s:
         d, _, s = s.partition("-")
         if not d.isdigit():
-            raise RequestError(f"invalid time {d}-{s!r}: use e.g. 2h, 90m, 1-12:00:00 or HH:MM:SS")
+            return None
         days = int(d)
         parts = s.split(":")
         if not all(p.isdigit() for p in parts) or len(parts) > 3:
-            raise RequestError(f"invalid time {s!r}: use e.g. 2h, 90m, 1-12:00:00 or HH:MM:SS")
+            return None
         h, mi, sec = ([int(p) for p in parts] + [0, 0])[:3]
         return days * 86400 + h * 3600 + mi * 60 + sec
     parts = s.split(":")
     if not s or not all(p.isdigit() for p in parts) or len(parts) > 3:
-        raise RequestError(f"invalid time {s!r}: use e.g. 2h, 90m, 1-12:00:00 or HH:MM:SS")
+        return None
     nums = [int(p) for p in parts]
     if len(nums) == 1:
         return nums[0] * 60  # SLURM: a bare number is minutes
@@ -82,8 +82,9 @@ def _count(key: str, text: str) -> int:
         n = int(text.strip())
     except ValueError:
         raise RequestError(f"invalid {key} {text!r}: a whole number") from None
-    if n < 0 or n > 1_000_000:
-        raise RequestError(f"invalid {key} {text!r}: between 0 and 1000000")
+    low = 1 if key == "cpus" else 0  # a job runs on one core at least; it may ask for no GPU
+    if n < low or n > 1_000_000:
+        raise RequestError(f"invalid {key} {text!r}: between {low} and 1000000")
     return n
 
 
@@ -115,8 +116,9 @@ def check_request(request: Mapping[str, Any] | str) -> dict[str, int]:
             raise RequestError(f"unknown request key {key!r}: use {', '.join(REQUEST_KEYS)}")
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise RequestError(f"invalid request {key}={value!r}: a whole number >= 0")
+        low = 0 if key == "gpus" else 1  # no job asks for no memory, no core or no time
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise RequestError(f"invalid request {key}={value!r}: a whole number >= {low}")
         out[key] = value
     return out
 

@@ -31,6 +31,7 @@ class EngineConfig:
     gpus: str | None = None  # --gpus list; None = CUDA_VISIBLE_DEVICES of the command, else all
     simulate_gpus: int = 0
     gpu_backend: str = "auto"  # auto (NVIDIA, then AMD) | nvidia | amd | none
+    gpu_poll: float = 50.0  # Hz of the GPU memory watcher (process lists, device memory); 0 = off
     store: str | None = None
     save: bool = True
     stream_samples: bool = False
@@ -58,6 +59,7 @@ class EngineConfig:
     # the cluster job: read by the front end before the sampler starts (slurm.context_for)
     slurm: dict[str, Any] | None = None
     blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
+    probe: bool = True  # the in-process probe on the launched command's PYTHONPATH (exact peaks at exit)
     front_end: int = 0  # the pid of the process that starts the sampler (set by channel.start_*): its death is noted
 
 

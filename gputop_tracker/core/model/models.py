@@ -74,7 +74,11 @@ class GpuSample(Model):
     clock_sm_mhz: float | None = None
     clock_memory_mhz: float | None = None
     fan_percent: float | None = None
-    energy_j: float | None = Field(None, description="energy used since the session's first GPU reading")
+    energy_j: float | None = Field(
+        None,
+        description="energy used from the session's first GPU reading to its last (the counter costs milliseconds "
+        "of CPU a read: read at most every 5 s, so this steps)",
+    )
     sm_activity: float | None = Field(None, description="GPM: % of SMs busy (None: no GPM on this GPU)")
     sm_occupancy: float | None = Field(None, description="GPM: % of warps active vs the maximum")
     tensor_activity: float | None = Field(None, description="GPM: % of time any tensor core was busy")
@@ -144,6 +148,23 @@ class MaxRAM(Model):
     )
 
 
+class GpuAllocator(Model):
+    """A GPU framework's allocator figures on one device, read in the process (probe, code blocks)."""
+
+    framework: str = Field(description="torch | jax | cupy")
+    device: str = Field(description="cuda:0, gpu:1, …")
+    peak_allocated: float | None = Field(None, description="most memory handed to the program at once")
+    peak_reserved: float | None = Field(None, description="most memory the allocator held (its cache included)")
+    at_exit: bool = Field(False, description="sizes at exit, not peaks (CuPy's pool keeps no peak): lower bounds")
+    processes: int | None = Field(None, description="in max_gpu_ram.allocator: how many processes it sums")
+
+
+class AllocatorPeaks(Model):
+    main: list[GpuAllocator] = Field(default_factory=list)
+    descendants: list[GpuAllocator] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
 class MaxGPURAM(Model):
     unit: str = "bytes"
     system_capacity: float = 0.0
@@ -151,11 +172,32 @@ class MaxGPURAM(Model):
     main: float = 0.0
     descendants: float = 0.0
     combined: float = 0.0
+    allocator: AllocatorPeaks | None = Field(
+        None, description="the GPU allocators' own peaks, sent by the probe at each Python process's exit"
+    )
     accounting: bool | None = Field(
         None,
         description="NVML accounting mode (exact per-process peaks kept by the driver): true when on for every "
         "NVIDIA GPU that has the mode, false when off on one at least, null when none says (no NVIDIA GPU, MIG)",
     )
+
+
+class ProbeWithout(Model):
+    pid: int
+    name: str
+    reason: str
+
+
+class ProbeInfo(Model):
+    """The in-process probe: on or off, which processes reported at exit, which Python ones could not."""
+
+    enabled: bool = False
+    reported: list[int] = Field(default_factory=list, description="pids whose exit report arrived")
+    without_probe: list[ProbeWithout] = Field(default_factory=list, description="Python run with -I, -E or -S")
+    python_unreported: list[int] = Field(
+        default_factory=list, description="Python processes seen that sent nothing (killed by a signal, exec'd, …)"
+    )
+    note: str | None = None
 
 
 class Percentages(Model):
@@ -267,6 +309,9 @@ class ProcessSummary(Model):
     rss_slope: float | None = Field(None, description="least-squares slope of RSS over the run (bytes/s)")
     rss_r2: float | None = Field(None, description="R² of that fit (1 = perfectly steady growth)")
     leak_suspected: bool = Field(False, description="RSS grew steadily (R² > 0.9) and materially over ≥ 10 samples")
+    gpu_allocator: list[GpuAllocator] = Field(
+        default_factory=list, description="its GPU allocators' peaks, read in-process at exit (bytes)"
+    )
 
 
 class Event(Model):
@@ -358,6 +403,15 @@ class BlockDuration(Model):
     std: float = 0.0
 
 
+class BlockAllocator(GpuAllocator):
+    """A block's allocator peak: exact when the process's peak rose during a run (the new peak), else a
+    bracket: at least what the runs' boundaries saw (peak_allocated), at most the peak so far (*_max)."""
+
+    peak_allocated_max: float | None = None
+    peak_reserved_max: float | None = None
+    exact: bool = False
+
+
 class BlockSummary(Model):
     """One code block of the tracked program (`with block(name)`, `@tracked`): every run of that name.
     RAM figures are in max_ram's unit, GPU RAM in max_gpu_ram's, durations in compute_time's."""
@@ -376,6 +430,12 @@ class BlockSummary(Model):
         None, description="the whole tree's peak while the block ran: the job cgroup's (exact) or sampled"
     )
     marks: int = Field(0, description="marks made while a run of it was open (anywhere in the tree)")
+    gpu_allocator: list[BlockAllocator] = Field(
+        default_factory=list, description="the GPU allocators' peaks during its runs (exact, or a bracket)"
+    )
+    tree_peak_gpu_ram: float | None = Field(
+        None, description="the whole tree's peak GPU memory while the block ran (the GPU memory watcher's reads)"
+    )
     sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact or sampled")
 
 
@@ -422,6 +482,7 @@ class ResourceUsage(Model):
     gpu_energy_j: float | None = Field(None, description="energy of the counted GPUs during the session")
     gpu_energy_wh: float | None = None
     processes: list[ProcessSummary] = Field(default_factory=list)
+    probe: ProbeInfo | None = Field(None, description="the in-process probe of launched Python processes")
     sources: dict[str, str] = Field(default_factory=dict, description="figure -> exact (counter) or sampled")
     notes: list[str] = Field(default_factory=list)
     session_id: str | None = None
@@ -473,6 +534,7 @@ class ResourceUsage(Model):
         gram.main *= g
         gram.descendants *= g
         gram.combined *= g
+        _scale_allocators(out, g)
         t = TIME_UNITS[self.compute_time.unit] / TIME_UNITS[time_unit]
         out.compute_time.time *= t
         out.compute_time.unit = time_unit
@@ -482,6 +544,8 @@ class ResourceUsage(Model):
                 b.peak_private *= r
             if b.peak_gpu_ram is not None:
                 b.peak_gpu_ram *= g
+            if b.tree_peak_gpu_ram is not None:
+                b.tree_peak_gpu_ram *= g
             if b.tree_peak_ram is not None:
                 b.tree_peak_ram *= r
             d = b.duration
@@ -490,6 +554,25 @@ class ResourceUsage(Model):
 
 
 # --------------------------------------------------------------------------- sessions (the store)
+
+
+def _scale_allocators(u: ResourceUsage, g: float) -> None:
+    """The allocator figures of the report (not a process's own) times `g` (a GPU RAM unit change)."""
+    for a in _allocators(u):
+        a.peak_allocated = a.peak_allocated * g if a.peak_allocated is not None else None
+        a.peak_reserved = a.peak_reserved * g if a.peak_reserved is not None else None
+        if isinstance(a, BlockAllocator):
+            a.peak_allocated_max = a.peak_allocated_max * g if a.peak_allocated_max is not None else None
+            a.peak_reserved_max = a.peak_reserved_max * g if a.peak_reserved_max is not None else None
+
+
+def _allocators(u: ResourceUsage) -> list[GpuAllocator]:
+    """The allocator figures in max_gpu_ram's unit (a process's own stay in bytes, as its other figures)."""
+    al = u.max_gpu_ram.allocator
+    out: list[GpuAllocator] = [*al.main, *al.descendants] if al is not None else []
+    for b in u.blocks:
+        out += b.gpu_allocator
+    return out
 
 
 class Timeline(Model):

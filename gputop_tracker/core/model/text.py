@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 # C0 controls, DEL, C1 controls, the Unicode line and paragraph separators (they end a line too), and lone
 # surrogates: Python's stand-ins for the bytes of a command line that are not UTF-8 (surrogateescape); no
-# UTF-8 writer (a terminal, prometheus-client's exposition) can encode them
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# UTF-8 writer (a terminal, prometheus-client's exposition) can encode them; and the bidirectional controls
+# (U+202E and kin): they reorder what follows on the line, so a name could show as another ("Trojan source")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 

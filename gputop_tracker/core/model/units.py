@@ -43,10 +43,11 @@ class Units:
 
     @classmethod
     def parse(cls, ram: str | None, gpu_ram: str | None, time: str | None) -> Units:
+        # None: not given; '' (`--ram-unit ''`) was given, and is no unit: refused, never silently the default
         return cls(
-            parse_ram_unit(ram) if ram else None,
-            parse_ram_unit(gpu_ram) if gpu_ram else None,
-            parse_time_unit(time) if time else None,
+            parse_ram_unit(ram) if ram is not None else None,
+            parse_ram_unit(gpu_ram) if gpu_ram is not None else None,
+            parse_time_unit(time) if time is not None else None,
         )
 
 

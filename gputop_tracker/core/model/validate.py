@@ -17,6 +17,7 @@ MAX_WINDOW = 86400.0  # seconds of samples the OOM flight recorder keeps
 MAX_SIMULATED_GPUS = 64
 MAX_DUMP_MB = 1e9
 GPU_BACKENDS = ("auto", "nvidia", "amd", "none")  # --gpu-backend / Tracker(gpu_backend=)
+MAX_GPU_POLL = 1000.0  # Hz of the GPU memory watcher (--gpu-poll / Tracker(gpu_poll=))
 
 # How each caller spells the options tracking_options checks: flags on the command line, keyword
 # arguments of `Tracker` (the API keeps gpu-tracker's `sleep_time`).

@@ -24,13 +24,16 @@ from gputop_tracker.core.model.text import command_line, escape_controls
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.report.blockspans import block_runs, elapsed_at
 from gputop_tracker.core.report.columns import TimelineColumns
+from gputop_tracker.core.report.plotlabels import ROW_Y, PanelLabels, arrange
 
 if TYPE_CHECKING:
     from gputop_tracker.core.model.models import Session
 
-EXTRA_HINT = "pip install 'gputop-tracker[plot]'"
+# the library itself works installed from an index or from a checkout alike; the extra is named for both
+EXTRA_HINT = "pip install 'matplotlib>=3.7' (the plot extra: 'gputop-tracker[plot]', or '.[plot]' in a checkout)"
 FORMATS = {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html"}
 DEFAULT_WIDTH = 1200
+LEGEND_BLOCKS = 12  # block names listed in a legend at most
 PANEL_HEIGHT = 260
 HEADER_HEIGHT = 90
 DPI = 100
@@ -121,7 +124,7 @@ class _Axis:
         return [float(t or 0.0) / self.divisor for t in ts]
 
 
-def figure(session: Session, size: tuple[int, int] | None = None) -> Any:
+def figure(session: Session, size: tuple[int, int] | None = None, *, title: str | None = None) -> Any:
     """The session as a matplotlib Figure (with an Agg canvas): one panel each for RAM and CPU, two more for
     GPU memory and utilization when the session saw GPUs. `size` in pixels; default 1200 wide."""
     require_matplotlib()
@@ -135,21 +138,37 @@ def figure(session: Session, size: tuple[int, int] | None = None) -> Any:
     fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
-    fig.suptitle(_title(session), fontsize=10, x=0.01, ha="left")
+    fig.suptitle(_title(session, title), fontsize=10, x=0.01, ha="left")
     end = max([float(t or 0) for t in cols.t] + [_duration(session)])
     axis = _Axis.for_length(end)
     _ram_panel(axes[0], session, cols, axis)
     _cpu_panel(axes[1], session, cols, axis)
     if gpus:
         _gpu_panels(axes[2], axes[3], session, cols, axis)
+    labels = PanelLabels()
     for ax in axes:
-        _mark_events(ax, session, axis, end, label=ax is axes[0])
+        _mark_events(ax, session, axis, end, labels if ax is axes[0] else None)
         ax.grid(True, alpha=0.3)
         ax.set_xlim(0, max(end, 1e-3) / axis.divisor)
     axes[-1].set_xlabel(axis.label)
     if not len(cols):
         axes[0].text(0.5, 0.5, "no samples saved", transform=axes[0].transAxes, ha="center", va="center")
+    arrange(fig, axes[0], labels, lambda names: _legend_blocks(axes[0], names))
     return fig
+
+
+def _legend_blocks(ax: Any, names: list[tuple[str, str]]) -> None:
+    """Block names that found no room on the panel: in its legend, each with its colour."""
+    from matplotlib.patches import Patch
+
+    handles, texts = ax.get_legend_handles_labels()
+    for name, hue in names[:LEGEND_BLOCKS]:
+        handles.append(Patch(color=hue, alpha=0.3, lw=0))
+        texts.append(f"block {_shown(name, 24)}")
+    if len(names) > LEGEND_BLOCKS:  # a legend taller than the panel would squeeze it
+        handles.append(Patch(color="none", lw=0))
+        texts.append(f"… {len(names) - LEGEND_BLOCKS} more blocks")
+    ax.legend(handles, texts, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, borderaxespad=0.0)
 
 
 def _duration(session: Session) -> float:
@@ -168,9 +187,9 @@ def _shown(text: str, limit: int | None = None) -> str:
     return text.replace("$", r"\$")
 
 
-def _title(session: Session) -> str:
+def _title(session: Session, title: str | None = None) -> str:
     m = session.meta
-    cmd = command_line(m.command) or "-"
+    cmd = title if title is not None else command_line(m.command) or "-"
     if len(cmd) > 90:
         cmd = cmd[:89] + "…"
     cmd = _shown(cmd)
@@ -289,9 +308,9 @@ def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColum
         _legend(ax)
 
 
-def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: bool) -> None:
+def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, labels: PanelLabels | None) -> None:
     """Code blocks shaded, marks as thin lines, alerts and OOM kills as vertical lines; named on the first
-    panel only."""
+    panel only (`labels`: arranged once the layout is known, so that no two overlap)."""
     start = session.meta.start_time
     events = session.events
     hues: dict[str, str] = {}
@@ -299,9 +318,10 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         hue = hues.setdefault(name, BLOCK_HUES[len(hues) % len(BLOCK_HUES)])  # one colour per block name
         span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=hue, alpha=0.13, lw=0)
         span.set_gid(f"block-{k}")
-        if label:
-            ax.text(t0 / axis.divisor, 0.02, f" {_shown(name, 24)}", transform=ax.get_xaxis_transform(),
-                    fontsize=7, va="bottom", color=hue)  # fmt: skip
+        if labels is not None:
+            text = ax.text(t0 / axis.divisor, ROW_Y, f" {_shown(name, 24)}", transform=ax.get_xaxis_transform(),
+                           fontsize=7, va="bottom", color=hue)  # fmt: skip
+            labels.block(text, name, hue)
     counts: dict[str, int] = {}
     for e in events:
         if e.type not in ("mark", "warning", "critical", "oom", "gpu_lost"):
@@ -311,10 +331,10 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, *, label: b
         wide = e.type == "oom"
         line = ax.axvline(x, color=COLORS[e.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
         line.set_gid(f"{'mark' if e.type == 'mark' else 'event-' + e.type}-{k}")
-        if label and e.type in ("oom", "mark", "critical", "warning"):
+        if labels is not None and e.type in ("oom", "mark", "critical", "warning"):
             text = "OOM" if wide else _shown(e.name or e.type, 20) if e.type == "mark" else e.type
-            ax.text(x, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
-                    color=COLORS[e.type], rotation=90 if e.type == "mark" else 0)  # fmt: skip
+            labels.top(ax.text(x, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
+                               color=COLORS[e.type], rotation=90 if e.type == "mark" else 0))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- files

@@ -86,7 +86,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     """An aligned, human report with the same figures as the JSON (human units unless a unit is given)."""
     f = _Fmt(units.ram, units.gpu_ram, units.time)
     u = usage
-    lines = [*_head_lines(u, f), "", *_ram_lines(u, f), "", *_cpu_lines(u), "", *_gpu_lines(u, f)]
+    lines = [*_head_lines(u, f), "", *_ram_lines(u, f), *probe_line(u), "", *_cpu_lines(u), "", *_gpu_lines(u, f)]
     lines += _process_lines(u, f, max_processes)
     lines += job_lines(u)
     lines += block_lines(u.blocks, f)
@@ -97,7 +97,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     if u.notes:
         lines += ["", "Notes", *(f"  - {escape_controls(n)}" for n in u.notes)]
     if u.session_path:
-        lines += ["", f"Session saved: {u.session_path}"]
+        lines += ["", f"Session saved: {escape_controls(u.session_path)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -201,7 +201,7 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
     if not u.gpus:
         if not u.gpu_note:
             lines.append("  no GPU found")
-        return lines
+        return lines + _allocator_lines(u, f)
     g = u.max_gpu_ram
     lines.append(
         f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
@@ -220,16 +220,58 @@ def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
             f"  {'energy':<16}{u.gpu_energy_j:.1f} J = {u.gpu_energy_wh or 0:.4f} Wh "
             "(counted GPUs, first to last reading)"
         )
+    lines += _allocator_lines(u, f)
     for gs in u.gpus:
         lines += _gpu_device_lines(gs, f)
     return lines
+
+
+def _allocator_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+    """The GPU allocators' own peaks (probe): main's per device, the descendants' summed per device."""
+    al = u.max_gpu_ram.allocator
+    if al is None:
+        return []
+    lines = []
+    for who, entries in (("main", al.main), ("descendants", al.descendants)):
+        for a in entries:
+            n = f", {a.processes} processes" if a.processes and a.processes > 1 else ""
+            kind = "at exit" if a.at_exit else "peak"
+            how = "lower bound" if a.at_exit else "exact" if who == "main" or a.processes == 1 else "upper bound"
+            lines.append(
+                f"  {'allocator':<16}{who} {escape_controls(a.framework)} {escape_controls(a.device)}: "
+                f"{kind} allocated {f.gpu(a.peak_allocated)}, reserved {f.gpu(a.peak_reserved)} ({how}{n})"
+            )
+    return lines
+
+
+def probe_line(u: ResourceUsage) -> list[str]:
+    """Whether the in-process probe was on and who reported."""
+    pr = u.probe
+    if pr is None:
+        return []
+    if not pr.enabled:
+        return [f"  probe           off{': ' + escape_controls(pr.note) if pr.note else ''}"]
+    pids = ", ".join(str(p) for p in pr.reported[:8]) + (" …" if len(pr.reported) > 8 else "")
+    line = f"  probe           on: {len(pr.reported)} Python processes reported their peaks at exit"
+    line += f" (PIDs {pids})" if pids else ""
+    out = [line]
+    for w in pr.without_probe[:5]:
+        out.append(f"                  PID {w.pid} ({escape_controls(w.name)}): {w.reason}, no probe")
+    return out
 
 
 def _gpu_peak_labels(u: ResourceUsage) -> str:
     """ ", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
     labels = {k: u.sources.get(f"max_gpu_ram.{k}", "sampled") for k in ("main", "descendants", "combined")}
     if all(v.startswith("sampled") and "elimination" not in v for v in labels.values()):
-        return ", sampled"
+        # where the GPU memory watcher read them: its rate ("sampled at 50 Hz", and where it slowed down)
+        head, _, rest = labels["main"].partition(" (")
+        rate = head + rest.partition(")")[2]
+        return (
+            f", {escape_controls(rate)}"
+            if len(set(labels.values())) == 1 and head.startswith("sampled at ")
+            else ", sampled"
+        )
     return "".join(f"; {k}: {escape_controls(v)}" for k, v in labels.items())
 
 
@@ -328,7 +370,22 @@ def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[st
     lines += ["  " + line for line in _table(rows, "<>>>>>>>>>>>")]
     if len(blocks) > limit:
         lines.append(f"  … and {len(blocks) - limit} more (see the JSON report)")
-    return lines
+    return lines + _block_allocator_lines(blocks[:limit], f)
+
+
+def _block_allocator_lines(blocks: list[BlockSummary], f: _Fmt) -> list[str]:
+    """The GPU allocators' peak allocated per block: exact, or a bracket (at least … at most)."""
+    out = []
+    for b in blocks:
+        for a in b.gpu_allocator:
+            figure = (
+                f.gpu(a.peak_allocated)
+                if a.exact
+                else f"{f.gpu(a.peak_allocated)} to {f.gpu(a.peak_allocated_max)} (bracket)"
+            )
+            where = escape_controls(f"{a.framework} {a.device}")
+            out.append(f"    {escape_controls(b.name[:40])}: {where} {figure}")
+    return ["  GPU allocator, peak allocated during the block (never reset):", *out] if out else []
 
 
 def blocks_text(blocks: list[BlockSummary]) -> list[str]:

@@ -14,9 +14,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gputop_tracker.core.model.config import JOB_SIGNALS, EngineConfig, config_json
 from gputop_tracker.core.model.config import STOP_SIGNAL as STOP_SIGNAL  # re-exported: the front ends stop with it
-from gputop_tracker.core.model.config import EngineConfig, config_json
 from gputop_tracker.core.sampling.framing import LineFramer
+from gputop_tracker.core.sampling.relayed import RelayLedger
+
+# what a dead sampler may have owed the command (never STOP_SIGNAL: that one was the sampler's own)
+RELAYABLE = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS))
 
 if TYPE_CHECKING:
     from gputop_tracker.core.model.models import Event, LiveBlocks, ResourceUsage, Sample
@@ -128,9 +132,15 @@ class SamplerHandle:
     """A running sampler process and its message stream."""
 
     def __init__(
-        self, pid: int, read_fd: int, popen: subprocess.Popen[bytes] | None = None, request_fd: int = -1
+        self,
+        pid: int,
+        read_fd: int,
+        popen: subprocess.Popen[bytes] | None = None,
+        request_fd: int = -1,
+        ledger: RelayLedger | None = None,
     ) -> None:
         self.pid = pid
+        self.ledger = ledger  # a forked sampler's count of the signals it passed on to the command
         self.read_fd = read_fd
         self._popen = popen
         self.request_fd = request_fd  # a forked sampler's request pipe (`start_forked(requests=True)`), or -1
@@ -197,10 +207,16 @@ class SamplerHandle:
         return True
 
     def signal(self, sig: int) -> None:
+        if self.ledger is not None:
+            self.ledger.sending(sig)
         try:
             os.kill(self.pid, sig)
         except ProcessLookupError:
             pass
+
+    def unrelayed(self) -> list[int]:
+        """Once the sampler died: the signals for the command it took from us and never passed on."""
+        return self.ledger.unrelayed(RELAYABLE) if self.ledger is not None else []
 
     def wait(self) -> int:
         if self.exit_status is None:
@@ -267,6 +283,7 @@ def start_forked(cfg: EngineConfig, *, requests: bool = False) -> SamplerHandle:
     sampler's stdin; the command must then be given its own stdin (`cfg.stdin`)."""
     r, w = os.pipe()
     req_r, req_w = os.pipe() if requests else (-1, -1)
+    ledger = RelayLedger()
     cfg.front_end = os.getpid()  # known before the fork: should we die first, getppid() would name our reaper
     pid = os.fork()
     if pid == 0:
@@ -279,11 +296,11 @@ def start_forked(cfg: EngineConfig, *, requests: bool = False) -> SamplerHandle:
         # imported here, in the child: it loads while the front end loads pydantic on the other core
         from gputop_tracker.core.sampling.sampler import run_forked_child
 
-        run_forked_child(cfg, w)
+        run_forked_child(cfg, w, ledger)
     os.close(w)
     if requests:
         os.close(req_r)
-    return SamplerHandle(pid, r, request_fd=req_w)
+    return SamplerHandle(pid, r, request_fd=req_w, ledger=ledger)
 
 
 def start_spawned(cfg: EngineConfig) -> SamplerHandle:

@@ -37,6 +37,7 @@ class Launcher:
         self.spawner_hwm = 0  # our own peak RSS just before the fork: what an exec'd child inherits in ru_maxrss
         self.stop_requested = False
         self.to_forward: list[int] = []
+        self.on_relayed: Callable[[int], None] = _nothing  # each signal once passed on (or its target gone)
         self.wake_fd = -1
 
     # ------------------------------------------------------------------ signals
@@ -74,6 +75,7 @@ class Launcher:
                         os.kill(self.main_pid, sig)
                 except ProcessLookupError:
                     pass
+            self.on_relayed(sig)
 
     def _hang_up_group(self) -> bool:
         """The command's session has no terminal (the live view's): our terminal's hang-up is its job's, which the
@@ -213,6 +215,10 @@ class Launcher:
                 return b") Z" not in f.read()
         except OSError:
             return False
+
+
+def _nothing(_sig: int) -> None:
+    pass
 
 
 def _exit_status(code: int) -> tuple[int, int | None]:

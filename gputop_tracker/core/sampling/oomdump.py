@@ -83,9 +83,15 @@ class DumpWriter:
 def dump_gpus(readings: Iterable[Any]) -> list[dict[str, Any]]:
     """The last GPU readings (`gpu.GpuReading`), per-process columns folded into one list."""
     return [
-        {k: v for k, v in vars(g).items() if not k.startswith("process_")} | {"processes": g.processes}
+        {k: _plain(v) for k, v in vars(g).items() if not k.startswith("process_") and k != "window"}
+        | {"processes": g.processes}
         for g in readings
     ]
+
+
+def _plain(value: Any) -> Any:
+    """A value JSON can write (sets, e.g. `attributed_pids`, as sorted lists)."""
+    return sorted(value) if isinstance(value, set | frozenset) else value
 
 
 def dump_limits(

@@ -123,6 +123,7 @@ class ProcHandle:
         "exec_sig",
         "faults",
         "first_seen",
+        "forked",
         "hwm",
         "name",
         "pid",
@@ -182,7 +183,8 @@ class ProcHandle:
         self.smaps_rss = 0  # statm resident then
         self.smaps_time = 0.0
         self.smaps_due = 0.0
-        self.smaps_stale = False  # forked: its pages are now shared copy-on-write with the child
+        self.smaps_stale = False  # a fork since the read: its PSS (and, if it forked, its USS) may have fallen
+        self.forked = False  # it forked since the read: its private pages are now shared with the child
 
     def close(self) -> None:
         for fd in (self.stat_fd, self.statm_fd, self.status_fd):
@@ -326,6 +328,16 @@ def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shm
             h.anon0 = anon
         r.private = r.pss = max(0, anon - h.anon0)
         r.bound = True
+    elif h.smaps_stale:
+        # a fork since the read, and no re-read yet (out of budget): the pages it shared may now be shared with
+        # one more process, so its old PSS may be too high; its private pages are still its own, unless it is
+        # the one that forked (then only anonymous growth since the read surely is)
+        _carry_forward(r, h, anon, file_shmem)
+        if h.forked:
+            r.private = max(0, min(rss, anon - h.smaps_anon))
+        r.pss = r.private
+        r.shared = r.pss_shared = 0
+        r.bound = True
     elif anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged since the read: its figures
         r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
         r.private = h.uss if h.uss < h.pss else h.pss
@@ -461,10 +473,8 @@ class ProcessTree:
         if adopted is not None:
             self.handles[pid] = adopted
             new.append(adopted)
-            # After a fork parent and child share every page copy-on-write: the parent's
-            # USS/PSS must be re-read with the child's, or Σ PSS counts those pages twice.
             if ppid in self.handles:
-                self.handles[ppid].smaps_stale = True
+                self._forked(self.handles[ppid])
 
     def _adopt_children(self, new: list[ProcHandle]) -> None:
         """Every child of a tracked process (and, but for the root, of us as subreaper) joins, then theirs."""
@@ -517,6 +527,18 @@ class ProcessTree:
         for pid, (_, fd, _) in candidates.items():
             os.close(fd)
             self._others.add(pid)
+
+    def _forked(self, parent: ProcHandle) -> None:
+        """After a fork parent and child share every page copy-on-write: the parent's USS/PSS must be re-read
+        with the child's, or Σ PSS counts those pages twice. So must every process that already shared pages
+        (with the parent, its earlier children, the same libraries): each now shares them with one more
+        process, so its PSS fell without its statm moving. Pool(4) forks its workers one by one: a worker read
+        while 3 existed kept a quarter of the parent's 300 MB where a fifth was its share once the fourth came,
+        and Σ PSS exceeded the tree's true peak by 15 MB (a broken lower bound)."""
+        parent.smaps_stale = parent.forked = True
+        for h in self.handles.values():
+            if h.uss >= 0 and h.pss > h.uss:
+                h.smaps_stale = True
 
     def read(self, now_mono: float) -> list[Reading]:
         """Read every tracked process once. Vanished processes are skipped silently."""
@@ -643,7 +665,7 @@ class ProcessTree:
         self._smaps_tokens -= cost
         if h.smaps_stale or h.uss < 0:
             self._first_reads_spent += cost
-        h.smaps_stale = False
+        h.smaps_stale = h.forked = False
         h.smaps_due = now + max(SMAPS_MIN_PERIOD, cost / SMAPS_BUDGET / 4)
         if got is None:
             return

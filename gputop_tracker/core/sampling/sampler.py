@@ -43,6 +43,7 @@ from gputop_tracker.core.sampling.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.sampling.oomdetect import OomDetector
 from gputop_tracker.core.sampling.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
 from gputop_tracker.core.sampling.procfs import HostReader, ProcessTree, read_cmdline, read_environ
+from gputop_tracker.core.sampling.relayed import RelayLedger
 from gputop_tracker.core.sampling.tee import OutputFilePoller, OutputTee
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.summary import events as ev
@@ -177,6 +178,7 @@ class Engine:
         main_pid = self.main_pid
         pidfd = _open_pidfd(main_pid)
         gpu = open_backend(cfg.simulate_gpus, cfg.gpu_backend)
+        gpu.start_watch(cfg.gpu_poll)
         tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude}, cpu_window=self.interval)
         host = HostReader()
         builder = self._new_builder(start, gpu)
@@ -217,6 +219,8 @@ class Engine:
             event_sink=lambda e: self.pipe.send("event", {"event": e}),
         )
         self.builder = builder
+        builder.gpu_memory_source = gpu.memory_source
+        builder.blocks.gpu_watch = gpu.watcher  # each block's GPU peak from the watcher's reads over its run
         if self.cgroup is not None and self.cgroup.created:  # each block's tree peak from the cgroup's own
             builder.blocks.windows = PeakWindows(self.cgroup)
         if cgroup_limit:
@@ -276,6 +280,7 @@ class Engine:
                     builder.note(p)
             if s.gpu_selection.observe(readings, gpus):
                 _select_gpus(builder, gpus, s.gpu_selection)
+                s.gpu.set_counted(builder.gpu_uuids)
         want_sample = self.pipe.open and self.cfg.stream_samples
         sample = builder.add(time.time(), readings, gpus, s.host.read(), want_sample=want_sample)
         if sample is not None:
@@ -358,6 +363,8 @@ class Engine:
         self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
+        s.gpu.stop_watch()  # its reads are kept (the blocks above took theirs)
+        s.builder.final_gpu_energy(s.gpu.read_energy())  # the energy counters at the end, read once more
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
@@ -382,6 +389,8 @@ class Engine:
         if self.launcher.launched:  # the command keeps running: forward signals to it and wait for it, as before
             self.launcher.wait_for_exit(self._on_reaped, lambda: self._wait(time.monotonic() + 0.2, -1))
         try:
+            if self.sampling is not None:  # no thread of ours across the output helper's fork
+                self.sampling.gpu.stop_watch()
             if self.stop_mirror is not None:
                 self.stop_mirror.release()
             self.tee.linger(self._become_tee_helper)
@@ -489,7 +498,7 @@ class Engine:
         contents = _dump_contents(self, builder, recorder, event)
         try:
             return self.dumps.write(now, event, contents)
-        except OSError as e:
+        except (OSError, TypeError, ValueError) as e:  # a dump is never worth the run: tracking goes on
             builder.note(f"OOM dump NOT written: {e}")
             return None
 
@@ -646,7 +655,7 @@ class TreeStop:
         return f"{text}; none survived"
 
 
-def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
+def run_forked_child(cfg: EngineConfig, out_fd: int, ledger: RelayLedger | None = None) -> None:
     """Entry point in a forked child: never returns."""
     code = 1
     try:
@@ -654,7 +663,10 @@ def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
         # the front end blocks the signals it relays; they stay blocked (a Ctrl-C pending since the fork waits)
         # until the Launcher has its handlers in place and unblocks them: never a KeyboardInterrupt in here
         signal.pthread_sigmask(signal.SIG_SETMASK, set(RELAYED_SIGNALS))
-        code = Engine(cfg, out_fd).run()
+        engine = Engine(cfg, out_fd)
+        if ledger is not None:
+            engine.launcher.on_relayed = ledger.relayed
+        code = engine.run()
     except BaseException as e:  # a crash here must still tell the front end
         try:
             msg = json.dumps({"kind": "error", "exit_code": 1, "message": f"sampler crashed: {e!r}"})
@@ -667,11 +679,27 @@ def run_forked_child(cfg: EngineConfig, out_fd: int) -> None:
 
 def main() -> None:
     """`python -m gputop_tracker.core.sampling.sampler CONFIG_JSON`: messages on stdout (used by the Python API)."""
+    _reserve_standard_fds()  # a program with stderr closed spawns us so: no FIFO or pipe of ours may take fd 2
     cfg = EngineConfig(**json.loads(sys.argv[1]))
     out_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing else may write into the message pipe
     sys.exit(Engine(cfg, out_fd).run())
+
+
+def _reserve_standard_fds() -> None:
+    """fds 0-2 that are closed get /dev/null, so the next file we open cannot take a standard number."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            except OSError:
+                pass
 
 
 def _alive(pid: int) -> bool:

@@ -94,10 +94,22 @@ class OutputTee:
                 n = os.write(target, buf if whole else buf[: select.PIPE_BUF])
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # the destination is gone (EPIPE...): what the command would have hit
-                buf.clear()
+            except OSError:  # the destination is gone (EPIPE...)
+                self._destination_gone(target)
                 return
             del buf[:n]
+
+    def _destination_gone(self, target: int) -> None:
+        """Writing to `target` failed: behave as the pipe the command would have written into. We stop reading
+        what goes there and close our read ends, the only ones: the command's next write there fails with
+        EPIPE / SIGPIPE, as it would have without us (`yes | head` ends instead of being copied into nothing)."""
+        self.pending.pop(target, None)
+        for fd in [fd for fd, t in self.sources.items() if t == target]:
+            del self.sources[fd]
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def copy_until(self, deadline: float | None) -> None:
         """Copy until every writer closed the pipes and everything was written, or until `deadline`

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import secrets
 import socket
 import stat
@@ -25,8 +26,12 @@ if TYPE_CHECKING:
 
 SUFFIX = ".json"
 # save_session writes the timeline last; a reader that needs only meta and summary stops parsing here.
-_TIMELINE_KEY = b',"timeline":'
-_HEAD_CHUNK = 64 * 1024
+# Whitespace allowed around it: a session pretty-printed by another tool (jq) is found the same way.
+_TIMELINE_KEY = re.compile(rb',\s*"timeline"\s*:')
+_KEY_OVERLAP = 4096  # bytes of the previous chunk searched again: the key may straddle two chunks
+_HEAD_CHUNK = 1 << 20
+_HEAD_MAX = 64 << 20  # meta and summary are far smaller; past this the key is not looked for any more
+_LIST_WHOLE_MAX = 128 << 20  # a file read whole for a listing (no timeline key found) is never larger
 
 
 def new_session_id(now: float | None = None) -> str:
@@ -42,8 +47,9 @@ def write_atomic(
     (else mkstemp's 0600). `durable=False` skips the fsync (a checkpoint the final save will supersede).
     `make_dirs`: its directory is made when missing (the store's; never a directory the user named)."""
     if make_dirs:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    made = os.fstat(fd)
     try:
         with os.fdopen(fd, "wb") as f:
             if mode is not None:
@@ -55,7 +61,9 @@ def write_atomic(
         os.replace(tmp, path)
     except BaseException:
         try:
-            os.unlink(tmp)
+            now = os.lstat(tmp)
+            if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):  # ours still: never what replaced it
+                os.unlink(tmp)
         except OSError:
             pass
         raise
@@ -101,15 +109,32 @@ def check_output(name: str) -> None:
         if not os.access(out, os.W_OK):
             raise OutputError(f"cannot write {name}: permission denied")
         if stat.S_ISREG(st.st_mode):
-            parent = Path(os.path.realpath(out)).parent  # replaced by a rename inside its directory
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+            _check_can_replace(name, Path(os.path.realpath(out)).parent)  # replaced by a rename inside its directory
         return
     parent = Path(os.path.realpath(out)).parent
     if not parent.is_dir():
         raise OutputError(f"cannot write {name}: directory {parent} does not exist")
+    _check_can_replace(name, parent)
+
+
+def _check_can_replace(name: str, parent: Path) -> None:
+    """A file can be created in `parent` (what the atomic write does at the end). `os.access` alone says yes to
+    root for /sys or /proc, where no file can be created: a probe file is made, and removed at once (only that
+    very file: the same inode)."""
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {name}: directory {parent} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gputop-probe-", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise OutputError(f"cannot write {name}: no file can be created in {parent} ({e.strerror})") from None
+    try:
+        made = os.fstat(fd)
+        os.close(fd)
+        now = os.lstat(probe)
+        if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+            os.unlink(probe)
+    except OSError:
+        pass
 
 
 def check_store(store: Path) -> None:
@@ -220,20 +245,20 @@ def _read_head(path: Path) -> bytes | None:
     """
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
-        head = b""
+        head = bytearray()  # grown in place: linear in the bytes read, whatever the layout
         while True:
             chunk = f.read(_HEAD_CHUNK)
-            if not chunk:
+            if not chunk or len(head) >= _HEAD_MAX:
                 return None
-            searched = max(0, len(head) - len(_TIMELINE_KEY))
+            searched = max(0, len(head) - _KEY_OVERLAP)
             head += chunk
-            at = head.find(_TIMELINE_KEY, searched)
-            if at >= 0:
+            found = _TIMELINE_KEY.search(head, searched)
+            if found is not None:
                 break
-        f.seek(max(0, size - 8))
-        if not f.read().rstrip().endswith(b"}}"):
+        f.seek(max(0, size - 64))
+        if not re.sub(rb"\s", b"", f.read()).endswith(b"}}"):
             return None
-    return head[:at] + b"}"
+    return bytes(head[: found.start()]) + b"}"
 
 
 def load(path: Path, *, timeline: bool = True) -> Entry:
@@ -250,7 +275,11 @@ def load(path: Path, *, timeline: bool = True) -> Entry:
             if entry.session is not None:
                 entry.partial = True
                 return entry
-        # not laid out as expected, or the head alone does not parse: the full parse gives the true reason
+        # not laid out as expected, or the head alone does not parse: the full parse gives the true reason,
+        # unless the file is too large to read whole for a mere listing
+        too_large = _too_large_to_list(path)
+        if too_large is not None:
+            return Entry(sid, path, None, too_large)
     try:
         with open_regular(path) as f:
             raw = f.read()
@@ -261,6 +290,19 @@ def load(path: Path, *, timeline: bool = True) -> Entry:
     return _parse(sid, path, raw)
 
 
+def _too_large_to_list(path: Path) -> str | None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size <= _LIST_WHOLE_MAX:
+        return None
+    return (
+        f"not listed: {size / 1e6:.0f} MB without the layout gputop-track writes (meta and summary first); "
+        "`sessions show` reads it whole"
+    )
+
+
 def _parse(sid: str, path: Path, raw: bytes) -> Entry:
     from pydantic import ValidationError
 
@@ -269,7 +311,8 @@ def _parse(sid: str, path: Path, raw: bytes) -> Entry:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
-        return Entry(sid, path, None, f"corrupt or truncated JSON ({e.msg} at byte {e.pos})")
+        what = e.msg.removesuffix(" at")  # json's "Invalid control character at": not "at at byte"
+        return Entry(sid, path, None, f"corrupt or truncated JSON ({what} at byte {e.pos})")
     except UnicodeDecodeError as e:
         return Entry(sid, path, None, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})")
     except ValueError as e:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
+from gputop_tracker.core.gpu.watch import TreePeaks
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
@@ -32,9 +33,20 @@ from gputop_tracker.core.summary.accumulators import (
 )
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
+from gputop_tracker.core.summary.gpupeaks import SAMPLED as GPU_SAMPLED
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
 from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
 from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
+from gputop_tracker.core.summary.probe import (
+    add_unseen,
+    allocator_rows,
+    allocator_summary,
+    probe_notes,
+    probe_of,
+    probe_peak,
+    probe_section,
+    upper_bound,
+)
 
 TIMELINE_COLUMNS = [
     "elapsed",
@@ -99,6 +111,12 @@ class TreeFigures:
     max_rss: int = 0
     live_user: float = 0.0
     live_system: float = 0.0
+    gpu_combined: int | None = None  # the GPU memory watcher's: main + descendants at one read
+
+    @property
+    def gpu(self) -> int:
+        """The tree's GPU memory: main and descendants at one read."""
+        return self.main_gpu + self.desc_gpu if self.gpu_combined is None else self.gpu_combined
 
     def add_main(self, main: Reading | None, gpu: int) -> None:
         """The whole tree = the descendants (summed in the loop) and the main process."""
@@ -196,11 +214,21 @@ class SummaryBuilder:
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
+        self._tree_peaks: TreePeaks | None = None  # this sample's, from the GPU memory watcher
+        #: how per-process GPU memory was read (the backend's label: the watcher's rate), for `sources`
+        self.gpu_memory_source: Callable[[], str] | None = None
 
     # ------------------------------------------------------------------ what the sampler tells us
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def final_gpu_energy(self, energy_mj: dict[int, int]) -> None:
+        """Each GPU's energy counter read once more at the end (mJ): energy is read seldom, the end counts."""
+        for index, mj in energy_mj.items():
+            st = self.gpus.get(index)
+            if st is not None and st.energy_first is not None and mj >= st.energy_first:
+                st.energy_last = mj
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
         """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
@@ -315,6 +343,9 @@ class SummaryBuilder:
             self.gpu_accounting.observe(gpus)
         out_procs: list[dict[str, Any]] | None = [] if want_sample else None
         tree = self._add_processes(now, readings, gpu_by_pid, gpus, out_procs)
+        self._tree_peaks = peaks = _watched_peaks(gpus, self.main_pid, self.procs)
+        if peaks is not None:  # the highs of the reads since the last sample, each summed at one read
+            tree.main_gpu, tree.desc_gpu, tree.gpu_combined = peaks.main, peaks.descendants, peaks.combined
         mem_total, mem_used, host_cpu = host
         self._add_tree(now, tree, mem_total, mem_used, host_cpu)
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
@@ -433,12 +464,12 @@ class SummaryBuilder:
                 "combined_threads": t.main_threads + t.desc_threads,
                 "gpu_main": t.main_gpu,
                 "gpu_descendants": t.desc_gpu,
-                "gpu_combined": t.main_gpu + t.desc_gpu,
+                "gpu_combined": t.gpu,
                 "system": mem_used,
             }
         )
         self.system_capacity = mem_total
-        self.alerts.check_tree(now, total, t.main_gpu + t.desc_gpu, mem_total)
+        self.alerts.check_tree(now, total, t.gpu, mem_total)
         self.cpu["main"].add(t.main_cpu)
         self.cpu["descendants"].add(t.desc_cpu)
         self.cpu["combined"].add(t.main_cpu + t.desc_cpu)
@@ -448,6 +479,7 @@ class SummaryBuilder:
         self, now: float, gpus: Sequence[GpuReading], out_gpus: list[dict[str, Any]] | None
     ) -> list[tuple[GpuReading, int]]:
         procs = self.procs
+        peaks = self._tree_peaks
         used_sum = 0
         util_sum = 0.0
         per_gpu: list[tuple[GpuReading, int]] = []
@@ -466,7 +498,10 @@ class SummaryBuilder:
                     f"GPU {g.index} ({g.uuid}) was lost; its figures stop here",
                     resource=f"gpu{g.index}",
                 )
-            tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
+            if peaks is not None and g.window is not None:
+                tree_mem = peaks.per_device.get(g.index, 0)
+            else:
+                tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
             tree_sm = max((u for pid, u in g.process_sm_util.items() if pid in procs), default=None)
             st.update(g, tree_mem, tree_sm)
             if g.memory_used is not None and st.total:
@@ -507,7 +542,7 @@ class SummaryBuilder:
             round(self.ledger.total, 2),
             t.main_threads + t.desc_threads,
             n_processes,
-            t.main_gpu + t.desc_gpu,
+            t.gpu,
             mem_used,
             round(host_cpu, 1),
         ]
@@ -517,7 +552,7 @@ class SummaryBuilder:
         self.timeline_data.append(row)
         rec_procs = self._pending_record
         if self.recorder is not None and rec_procs and total > 0:  # not the empty read just after a death
-            tree = (total, t.private, t.main_gpu + t.desc_gpu, n_processes, round(cpu, 1))
+            tree = (total, t.private, t.gpu, n_processes, round(cpu, 1))
             self.recorder.add((self.end_time, round(elapsed, 3), tree, rec_procs, self._pending_gpus))
 
     # ------------------------------------------------------------------ the report
@@ -560,6 +595,8 @@ def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
     """One process's peak RSS and whether it is exact (rules in peaks.py)."""
     if p.hwm_at_attach is not None:
         return Peak(p.peak_rss, False, "sampled", p.peak_source)
+    if (own := probe_peak(b, p)) is not None:
+        return own
     if p.never_read and p.rusage_maxrss is not None:
         # never read: ru_maxrss is all we know; it covers its own waited children too
         label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
@@ -593,7 +630,12 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
     exact = max([*(pk.value for pk in peaks.values() if pk.exact), *b.reaped_maxrss.values(), 0])
     seen_sum = sum(singles)
     why = ""
-    if b.vanished_by_others:
+    upper: int | None = None
+    if probe_of(b) is not None:
+        upper, why = upper_bound(b, peaks)
+        if upper is not None and (autoreapers := _autoreapers(b)):
+            upper, why = None, f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
+    elif b.vanished_by_others:
         why = f"processes reaped by their parents ({b.vanished_by_others}) have lower-bound peaks"
     elif autoreapers := _autoreapers(b):
         why = f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
@@ -607,7 +649,7 @@ def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
         largest_single=largest,
         sampled=b.maxima["combined_total"],
         seen_sum=seen_sum,
-        upper=None if why else (max(seen_sum, largest) or None),
+        upper=None if why else (max(upper or 0, seen_sum, largest) or None),
         upper_why=why,
         largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
         hidden=_hidden_peaks(b),
@@ -635,9 +677,12 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     `details=False` leaves out the per-process list and the event timeline (empty lists): the live
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
+    add_unseen(b, ProcessStats.unseen)
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
     notes = list(b.notes)
+    probe = probe_section(b)
+    notes += probe_notes(probe)
     max_ram = _max_ram(b, peaks, sources)
     gpus = _gpu_summaries(b, notes)
     max_gpu_ram = _max_gpu_ram(b, sources, notes)
@@ -664,6 +709,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "gpu_energy_j": sum(energy) if energy else None,
         "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
         "processes": _processes(b, peaks, leaks) if details else [],
+        "probe": probe,
         "events": list(b.events.events) if details else [],
         "leak_suspects": leaks,
         "alerts": b.alerts.as_dict(b.system_capacity, b.events.dropped),
@@ -740,7 +786,10 @@ def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
             "surely private, and every decrease applied)"
         )
     sources["max_ram.system"] = "sampled (MemTotal - MemAvailable)"
-    sources["max_gpu_ram"] = "sampled (NVML running processes)"
+    label = _with_rate(b, GPU_SAMPLED)
+    sources["max_gpu_ram"] = label
+    if b.gpus:
+        sources["gpus.*.tree_peak_memory"] = label
     sources["cpu_utilization"] = "sampled percentages per interval"
     if autoreapers := _autoreapers(b):
         sources["cpu_time"] = (
@@ -763,7 +812,7 @@ def _max_gpu_ram(b: SummaryBuilder, sources: dict[str, str], notes: list[str]) -
     sampled = (mx["gpu_main"], mx["gpu_descendants"], mx["gpu_combined"])
     peaks = tree_gpu_peaks(log, b.main_pid, desc, sampled, complete=not _gpu_unseen_possible(b))
     for key, fig in (("main", peaks.main), ("descendants", peaks.descendants), ("combined", peaks.combined)):
-        sources[f"max_gpu_ram.{key}"] = fig.label
+        sources[f"max_gpu_ram.{key}"] = _with_rate(b, fig.label)
     if peaks.combined.value and (line := accounting_note(log)):
         notes.append(line)
     return {
@@ -774,6 +823,7 @@ def _max_gpu_ram(b: SummaryBuilder, sources: dict[str, str], notes: list[str]) -
         "descendants": peaks.descendants.value,
         "combined": peaks.combined.value,
         "accounting": accounting_state(log),
+        "allocator": allocator_summary(b),
     }
 
 
@@ -908,6 +958,7 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
                 "rss_slope": fit[0] if fit else None,
                 "rss_r2": fit[1] if fit else None,
                 "leak_suspected": p.pid in leak_pids,
+                "gpu_allocator": allocator_rows(b, p.pid),
             }
         )
     return out
@@ -915,7 +966,14 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
 
 def _process_gpu_peak(b: SummaryBuilder, pid: int, sampled: int) -> dict[str, Any]:
     fig = process_gpu_peak(b.gpu_accounting, pid, sampled)
-    return {"peak_gpu_memory": fig.value, "peak_gpu_memory_source": fig.label if fig.value else None}
+    return {"peak_gpu_memory": fig.value, "peak_gpu_memory_source": _with_rate(b, fig.label) if fig.value else None}
+
+
+def _with_rate(b: SummaryBuilder, label: str) -> str:
+    """A sampled GPU memory label with how the samples were read (the GPU memory watcher's rate, where it ran)."""
+    if b.gpu_memory_source is None or not label.startswith(GPU_SAMPLED):
+        return label
+    return b.gpu_memory_source() + label[len(GPU_SAMPLED) :]
 
 
 def _run_facts(b: SummaryBuilder) -> dict[str, Any]:
@@ -996,7 +1054,7 @@ def _tree_sample(t: TreeFigures, n_processes: int, cpu_seconds: float) -> dict[s
         "main_cpu_percent": t.main_cpu,
         "cpu_seconds": cpu_seconds,
         "threads": t.main_threads + t.desc_threads,
-        "gpu_memory": t.main_gpu + t.desc_gpu,
+        "gpu_memory": t.gpu,
         "n_processes": n_processes,
     }
 
@@ -1007,6 +1065,22 @@ def _gpu_memory_by_pid(gpus: Sequence[GpuReading]) -> dict[int, dict[str, int]]:
         for pid, used in g.processes.items():
             out.setdefault(pid, {})[g.uuid] = used
     return out
+
+
+def _watched_peaks(gpus: Sequence[GpuReading], main_pid: int, tree: dict[int, Any]) -> TreePeaks | None:
+    """The tree's GPU memory highs over the watcher's reads since the last sample (None: no watcher); devices it
+    does not read add what they held at the sample."""
+    window = None
+    extra: dict[int, int] = {}
+    watched: set[int] = set()
+    for g in gpus:
+        if g.window is not None:
+            window = g.window
+            watched.add(g.index)
+        else:
+            for pid, used in g.processes.items():
+                extra[pid] = extra.get(pid, 0) + used
+    return window.tree_peaks(main_pid, tree, extra, watched) if window is not None else None
 
 
 def _sm_by_pid(gpus: Sequence[GpuReading]) -> dict[int, float]:

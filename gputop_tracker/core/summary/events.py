@@ -168,7 +168,8 @@ def write_dump(
     Written into a hidden temporary directory and renamed, so a reader never sees half a bundle."""
     tmp = directory.with_name(f".{directory.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp.mkdir(mode=0o700)  # command lines and environment-derived figures: the user's alone, like sessions
     samples = recorder.samples_jsonl()
     files = {
         "samples.jsonl": samples,
@@ -185,7 +186,9 @@ def write_dump(
     }
     files["manifest.json"] = json.dumps(manifest, indent=2).encode()
     for name, data in files.items():
-        (tmp / name).write_bytes(data)
+        fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
     os.replace(tmp, directory)
     return directory
 

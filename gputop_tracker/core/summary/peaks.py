@@ -66,65 +66,7 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
     upper = b.upper
     one_process = upper is not None and agree(upper, low)
     if cgroup_peak is not None:
-        where = cgroup_source or "the job's cgroup"
-        ceiling = upper if upper is not None else max(b.seen_sum, low)
-        above = cgroup_peak > ceiling + PAGE_SLACK and not agree(cgroup_peak, ceiling)
-        if b.hidden and not one_process:
-            # A peak no counter reports may hold file pages charged to other cgroups, which the cgroup does not
-            # count: nothing can confirm the cgroup's figure, nor bound the tree from above.
-            return Peak(
-                low,
-                False,
-                "sampled",
-                f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
-                f"({cgroup_peak} bytes) cannot be confirmed: {b.hidden}",
-            )
-        if not b.largest_exact and not one_process and not above:
-            # Nothing exact to check the cgroup against: it leaves out library pages charged to other cgroups
-            # (a small process can be mostly those), so it may read below the largest process's own peak.
-            return Peak(
-                low,
-                False,
-                "sampled",
-                f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
-                f"({cgroup_peak} bytes) cannot be checked against an exact single-process peak",
-            )
-        if low <= cgroup_peak and (cgroup_peak <= ceiling + PAGE_SLACK or agree(cgroup_peak, ceiling)):
-            return Peak(cgroup_peak, True, "cgroup", f"exact ({where})")
-        if cgroup_peak < low and agree(cgroup_peak, low):
-            # two kernel counters of the same peak: the cgroup does not charge the job for file pages (libraries)
-            # cached by others before it started, so it reads a little below the largest process's own peak
-            return Peak(low, True, "cgroup", f"exact ({where}, agreeing with the largest process's own peak)")
-        if cgroup_peak > ceiling:
-            # The cgroup also charges page cache (files read or written) and kernel memory (page tables,
-            # slab) that no process maps: more than every process's own peak together.
-            extra = (
-                f"the job cgroup's peak ({cgroup_peak} bytes, cgroup_peak) is larger: it also counts page cache "
-                "and kernel memory (page tables, slab)"
-            )
-            if one_process:
-                return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
-            if upper is not None:
-                return Peak(upper, False, "upper_bound", f"upper bound (Σ of per-process exact peaks; {extra})")
-            # the processes' own figures say less than the cgroup: report what they surely held. The cgroup is
-            # no ceiling: a process unseen at its peak may have mapped file pages charged to other cgroups before
-            # the run (cached libraries, a dataset another job read), which its peak counts and the group does not
-            return Peak(
-                low,
-                False,
-                "sampled",
-                f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
-                f"({cgroup_peak} bytes) is larger but bounds it neither way: it counts page cache and kernel "
-                "memory, and leaves out file pages charged to other cgroups before the run",
-            )
-        # below what one process alone held: file pages (libraries) charged to others before the job
-        extra = (
-            f"the job cgroup's peak ({cgroup_peak} bytes) is lower: it does not count shared file pages "
-            "charged elsewhere"
-        )
-        if one_process:
-            return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
-        return Peak(low, False, "sampled", f"lower bound (largest single process or Σ PSS sampled; {extra})")
+        return _with_cgroup(b, low, one_process, cgroup_peak, cgroup_source or "the job's cgroup")
     if one_process:
         return Peak(low, True, "VmHWM", "exact (one process held memory; its own exact peak)")
     why = f"; no upper bound: {b.upper_why}" if upper is None and b.upper_why else ""
@@ -135,3 +77,65 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
         "sampled",
         f"sampled lower bound (largest of Σ PSS per sample and the largest single-process peak{bound}{why})",
     )
+
+
+def _with_cgroup(b: TreeBounds, low: int, one_process: bool, cgroup_peak: int, where: str) -> Peak:
+    """The tree's peak where a job cgroup kept its own high-water mark: confirmed, bounded or set aside."""
+    upper = b.upper
+    ceiling = upper if upper is not None else max(b.seen_sum, low)
+    above = cgroup_peak > ceiling + PAGE_SLACK and not agree(cgroup_peak, ceiling)
+    if b.hidden and not one_process:
+        # A peak no counter reports may hold file pages charged to other cgroups, which the cgroup does not
+        # count: nothing can confirm the cgroup's figure, nor bound the tree from above.
+        return Peak(
+            low,
+            False,
+            "sampled",
+            f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
+            f"({cgroup_peak} bytes) cannot be confirmed: {b.hidden}",
+        )
+    if not b.largest_exact and not one_process and not above:
+        # Nothing exact to check the cgroup against: it leaves out library pages charged to other cgroups
+        # (a small process can be mostly those), so it may read below the largest process's own peak.
+        return Peak(
+            low,
+            False,
+            "sampled",
+            f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
+            f"({cgroup_peak} bytes) cannot be checked against an exact single-process peak",
+        )
+    if low <= cgroup_peak and (cgroup_peak <= ceiling + PAGE_SLACK or agree(cgroup_peak, ceiling)):
+        return Peak(cgroup_peak, True, "cgroup", f"exact ({where})")
+    if cgroup_peak < low and agree(cgroup_peak, low):
+        # two kernel counters of the same peak: the cgroup does not charge the job for file pages (libraries)
+        # cached by others before it started, so it reads a little below the largest process's own peak
+        return Peak(low, True, "cgroup", f"exact ({where}, agreeing with the largest process's own peak)")
+    if cgroup_peak > ceiling:
+        # The cgroup also charges page cache (files read or written) and kernel memory (page tables,
+        # slab) that no process maps: more than every process's own peak together.
+        extra = (
+            f"the job cgroup's peak ({cgroup_peak} bytes, cgroup_peak) is larger: it also counts page cache "
+            "and kernel memory (page tables, slab)"
+        )
+        if one_process:
+            return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
+        if upper is not None:
+            return Peak(upper, False, "upper_bound", f"upper bound (Σ of per-process exact peaks; {extra})")
+        # the processes' own figures say less than the cgroup: report what they surely held. The cgroup is
+        # no ceiling: a process unseen at its peak may have mapped file pages charged to other cgroups before
+        # the run (cached libraries, a dataset another job read), which its peak counts and the group does not
+        return Peak(
+            low,
+            False,
+            "sampled",
+            f"sampled lower bound (largest single process or Σ PSS sampled); the job cgroup's peak "
+            f"({cgroup_peak} bytes) is larger but bounds it neither way: it counts page cache and kernel "
+            "memory, and leaves out file pages charged to other cgroups before the run",
+        )
+    # below what one process alone held: file pages (libraries) charged to others before the job
+    extra = (
+        f"the job cgroup's peak ({cgroup_peak} bytes) is lower: it does not count shared file pages charged elsewhere"
+    )
+    if one_process:
+        return Peak(low, True, "VmHWM", f"exact (the only process's own peak; {extra})")
+    return Peak(low, False, "sampled", f"lower bound (largest single process or Σ PSS sampled; {extra})")

@@ -147,9 +147,9 @@ def _output_fds(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, i
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
     if cfg.save:
         try:
-            store.mkdir(parents=True, exist_ok=True)
+            store.mkdir(mode=0o700, parents=True, exist_ok=True)
             path = paths.output_file(store, session_id)
-            w = os.open(path, flags, 0o644)
+            w = os.open(path, flags, 0o600)  # the job's own output (tokens, passwords): the user's alone
             return w, os.open(path, os.O_RDONLY | os.O_CLOEXEC), path
         except OSError:
             pass  # an unwritable store: the sampler reports that; the output still shows
@@ -296,16 +296,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
     if os.getpid() not in cfg.exclude:  # attached to an ancestor (our shell), we are not its descendant
         cfg.exclude.append(os.getpid())
     store = paths.store_dir(cfg.store)
-    write_fd = devnull = -1
-    output_path = None
-    if cfg.mode == "launch":
-        write_fd, read_fd, output_path = _output_fds(cfg, store, cfg.session_id)
-        # the sampler scans the output for CUDA / PyTorch OOM messages, with its own offset in the file
-        cfg.output_path = str(output_path) if output_path else f"/proc/self/fd/{read_fd}"
-        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        cfg.stdin, cfg.stdout, cfg.stderr = devnull, write_fd, write_fd
-    else:  # an attached process keeps its own output; the pane stays empty
-        read_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    write_fd, devnull, read_fd, output_path = _command_streams(cfg, store, cfg.session_id)
     become_subreaper()  # should the sampler die, the command comes to us (`orphans.Takeover`)
     handle = start_forked(cfg, requests=True)  # before any thread: the App starts several
     hangup = HangUp(handle)
@@ -336,6 +327,36 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
 
         exporter.set_reporter(report)
     code = None if hangup.seen else app.run()  # hung up already: no terminal to draw on
+    return _after_the_view(cfg, app, code, handle, hangup, source, exporter, read_fd, output_path, store)
+
+
+def _command_streams(cfg: EngineConfig, store: Path, session_id: str) -> tuple[int, int, int, Path | None]:
+    """(the command's output fd, its /dev/null stdin, the view's read fd, the saved output's path): a launched
+    command writes into a file the view tails; an attached process keeps its own output (the pane stays empty)."""
+    if cfg.mode != "launch":
+        return -1, -1, os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), None
+    write_fd, read_fd, output_path = _output_fds(cfg, store, session_id)
+    # the sampler scans the output for CUDA / PyTorch OOM messages, with its own offset in the file
+    cfg.output_path = str(output_path) if output_path else f"/proc/self/fd/{read_fd}"
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    cfg.stdin, cfg.stdout, cfg.stderr = devnull, write_fd, write_fd
+    return write_fd, devnull, read_fd, output_path
+
+
+def _after_the_view(
+    cfg: EngineConfig,
+    app: LiveApp,
+    code: int | None,
+    handle: SamplerHandle,
+    hangup: HangUp,
+    source: SamplerSource,
+    exporter: Exporter | None,
+    read_fd: int,
+    output_path: Path | None,
+    store: Path,
+) -> int:
+    """The view has closed: stop tracking if it did not decide, wait for the sampler, say how the run ended, and
+    take the command over should the sampler have died under it. Returns the exit code."""
     held = HeldSignals()
     held.hold(signal.SIGINT, signal.SIGTERM, *JOB_SIGNALS)  # a hang-up stays HangUp's until `release`
     if exporter is not None:
@@ -355,6 +376,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
         console.say(app.failure.message)
     if app.final is None and app.failure is None and app.main_pid and app.session_id and _killed(handle):
         took_over = orphans.Takeover(cfg, handle.exit_status, app.main_pid, app.session_id, str(store))
+        held.held[:0] = handle.unrelayed()  # sent to the sampler as it died, never passed on: the command's first
         return took_over.run(console.say, held.forward_to)
     if hangup.seen and app.final is None:
         return 128 + signal.SIGHUP

@@ -19,7 +19,10 @@ def open_exporter(options: ExportOptions, info: SessionInfo) -> Exporter | None:
         import prometheus_client  # noqa: F401
     except ImportError:
         flag = options.flag if options.prometheus else options.textfile_flag
-        raise ExportError(f"{flag} needs prometheus-client: pip install 'gputop-tracker[{EXTRA}]'") from None
+        raise ExportError(
+            f"{flag} needs prometheus-client: pip install 'prometheus-client>=0.17' "
+            f"(the {EXTRA} extra: 'gputop-tracker[{EXTRA}]', or '.[{EXTRA}]' in a checkout)"
+        ) from None
     from gputop_tracker.core.integrations.exporters.prometheus import open_prometheus
 
     return open_prometheus(options, info)

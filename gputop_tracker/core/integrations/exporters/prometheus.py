@@ -167,7 +167,10 @@ def _gpus(gpus: list[GpuSample], session: str) -> Iterator[Metric]:
                 m.add_metric(key(g), value * scale)
         yield m
     energy = CounterMetricFamily(
-        "gputop_gpu_energy_joules", "energy this GPU used since the session's first reading", labels=labels
+        "gputop_gpu_energy_joules",
+        "energy this GPU used from the session's first reading to its last (NVML's counter is read at most every "
+        "5 s: the value steps)",
+        labels=labels,
     )
     for g in gpus:
         if g.energy_j is not None:

@@ -1,0 +1,149 @@
+"""gputop-tracker's probe, the exit half: what a tracked Python process sends as it exits (see sitecustomize.py
+beside it, which loads this file only then: start-up compiles only the small half).
+
+Standard library only, any Python 3.8+; never imports a framework, never prints, never resets a statistic.
+"""
+
+import os
+import sys
+
+_CHUNK = 100  # reaps per message (a message stays under PIPE_BUF: one atomic write)
+
+
+def report(pid, how, fifo, reaps, tally, cf0, child_faults):
+    """The exit report of `pid`: its reap list (in chunks), then its own line."""
+    _send(_messages(pid, how, reaps, tally, cf0, child_faults), fifo)
+
+
+def _status_hwm():
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _hwm():
+    """VmHWM now, and the largest one code blocks cleared (they reset it to measure themselves)."""
+    hwm = _status_hwm()
+    blocks = sys.modules.get("gputop_tracker.api.blocks")
+    cleared = getattr(blocks, "_reset_peak", None)
+    if cleared and isinstance(cleared[0], int):
+        hwm = max(hwm, cleared[0])
+    return hwm
+
+
+def _torch():
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return []
+    out = []
+    for i in range(cuda.device_count()):
+        alloc, reserved = int(cuda.max_memory_allocated(i)), int(cuda.max_memory_reserved(i))
+        if alloc or reserved:
+            out.append(["torch", "cuda:%d" % i, alloc, reserved, "peak"])
+    return out
+
+
+def _jax():
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    backends = getattr(bridge, "_backends", None)  # filled only once the program used a device
+    out = []
+    for backend in list((backends or {}).values()):
+        for d in backend.local_devices():
+            stats = d.memory_stats() or {}
+            peak = stats.get("peak_bytes_in_use")
+            if peak is not None:
+                reserved = stats.get("peak_bytes_reserved", stats.get("bytes_reserved"))
+                out.append(["jax", "%s:%d" % (d.platform, d.id), int(peak), reserved, "peak"])
+    return out
+
+
+def _cupy():
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return []
+    pool = cupy.get_default_memory_pool()  # it keeps no peak: its size at exit, a lower bound of the peak
+    used, total = int(pool.used_bytes()), int(pool.total_bytes())
+    return [["cupy", "cuda", used, total, "at_exit"]] if total else []
+
+
+def _allocators():
+    out = []
+    for read in (_torch, _jax, _cupy):
+        try:
+            out.extend(read())
+        except Exception:
+            pass
+    return out[:16]
+
+
+def _comm():
+    try:
+        with open("/proc/self/comm", "rb") as f:
+            return f.read().strip().decode("utf-8", "replace")[:64]
+    except OSError:
+        return ""
+
+
+def _json(v):
+    """JSON of ints, floats, strings, None and lists (json itself costs a millisecond to import at exit)."""
+    if isinstance(v, str):
+        return '"' + "".join(c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c) for c in v) + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_json(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(_json(k) + ":" + _json(x) for k, x in v.items()) + "}"
+    if v is None or isinstance(v, bool):
+        return "null" if v is None else "true" if v else "false"
+    return repr(v) if isinstance(v, (int, float)) else "null"
+
+
+def _messages(pid, how, reaps, tally, cf0, child_faults):
+    import time
+
+    now = time.time()
+    reaps = list(reaps.items())
+    out = [
+        {"k": "r", "pid": pid, "name": "", "t": now, "reaps": reaps[i : i + _CHUNK]}
+        for i in range(0, len(reaps), _CHUNK)
+    ]
+    exit_msg = {"k": "x", "pid": pid, "ppid": os.getppid(), "name": _comm(), "t": now, "how": how}
+    exit_msg["hwm"] = _hwm()
+    exit_msg["cf"] = child_faults()
+    exit_msg["rf"] = -1 if tally[1] else tally[0]
+    exit_msg["cf0"] = cf0
+    exit_msg["ga"] = _allocators()
+    out.append(exit_msg)
+    return [_json(m).encode() + b"\n" for m in out]
+
+
+def _send(lines, fifo):
+    """Each line in one write, waiting up to a second in all for room (the exit report is worth the wait)."""
+    import time
+
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return  # no tracker reading (gone, or a program started outside it with our variables)
+    deadline = time.monotonic() + 1.0
+    try:
+        for line in lines:
+            while True:
+                try:
+                    os.write(fd, line)
+                    break
+                except BlockingIOError:
+                    import select
+
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    poller = select.poll()
+                    poller.register(fd, select.POLLOUT)
+                    poller.poll(min(left, 0.05) * 1000)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,184 @@
+"""gputop-tracker's probe: a tracked Python process tells the tracker its own peaks as it exits.
+
+gputop-track puts this file's directory first on the launched command's PYTHONPATH, so every Python process of
+the tree imports it at start-up as `sitecustomize`. It then takes its directory off `sys.path`, imports the
+sitecustomize it shadows (the user's own, or the interpreter's) exactly as `site` would have (usercustomize is
+imported by `site` itself afterwards, as always), and at exit - a normal exit, `sys.exit`, an uncaught exception,
+or `os._exit` (how multiprocessing children leave: fork, forkserver, pool workers) - sends one line through the
+session's FIFO (GPUTOP_TRACKER_BLOCKS): its VmHWM and the peaks of GPU allocators the program itself imported
+(gputop_probe_report.py beside it, loaded only at exit).
+It reads `os.waitpid`'s children through `os.wait4` (same result to the caller) to list the children it reaped
+with their ru_maxrss, so the tracker knows whether any process of the tree went unseen.
+
+Rules: standard library only, any Python 3.8+; never imports a framework, never prints, never resets a
+statistic; every failure is silent. A process killed by a signal sends nothing.
+"""
+
+import os
+import sys
+
+_DIR = os.path.dirname(os.path.abspath(__file__))
+_FIFO = os.environ.get("GPUTOP_TRACKER_BLOCKS") or ""
+_MAX_REAPS = 4096  # children listed per process; past that the list is incomplete (and said so)
+_sent = [0]  # the pid that sent its exit report (a forked child inherits the parent's list)
+_reaps = {}  # type: dict[int, int]  # child pid -> ru_maxrss (bytes) of the children this process reaped
+_cf0 = [0]  # child faults when the probe started: children reaped before this image (a pyenv shim's helpers)
+_tally = [0, False]  # sum of faults (minflt + majflt) of those reaps, and whether the list overflowed
+_real_exit = os._exit
+_installed = []  # type: list[bool]  # True once the hooks are in (once per interpreter)
+
+
+def _unpath():
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _DIR]
+
+
+def _chain():
+    """Import the sitecustomize this one shadows, as `site` would; none: this module stays under the name."""
+    ours = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401  (the next one on sys.path: ours is off it)
+    except ImportError as e:
+        if getattr(e, "name", None) != "sitecustomize":
+            raise  # an error inside the user's: `site` reports it, as it would have
+        sys.modules["sitecustomize"] = ours  # type: ignore[assignment]
+
+
+def _child_faults():
+    """cminflt + cmajflt of this process: the faults of every child it reaped (as the kernel adds them)."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[8]) + int(fields[10])
+
+
+_HALF = os.path.join(_DIR, "gputop_probe_report.py")  # the exit half, loaded only at exit
+
+
+def _half_code():
+    """The exit half's code: from its cached bytecode where there is one (the import system's own loader,
+    always loaded), else compiled now."""
+    ext = sys.modules.get("_frozen_importlib_external")
+    if ext is not None:
+        try:
+            return ext.SourceFileLoader("gputop_probe_report", _HALF).get_code("gputop_probe_report")
+        except Exception:
+            pass
+    with open(_HALF, "rb") as f:
+        return compile(f.read(), _HALF, "exec")
+
+
+def _report(how):
+    pid = os.getpid()
+    if _sent[0] == pid or not _FIFO:
+        return
+    _sent[0] = pid
+    try:
+        import _signal  # the C module: `signal` builds its enums on import (a millisecond)
+
+        old = _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGPIPE,))  # a closed FIFO: EPIPE, no signal
+        try:
+            half = {"__name__": "gputop_probe_report", "__file__": _HALF}  # type: dict
+            exec(_half_code(), half)
+            half["report"](pid, how, _FIFO, _reaps, _tally, _cf0[0], _child_faults)
+        finally:
+            if _signal.SIGPIPE not in old:
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
+    except BaseException:
+        pass
+
+
+def _at_exit():
+    _report("exit")
+
+
+def _exit(status):
+    _report("_exit")
+    _real_exit(status)
+
+
+def _note(pid, status, ru):
+    if pid <= 0 or not (os.WIFEXITED(status) or os.WIFSIGNALED(status)):
+        return  # nothing reaped (WNOHANG), or a stop/continue report
+    _tally[0] += ru.ru_minflt + ru.ru_majflt
+    if len(_reaps) < _MAX_REAPS:
+        _reaps[pid] = ru.ru_maxrss * 1024
+    else:
+        _tally[1] = True
+
+
+def _wrap_waits():
+    wait4 = os.wait4
+    wait3 = os.wait3
+
+    def waitpid(pid, options):
+        got, status, ru = wait4(pid, options)
+        _note(got, status, ru)
+        return got, status
+
+    def wait():
+        got, status, ru = wait4(-1, 0)
+        _note(got, status, ru)
+        return got, status
+
+    def wait3_(options):
+        got, status, ru = wait3(options)
+        _note(got, status, ru)
+        return got, status, ru
+
+    def wait4_(pid, options):
+        got, status, ru = wait4(pid, options)
+        _note(got, status, ru)
+        return got, status, ru
+
+    for name, f, real in (
+        ("waitpid", waitpid, os.waitpid),
+        ("wait", wait, os.wait),
+        ("wait3", wait3_, wait3),
+        ("wait4", wait4_, wait4),
+    ):
+        f.__name__, f.__qualname__, f.__doc__ = real.__name__, real.__qualname__, real.__doc__
+        f.__module__ = "posix"
+        setattr(os, name, f)
+
+
+def _forked():
+    _cf0[0] = 0
+    _reaps.clear()
+    _tally[:] = [0, False]
+
+
+def install(fifo=None):
+    """The exit hooks, in this process and the children it forks (also called by a `Tracker`)."""
+    global _FIFO
+    import atexit
+
+    if fifo is not None:
+        _FIFO = fifo
+    if os._exit is not _exit:
+        _exit.__qualname__, _exit.__doc__ = "_exit", _real_exit.__doc__
+        os._exit = _exit
+    if not _installed:
+        _installed.append(True)
+        _cf0[0] = _child_faults()
+        atexit.register(_at_exit)
+        if hasattr(os, "wait4"):
+            _wrap_waits()
+        os.register_at_fork(after_in_child=_forked)
+
+
+def uninstall():
+    """A `Tracker` stopped: os._exit is the interpreter's again, and nothing is sent any more (the waits stay
+    wrapped: the program may hold them; they return what the interpreter's would)."""
+    global _FIFO
+    _FIFO = ""
+    if os._exit is _exit:
+        os._exit = _real_exit
+
+
+if __name__ == "sitecustomize":
+    _unpath()
+    if _FIFO and sys.version_info >= (3, 8):  # older ones only chain (this file still parses in 2.7)
+        try:
+            install()
+        except Exception:
+            pass
+    _chain()

@@ -1,0 +1,84 @@
+"""The in-process probe's place in the environment of the tracked program (the exit reports it sends are read
+by `core.summary.probe`).
+
+Launched commands get the probe's directory (`gputop_tracker/_probe`, holding only its sitecustomize.py) first on
+PYTHONPATH; a `Tracker` of its own process also installs the probe's exit hooks in it (`InProcess`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+PROBE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_probe")
+SITE_FILE = os.path.join(PROBE_DIR, "sitecustomize.py")
+
+
+def probe_environment(env: dict[str, str]) -> str | None:
+    """Put the probe first on PYTHONPATH in `env` (the user's entries kept after it, ours once); the reason
+    when it cannot be (None when done)."""
+    if not os.path.isfile(SITE_FILE):
+        return f"the probe's file is missing ({PROBE_DIR})"
+    if ":" in PROBE_DIR:
+        return f"the probe's directory has a ':' in its name ({PROBE_DIR}), which PYTHONPATH cannot hold"
+    _compiled()
+    old = env.get("PYTHONPATH", "")
+    # an empty entry means the current directory: kept, as every other entry of the user's
+    rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR] if old else []
+    env["PYTHONPATH"] = os.pathsep.join([PROBE_DIR, *rest])
+    return None
+
+
+def _compiled() -> None:
+    """The probe's bytecode cached for this interpreter (what pip writes at install; an editable install, or
+    PYTHONDONTWRITEBYTECODE, leaves none): a tracked Python of the same version then loads it instead of
+    compiling the file at each start. Nothing happens when the directory cannot be written."""
+    import importlib.util
+    import py_compile
+
+    for source in (SITE_FILE, os.path.join(PROBE_DIR, "gputop_probe_report.py")):
+        try:
+            cached = importlib.util.cache_from_source(source)
+            if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
+                py_compile.compile(source, cfile=cached, doraise=True)
+        except (OSError, py_compile.PyCompileError, ValueError):
+            pass
+
+
+def remove_probe_path(env: dict[str, str]) -> None:
+    """Our entry off PYTHONPATH again (the variable as it was when it held only ours: unset)."""
+    old = env.get("PYTHONPATH")
+    if old is None:
+        return
+    rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR]
+    if rest != [""] and rest:
+        env["PYTHONPATH"] = os.pathsep.join(rest)
+    else:
+        env.pop("PYTHONPATH", None)
+
+
+class InProcess:
+    """A `Tracker` of its own process: the probe's exit hooks here (so the children it forks report) and the
+    probe on PYTHONPATH for the Python processes it starts, while it tracks; `off()` puts both back."""
+
+    def __init__(self, fifo: str) -> None:
+        import importlib.util
+
+        self.old_path = os.environ.get("PYTHONPATH")
+        self.hooks: Any = None
+        spec = importlib.util.spec_from_file_location("gputop_tracker._probe_hooks", SITE_FILE)
+        if spec is None or spec.loader is None or probe_environment(os.environ) is not None:  # type: ignore[arg-type]
+            return
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.install(fifo)
+        self.hooks = module
+
+    def off(self) -> None:
+        if self.hooks is not None:
+            self.hooks.uninstall()
+            self.hooks = None
+        if self.old_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = self.old_path
