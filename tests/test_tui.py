@@ -22,7 +22,8 @@ from gputop_tracker.core.sampling import channel, sampler
 from gputop_tracker.core.sampling.channel import STOP_SIGNAL, Failed, Progress, SampleMessage
 from gputop_tracker.core.summary.livestats import SampleHistory
 from gputop_tracker.tui.live.app import LiveApp
-from gputop_tracker.tui.live.control import subtree_pids
+from gputop_tracker.tui.live.control import RunControl, subtree_pids
+from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
 from gputop_tracker.tui.live.run import clean_output
 from gputop_tracker.tui.widgets.panels import HelpScreen, KillScreen, QuitScreen, SignalScreen, short_bytes
 from gputop_tracker.tui.widgets.proctable import ProcessTable
@@ -168,7 +169,7 @@ async def test_quit_while_running_asks(key: str, choice: str) -> None:
         await pilot.pause()
         if choice == "cancel":
             assert not isinstance(app.screen, QuitScreen)
-            assert app.running and src.signals == [] and not src.stopped
+            assert app.control.running and src.signals == [] and not src.stopped
             app.exit()
         else:
             for _ in range(200):
@@ -205,7 +206,7 @@ async def test_after_exit_stays_open_then_quits_with_the_exit_code() -> None:
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(app, pilot, src.n_scripted)
         await pilot.pause(0.1)
-        assert not app.running
+        assert not app.control.running
         assert "exited with code 3" in header(app)
         summary = str(app.query_one("#summary", Static).content)
         assert "saved: " in summary and "20250301-120000-demo-4242-beef.json" in summary
@@ -407,7 +408,7 @@ async def test_ctrl_c_opens_the_quit_dialog_and_enter_chooses_nothing() -> None:
         assert len(app.screen_stack) == 2
         await pilot.press("enter", "enter")
         await pilot.pause()
-        assert isinstance(app.screen, QuitScreen) and app.running and not app._exit
+        assert isinstance(app.screen, QuitScreen) and app.control.running and not app._exit
         assert src.tree_signals == [] and not src.stopped
         await pilot.press("s")
         await wait_exit(app)
@@ -455,7 +456,7 @@ async def test_stubborn_tree_asks_before_sigkill(monkeypatch: pytest.MonkeyPatch
             if isinstance(app.screen, KillScreen):
                 break
             await asyncio.sleep(0.01)
-        assert isinstance(app.screen, KillScreen) and app.running  # no SIGKILL unasked
+        assert isinstance(app.screen, KillScreen) and app.control.running  # no SIGKILL unasked
         assert src.tree_signals == [signal.SIGTERM]
         await pilot.press("w")  # wait longer: asked again after another grace period
         for _ in range(300):
@@ -476,7 +477,7 @@ async def test_kill_dialog_detach_leaves_the_tree() -> None:
         await settle(app, pilot, src.n_scripted)
         await pilot.press("q", "s")
         await pilot.pause()
-        app._ask_kill()
+        app.control.ask_kill()
         await pilot.pause()
         assert isinstance(app.screen, KillScreen)
         await pilot.press("d")
@@ -530,6 +531,19 @@ async def test_signal_dialog_offers_the_subtree(sleeper_tree: subprocess.Popen[b
         subprocess.run(["true"])  # the child is reparented to init (or us): it is reaped there
     state = Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] if Path(f"/proc/{child}").exists() else "X"
     assert state in ("X", "Z")
+
+
+def test_every_live_key_reaches_an_action_of_the_view_and_its_parts_are_owned() -> None:
+    """The keys' and the run's logic live in parts the view holds (not base classes); each binding still names an
+    action on the App itself, where Textual looks for it."""
+    for binding in BINDINGS:
+        assert isinstance(binding, Binding)
+        name = binding.action.split("(")[0]
+        assert callable(getattr(LiveApp, f"action_{name}", None)), f"{binding.key}: no action_{name}"
+    assert not {ViewKeys, RunControl} & set(LiveApp.__mro__)
+    app = LiveApp(FakeSource(3), interval=0.5)
+    assert isinstance(app.control, RunControl) and app.control.app is app
+    assert isinstance(app.view_keys, ViewKeys) and app.view_keys.app is app
 
 
 def test_subtree_pids_parents_first() -> None:
@@ -957,7 +971,7 @@ async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp
         assert isinstance(app.screen, HistoryScreen)
         await pilot.press("q")
         await pilot.pause()
-        assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.running
+        assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.control.running
 
 
 async def test_history_screen_takes_only_its_own_keys(tmp_path: Path) -> None:

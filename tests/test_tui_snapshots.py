@@ -85,7 +85,7 @@ def test_kill_dialog(snap_compare: Any) -> None:
 
     async def run_before(pilot: Any) -> None:
         await settled(app, "q", "s")(pilot)
-        app._ask_kill()
+        app.control.ask_kill()
         await pilot.pause()
 
     src = app.source

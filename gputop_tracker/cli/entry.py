@@ -333,21 +333,20 @@ def _check_plot(args: argparse.Namespace) -> None:
         raise UsageError(f"--plot: {e}") from None
 
 
-def track(args: argparse.Namespace) -> int:
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    units = formats.units_of(args)
-    if args.history:
-        if command or args.attach:
-            raise UsageError("--history takes no command and no --attach")
-        if args.prometheus is not None or args.prometheus_textfile is not None:
-            raise UsageError("--prometheus and --prometheus-textfile apply to a tracked job, not --history")
-        if args.plot is not None:
-            raise UsageError("--plot draws a tracked run; for a saved session: gputop-track sessions plot ID")
-        from gputop_tracker.tui.app import run_history
+def _history(args: argparse.Namespace, command: list[str]) -> int:
+    """`--history`: the saved sessions in the TUI; no option of a tracked run applies."""
+    if command or args.attach:
+        raise UsageError("--history takes no command and no --attach")
+    if args.prometheus is not None or args.prometheus_textfile is not None:
+        raise UsageError("--prometheus and --prometheus-textfile apply to a tracked job, not --history")
+    if args.plot is not None:
+        raise UsageError("--plot draws a tracked run; for a saved session: gputop-track sessions plot ID")
+    from gputop_tracker.tui.app import run_history
 
-        return run_history(paths.store_dir(args.store))
+    return run_history(paths.store_dir(args.store))
+
+
+def _check_what_to_track(args: argparse.Namespace, command: list[str]) -> None:
     if args.attach is not None and command:
         raise UsageError("give either --attach PID or a command after --, not both")
     if args.attach is None and not command:
@@ -355,8 +354,12 @@ def track(args: argparse.Namespace) -> int:
     _check_numbers(args)
     if args.attach is not None:
         _check_attach(args.attach)
+
+
+def _check_options(args: argparse.Namespace) -> int | None:
+    """Options that go together, and every file the run will write, checked before anything starts; the memory
+    limit in bytes (None: none)."""
     mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit else None
-    job = _job_context(args)
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
     if args.enforce_mem_limit and args.attach is not None:
@@ -368,6 +371,19 @@ def track(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _check_plot(args)
     _check_distinct_files(args)
+    return mem_limit
+
+
+def track(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    units = formats.units_of(args)
+    if args.history:
+        return _history(args, command)
+    _check_what_to_track(args, command)
+    mem_limit = _check_options(args)
+    job = _job_context(args)
     if command and not command[0]:
         # as a shell says of `""`: exec would search PATH for an empty name and fail with EACCES on a directory
         return console.error("'': command not found", 127)

@@ -68,27 +68,15 @@ class Window:
         """The tree's peaks over the window, from the reads of `devices` (None: all); `extra` (pid -> bytes) is what
         the other devices held at the sample, added at every read (a device the watcher stopped reading, its GPUs
         chosen meanwhile, is counted there only)."""
-        base_main = base_desc = 0
-        for pid, used in (extra or {}).items():
-            if pid == main_pid:
-                base_main += used
-            elif pid in tree:
-                base_desc += used
+        base_main, base_desc, _ = _split(extra or {}, main_pid, tree)
         out = TreePeaks(main=base_main, descendants=base_desc, combined=base_main + base_desc)
         for s in self.seen:
             main, desc = base_main, base_desc
             for dev, procs in s.procs.items():
                 if devices is not None and dev not in devices:
                     continue
-                on_dev = 0
-                for pid, used in procs.items():
-                    if pid == main_pid:
-                        main += used
-                    elif pid in tree:
-                        desc += used
-                    else:
-                        continue
-                    on_dev += used
+                on_main, on_desc, on_dev = _split(procs, main_pid, tree)
+                main, desc = main + on_main, desc + on_desc
                 if on_dev > out.per_device.get(dev, 0):
                     out.per_device[dev] = on_dev
             out.main = max(out.main, main)
@@ -269,3 +257,14 @@ class GpuWatcher:
 
 def _hz(hz: float) -> str:
     return f"{hz:.0f} Hz" if hz >= 10 else f"{hz:.2g} Hz"
+
+
+def _split(procs: dict[int, int], main_pid: int, tree: Container[int]) -> tuple[int, int, int]:
+    """(main's bytes, the descendants', the tree's) of one read of pid -> bytes."""
+    main = desc = 0
+    for pid, used in procs.items():
+        if pid == main_pid:
+            main += used
+        elif pid in tree:
+            desc += used
+    return main, desc, main + desc

@@ -82,18 +82,6 @@ def read_environ(pid: int) -> dict[str, str]:
     return env
 
 
-def own_peak_rss() -> int:
-    """VmHWM of this process, bytes (0 when unreadable)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def read_smaps_rollup(pid: int) -> tuple[int, int] | None:
     """(USS, PSS) in bytes, or None when the process is gone or unreadable."""
     try:

@@ -175,6 +175,9 @@ def add_unseen(b: Any, new_process: Any) -> None:
             if pid == b.main_pid:
                 p.role = "main"
             b.events.add("process_started", ex.t, f"process {pid} ({ex.name}) started", pid=pid, name=ex.name)
+            # and its end, which it reported itself: every process started on the timeline gets one end
+            p.exit_reported = True
+            b.events.add("process_exited", ex.t, f"process {pid} ({ex.name}) exited", pid=pid, name=ex.name)
 
 
 def _reaps_known(b: Any, pid: int, p: Any, ex: Exit | None) -> bool:

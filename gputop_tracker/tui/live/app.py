@@ -10,13 +10,16 @@ from __future__ import annotations
 import functools
 import gc
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import Footer, Input
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
@@ -35,8 +38,8 @@ from gputop_tracker.core.sampling.channel import (
 from gputop_tracker.core.summary.livestats import SampleHistory
 from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
-from gputop_tracker.tui.live.control import DataSource
-from gputop_tracker.tui.live.keys import ViewKeys
+from gputop_tracker.tui.live.control import DataSource, RunControl
+from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows
 from gputop_tracker.tui.live.process_rows import (
@@ -180,11 +183,25 @@ def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
     return u.model_copy(update=updates) if updates else u
 
 
-class LiveApp(ViewKeys):
-    """Full-screen live view of one tracked command or attached process."""
+class LiveApp(App[int]):
+    """Full-screen live view of one tracked command or attached process. It lays out and draws; two parts it owns
+    hold the rest: `control` (whether the run goes on, its exit code; quit, stop, detach, signal) and `view_keys`
+    (what is shown and how: pause, sort, tree, filter, find, zoom, details, help, history, blocks)."""
 
     CSS_PATH = "live.tcss"
     TITLE = "gputop-track"
+    BINDINGS: ClassVar[list[BindingType]] = BINDINGS
+
+    paused: reactive[bool] = reactive(False)
+    """Display frozen; samples keep arriving and the run summary keeps counting."""
+    tree_view: reactive[bool] = reactive(True)
+    """Indented process tree (True) or a flat list sorted by the sort column."""
+    sort_key: reactive[str] = reactive("pid")
+    """Column the rows (siblings, in the tree view) are ordered by."""
+    sort_reverse: reactive[bool] = reactive(False)
+    """The sort column's order reversed (r, or a second click on its label)."""
+    row_filter: reactive[str] = reactive("")
+    """Only processes whose PID or command line holds this text (case-insensitive); empty: all."""
 
     def __init__(
         self,
@@ -197,6 +214,8 @@ class LiveApp(ViewKeys):
         output_path: Path | None = None,
     ) -> None:
         super().__init__()
+        self.control = RunControl(self)  # the run: quit, stop, detach, signal, exit code
+        self.view_keys = ViewKeys(self)  # the keys that change what is shown
         self.source = source
         self.interval = interval
         self.command = list(command or [])
@@ -212,7 +231,6 @@ class LiveApp(ViewKeys):
         self.failure: Failed | None = None
         self.source_error: str | None = None
         self.ended = False  # the source has no more messages
-        self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
         self.n_messages = 0
         self._columns: list[str] = []
         self._name_width = 0
@@ -221,7 +239,6 @@ class LiveApp(ViewKeys):
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
-        self._prompt_mode = ""
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.pacer = DrawPacer(self, DRAW_PERIOD if interval < DRAW_PERIOD else 0.0, self._draw_sample)
         self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
@@ -230,6 +247,91 @@ class LiveApp(ViewKeys):
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
         self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+
+    # ------------------------------------------------------------------ keys: each action is the part's
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.view_keys.allows(action)
+
+    async def action_quit(self) -> None:
+        await self.control.quit()
+
+    def action_signal(self) -> None:
+        self.control.signal_selected()
+
+    def action_pause(self) -> None:
+        self.view_keys.pause()
+
+    def action_sort(self) -> None:
+        self.view_keys.sort()
+
+    def action_reverse(self) -> None:
+        self.view_keys.reverse()
+
+    def action_tree(self) -> None:
+        self.view_keys.tree()
+
+    def action_details(self) -> None:
+        self.view_keys.details()
+
+    def action_zoom_output(self) -> None:
+        self.view_keys.zoom_output()
+
+    def action_focus_next_pane(self) -> None:
+        self.view_keys.focus_next_pane()
+
+    def action_filter(self) -> None:
+        self.view_keys.filter()
+
+    def action_find(self) -> None:
+        self.view_keys.find()
+
+    def action_match(self, step: int) -> None:
+        self.view_keys.match(step)
+
+    def action_escape(self) -> None:
+        self.view_keys.escape()
+
+    def action_history(self) -> None:
+        self.view_keys.history()
+
+    def action_help(self) -> None:
+        self.view_keys.help()
+
+    def action_blocks(self) -> None:
+        self.view_keys.blocks()
+
+    def action_suspend_process(self) -> None:
+        """Ctrl-Z: the view stops (the sampler, a process of its own, samples on); after `fg` the whole screen
+        is drawn again, not only what changed meanwhile: the shell wrote over it."""
+        super().action_suspend_process()  # returns once continued
+        self.call_after_refresh(self.screen.refresh, repaint=True, layout=True)
+
+    def watch_paused(self, paused: bool) -> None:
+        self.view_keys.paused_changed(paused)
+
+    def watch_tree_view(self) -> None:
+        self.view_keys.rows_changed()
+
+    def watch_sort_key(self) -> None:
+        self.view_keys.rows_changed()
+
+    def watch_sort_reverse(self) -> None:
+        self.view_keys.rows_changed()
+
+    def watch_row_filter(self) -> None:
+        self.view_keys.rows_changed()  # the table's title follows with its rows (`show_table_title`)
+
+    def on_process_table_header_selected(self, event: ProcessTable.HeaderSelected) -> None:
+        self.view_keys.header_selected(event)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.view_keys.prompt_changed(event)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.view_keys.prompt_submitted(event)
+
+    # ------------------------------------------------------------------ the driver
 
     def get_driver_class(self) -> type[Driver]:
         return quiet_driver(super().get_driver_class())  # no input poll ten times a second
@@ -424,9 +526,9 @@ class LiveApp(ViewKeys):
 
     def _on_finished(self) -> None:
         self._redraw()
-        if self.quit_choice is not None:
+        if self.control.quit_choice is not None:
             self.source.close()
-            self.exit(self.exit_code, return_code=self.exit_code)
+            self.exit(self.control.exit_code, return_code=self.control.exit_code)
             return
         if self.final is not None:
             where = self.final.session_path
@@ -441,7 +543,7 @@ class LiveApp(ViewKeys):
 
     def _status_text(self) -> str:
         failed = self.failure.message if self.failure is not None else None
-        return status_text(self.final, failed, self.ended, self.source_error, self.quit_choice)
+        return status_text(self.final, failed, self.ended, self.source_error, self.control.quit_choice)
 
     def _draw_header(self) -> None:
         status = self._status_text()
@@ -491,7 +593,7 @@ class LiveApp(ViewKeys):
             self._update_table(self.latest, final_processes(self.final))
         elif s is not None:
             self._update_table(s)
-        self._draw_blocks()
+        self.view_keys.draw_blocks()
         if s is not None:
             self._update_gpus(s)
             self.query_one("#host", HostPanel).show(s.host, self.panel_width)
@@ -500,7 +602,7 @@ class LiveApp(ViewKeys):
         if self.final is not None:
             note = self.detached_line() if self.final.status == "detached" else ""
             summary.show_final(self.final, self.narrow, note, width=self.panel_width)
-            self.show_table_title()
+            self.view_keys.show_table_title()
         elif self.failure is not None:
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
@@ -541,7 +643,7 @@ class LiveApp(ViewKeys):
                 states = {p.pid: label for p, label in ghosts}
                 processes = processes + [p for p, _ in ghosts]
         if self.row_filter:
-            processes = [p for p in processes if self.keep_row(p)]
+            processes = [p for p in processes if self.view_keys.keep_row(p)]
         ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
         cols, width = self._columns, self._name_width
         rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
@@ -549,7 +651,7 @@ class LiveApp(ViewKeys):
         table.update_rows(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
             self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
-        self.show_table_title(bool(rows))
+        self.view_keys.show_table_title(bool(rows))
         self._show_selected_command()
 
     def _show_selected_command(self) -> None:

@@ -1,20 +1,21 @@
 """The tracked run's lifecycle in the live view: whether it still runs, its exit code, and the keys that act
-on processes — quit (stop, detach), signal one process. A base class of LiveApp, apart from the drawing."""
+on processes — quit (stop, detach), signal one process. A part the live view owns (`LiveApp.control`); the view
+keeps the run's figures (the final summary, a failure, whether the source ended) and draws the header."""
 
 from __future__ import annotations
 
 import os
 import signal
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from textual.app import App
-
-from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
+from gputop_tracker.core.model.models import ProcessSample
 from gputop_tracker.core.model.text import escape_controls
 from gputop_tracker.core.sampling import channel
-from gputop_tracker.core.sampling.channel import Failed
 from gputop_tracker.tui.widgets.panels import KILL_GRACE, KillScreen, QuitScreen, SignalScreen
+
+if TYPE_CHECKING:
+    from gputop_tracker.tui.live.app import LiveApp
 
 KILL_AFTER = KILL_GRACE  # seconds of grace after SIGTERM to the tree before asking whether to SIGKILL what is left
 
@@ -30,46 +31,34 @@ class DataSource(Protocol):
     def close(self) -> None: ...
 
 
-class RunControl(App[int]):
-    """Quit, stop, detach and signal; LiveApp sets these attributes and draws the header."""
+class RunControl:
+    """Quit, stop, detach and signal the tracked run; reads the run's state from the view it belongs to."""
 
-    source: DataSource
-    mode: str  # "launch" or "attach"
-    command: list[str]
-    main_pid: int | None
-    latest: Sample | None
-    final: ResourceUsage | None
-    failure: Failed | None
-    ended: bool  # the source has no more messages
-    quit_choice: str | None  # "stop" / "detach" once the user asked to leave
-
-    def _draw_header(self) -> None:
-        raise NotImplementedError
-
-    def selected_pid(self) -> int | None:
-        raise NotImplementedError
+    def __init__(self, app: LiveApp) -> None:
+        self.app = app
+        self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
 
     @property
     def running(self) -> bool:
-        return self.final is None and self.failure is None and not self.ended
+        return self.app.final is None and self.app.failure is None and not self.app.ended
 
     @property
     def exit_code(self) -> int:
         """The command's exit code (128+N after signal N); 0 when detached or attached; 1 if tracking broke."""
-        if self.failure is not None:
-            return self.failure.exit_code
-        if self.final is not None:
-            if self.mode == "attach" or self.final.exit_code is None:
+        if self.app.failure is not None:
+            return self.app.failure.exit_code
+        if self.app.final is not None:
+            if self.app.mode == "attach" or self.app.final.exit_code is None:
                 return 0
-            return self.final.exit_code
+            return self.app.final.exit_code
         return 0 if self.quit_choice == "detach" else 1
 
-    async def action_quit(self) -> None:
+    async def quit(self) -> None:
         if not self.running:
-            self.source.close()
-            self.exit(self.exit_code, return_code=self.exit_code)
+            self.app.source.close()
+            self.app.exit(self.exit_code, return_code=self.exit_code)
             return
-        if isinstance(self.screen, QuitScreen | KillScreen):
+        if isinstance(self.app.screen, QuitScreen | KillScreen):
             return  # ctrl+c pressed again while the dialog is open
         what = self.target_text()
 
@@ -77,51 +66,51 @@ class RunControl(App[int]):
             if choice == "stop":
                 self.quit_choice = "stop"
                 self.stop_tree(signal.SIGTERM)
-                self.set_timer(KILL_AFTER, self._ask_kill)
+                self.app.set_timer(KILL_AFTER, self.ask_kill)
             elif choice == "detach":
                 self.quit_choice = "detach"
-                self.source.stop()
+                self.app.source.stop()
             else:
                 return
-            self._draw_header()
-            self.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
+            self.app._draw_header()
+            self.app.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
 
-        self.push_screen(QuitScreen(what, self.mode == "attach"), chosen)
+        self.app.push_screen(QuitScreen(what, self.app.mode == "attach"), chosen)
 
     def target_text(self) -> str:
         """The tree's main process as the dialogs name it: PID and command line (cut to a dialog's width)."""
-        command = escape_controls(" ".join(self.command))
+        command = escape_controls(" ".join(self.app.command))
         if len(command) > 60:
             command = command[:59] + "…"
-        pid = f"PID {self.main_pid}" if self.main_pid else ""
+        pid = f"PID {self.app.main_pid}" if self.app.main_pid else ""
         return f"{pid} ({command})" if pid and command else pid or command or "the command"
 
     def stop_tree(self, sig: int) -> None:
         """The sampler signals the whole tree (it knows every pid, also those that left the process group);
         an older or unreachable sampler: the main process only."""
-        if not self.source.stop_tree(sig):
-            self._kill(self.main_pid, sig)
+        if not self.app.source.stop_tree(sig):
+            self._kill(self.app.main_pid, sig)
 
     def tree_pids(self) -> list[int]:
-        return [p.pid for p in self.latest.processes] if self.latest is not None else []
+        return [p.pid for p in self.app.latest.processes] if self.app.latest is not None else []
 
-    def _ask_kill(self) -> None:
+    def ask_kill(self) -> None:
         """The grace period is over and the tree still runs: SIGKILL only if the user says so."""
-        if not self.running or isinstance(self.screen, KillScreen):
+        if not self.running or isinstance(self.app.screen, KillScreen):
             return
 
         def chosen(choice: str | None) -> None:
             if choice == "kill":
                 self.stop_tree(signal.SIGKILL)
-                self.notify("SIGKILL sent to the tree", severity="warning", markup=False)
+                self.app.notify("SIGKILL sent to the tree", severity="warning", markup=False)
             elif choice == "detach":
                 self.quit_choice = "detach"
-                self.source.stop()
+                self.app.source.stop()
             else:  # wait: ask again after another grace period
-                self.set_timer(KILL_AFTER, self._ask_kill)
-            self._draw_header()
+                self.app.set_timer(KILL_AFTER, self.ask_kill)
+            self.app._draw_header()
 
-        self.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER, self.target_text()), chosen)
+        self.app.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER, self.target_text()), chosen)
 
     def _kill(self, pid: int | None, sig: int) -> bool:
         if not pid:
@@ -129,19 +118,19 @@ class RunControl(App[int]):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            self.notify(f"process {pid} has already exited", severity="warning", markup=False)
+            self.app.notify(f"process {pid} has already exited", severity="warning", markup=False)
             return False
         except PermissionError:
-            self.notify(f"not allowed to signal process {pid}", severity="error", markup=False)
+            self.app.notify(f"not allowed to signal process {pid}", severity="error", markup=False)
             return False
         return True
 
-    def action_signal(self) -> None:
-        pid = self.selected_pid()
-        s = self.latest
+    def signal_selected(self) -> None:
+        pid = self.app.selected_pid()
+        s = self.app.latest
         proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
         if pid is None or proc is None or not self.running:
-            self.notify("select a running process of the tracked tree first", severity="warning", markup=False)
+            self.app.notify("select a running process of the tracked tree first", severity="warning", markup=False)
             return
         subtree = subtree_pids(s.processes if s else [], pid)
 
@@ -152,17 +141,17 @@ class RunControl(App[int]):
             # re-check: rows may have left the tree while the dialog was open
             alive = set(self.tree_pids())
             if pid not in alive:
-                self.notify(f"process {pid} is no longer in the tracked tree", severity="warning", markup=False)
+                self.app.notify(f"process {pid} is no longer in the tracked tree", severity="warning", markup=False)
                 return
             targets = [p for p in (subtree if whole else [pid]) if p in alive]
             sent = [p for p in targets if self._kill(p, sig)]
             what = f"{pid} ({proc.name})" + (f" and {len(sent) - 1} descendants" if whole else "")
             if sent:
-                self.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
+                self.app.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
 
         command = escape_controls(" ".join(proc.cmdline))
         command = command if len(command) <= 70 else command[:69] + "…"
-        self.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1, command), chosen)
+        self.app.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1, command), chosen)
 
 
 def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:

@@ -1,23 +1,24 @@
 """The live view's keys that change what is shown: pause, sort (and reverse), tree/flat, filter the processes,
-find in the output, zoom the output, details, help, history. A base class of LiveApp (it draws)."""
+find in the output, zoom the output, details, help, history. A part the live view owns (`LiveApp.view_keys`): the
+view holds the reactives (`paused`, `sort_key`, ...) and the bindings, and hands each key and watcher to this part."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding, BindingType
-from textual.reactive import reactive
 from textual.widgets import Input
 
-from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
-from gputop_tracker.core.summary.livestats import SampleHistory
-from gputop_tracker.tui.live.blocks import MAX_ROWS, BlocksPane, OpenBlocks
-from gputop_tracker.tui.live.control import RunControl
+from gputop_tracker.core.model.models import ProcessSample
+from gputop_tracker.tui.live.blocks import MAX_ROWS
 from gputop_tracker.tui.live.output_pane import OutputPane
-from gputop_tracker.tui.live.process_info import ExitedRows, ProcessDetailScreen, detail_text
+from gputop_tracker.tui.live.process_info import ProcessDetailScreen, detail_text
 from gputop_tracker.tui.live.process_rows import BOUND_LEGEND, SORT_LABEL, SORTS, short_command
 from gputop_tracker.tui.widgets.panels import HelpScreen, plain, side_width
 from gputop_tracker.tui.widgets.proctable import ProcessTable
+
+if TYPE_CHECKING:
+    from gputop_tracker.tui.live.app import LiveApp
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
 BINDINGS: list[BindingType] = [
@@ -47,188 +48,140 @@ OWN_ACTIONS = {b.action for b in BINDINGS if isinstance(b, Binding)}
 EVERYWHERE = {"quit", "suspend_process"}
 
 
-class ViewKeys(RunControl):
-    """What the view shows and how; LiveApp sets the attributes and draws."""
+class ViewKeys:
+    """What the view shows and how: the keys' logic; the view it belongs to holds the state and draws."""
 
-    BINDINGS: ClassVar[list[BindingType]] = BINDINGS
+    def __init__(self, app: LiveApp) -> None:
+        self.app = app
+        self.prompt_mode = ""  # "filter" or "find" while the prompt is open
+        self._table_title = ""
 
-    paused: reactive[bool] = reactive(False)
-    """Display frozen; samples keep arriving and the run summary keeps counting."""
-    tree_view: reactive[bool] = reactive(True)
-    """Indented process tree (True) or a flat list sorted by the sort column."""
-    sort_key: reactive[str] = reactive("pid")
-    """Column the rows (siblings, in the tree view) are ordered by."""
-    sort_reverse: reactive[bool] = reactive(False)
-    """The sort column's order reversed (r, or a second click on its label)."""
-    row_filter: reactive[str] = reactive("")
-    """Only processes whose PID or command line holds this text (case-insensitive); empty: all."""
-
-    history: SampleHistory
-    exited: ExitedRows
-    store_dir: object
-    _columns: list[str]
-    _held_output: list[str]
-    _paused_latest: Sample | None
-    _prompt_mode: str  # "filter" or "find" while the prompt is open
-    blocks_pane: BlocksPane
-    open_blocks: OpenBlocks
-    _paused_blocks: str
-    view_size: tuple[int, int]
-    final: ResourceUsage | None
-    _bound_seen: bool
-    _table_title = ""
-
-    # drawn by LiveApp
-    @property
-    def narrow(self) -> bool:
-        raise NotImplementedError
-
-    def _redraw(self) -> None:
-        raise NotImplementedError
-
-    def _update_table(self, s: Sample | None) -> None:
-        raise NotImplementedError
-
-    def _label_sort_column(self) -> None:
-        raise NotImplementedError
-
-    def _apply_width(self, width: int, height: int | None = None) -> None:
-        raise NotImplementedError
-
-    def _process(self, pid: int | None) -> ProcessSample | None:
-        raise NotImplementedError
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+    def allows(self, action: str) -> bool:
         """The live view's keys act only while the live view is on show: under the history screen or a dialog,
         `k` must not open a signal dialog for a row out of sight (and the footer lists only that screen's keys).
         Quitting (Ctrl-C, which asks first) and suspending stay everywhere."""
+        app = self.app
         if action in EVERYWHERE or action not in OWN_ACTIONS:
             return True
-        return self.screen is self.screen_stack[0] if self.screen_stack else True
+        return app.screen is app.screen_stack[0] if app.screen_stack else True
 
     # ------------------------------------------------------------------ reactives
 
-    def watch_paused(self, paused: bool) -> None:
+    def paused_changed(self, paused: bool) -> None:
+        app = self.app
         if not paused:
-            if self._paused_latest is not None:
-                self.latest, self._paused_latest = self._paused_latest, None
-            if self._held_output:
-                self.query_one("#output", OutputPane).write("".join(self._held_output))
-                self._held_output.clear()
-            self._redraw()
+            if app._paused_latest is not None:
+                app.latest, app._paused_latest = app._paused_latest, None
+            if app._held_output:
+                app.query_one("#output", OutputPane).write("".join(app._held_output))
+                app._held_output.clear()
+            app._redraw()
         else:
-            self._paused_blocks = self.open_blocks.text()  # the header's block name freezes with the table
-            self._draw_header()
+            app._paused_blocks = app.open_blocks.text()  # the header's block name freezes with the table
+            app._draw_header()
 
-    def _rows_changed(self) -> None:
+    def rows_changed(self) -> None:
         """Sort, tree, filter: redrawn at once, paused or not (paused, from the frozen sample)."""
-        if not self._columns:  # not laid out yet
+        if not self.app._columns:  # not laid out yet
             return
-        self._label_sort_column()
-        if self.latest is not None:
-            self._update_table(self.latest)
-
-    def watch_tree_view(self) -> None:
-        self._rows_changed()
-
-    def watch_sort_key(self) -> None:
-        self._rows_changed()
-
-    def watch_sort_reverse(self) -> None:
-        self._rows_changed()
-
-    def watch_row_filter(self) -> None:
-        self._rows_changed()  # the table's title follows with its rows (`show_table_title`)
+        self.app._label_sort_column()
+        if self.app.latest is not None:
+            self.app._update_table(self.app.latest)
 
     def show_table_title(self, any_row: bool = True) -> None:
         """What the process table shows: the ≥ legend once a row showed one, the peaks once the run is over, and
         the filter with whether anything matched (the next sample used to put "processes" back over it)."""
-        if self.final is not None:
+        app = self.app
+        if app.final is not None:
             title = "processes: peaks over the run"
         else:
-            title = f"processes · {BOUND_LEGEND}" if self._bound_seen else "processes"
-        if self.row_filter:
-            title = f"{title.split(' · ')[0]} matching “{self.row_filter}”" + ("" if any_row else ": none")
+            title = f"processes · {BOUND_LEGEND}" if app._bound_seen else "processes"
+        if app.row_filter:
+            title = f"{title.split(' · ')[0]} matching “{app.row_filter}”" + ("" if any_row else ": none")
         if title != self._table_title:  # setting it repaints the whole table, even unchanged
             self._table_title = title
-            self.query_one("#procs", ProcessTable).border_title = plain(title)
+            self.app.query_one("#procs", ProcessTable).border_title = plain(title)
 
     def keep_row(self, p: ProcessSample) -> bool:
-        f = self.row_filter.lower()
+        f = self.app.row_filter.lower()
         return not f or f in str(p.pid) or f in short_command(p).lower() or f in " ".join(p.cmdline).lower()
 
     # ------------------------------------------------------------------ actions
 
-    def action_pause(self) -> None:
-        self.paused = not self.paused
+    def pause(self) -> None:
+        self.app.paused = not self.app.paused
 
-    def action_sort(self) -> None:
-        self.sort_reverse = False
-        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
-        self.notify(f"sorted by {SORT_LABEL[self.sort_key]}", timeout=1.5)
+    def sort(self) -> None:
+        app = self.app
+        app.sort_reverse = False
+        app.sort_key = SORTS[(SORTS.index(app.sort_key) + 1) % len(SORTS)]
+        app.notify(f"sorted by {SORT_LABEL[app.sort_key]}", timeout=1.5)
 
-    def action_reverse(self) -> None:
-        self.sort_reverse = not self.sort_reverse
+    def reverse(self) -> None:
+        self.app.sort_reverse = not self.app.sort_reverse
 
-    def on_process_table_header_selected(self, event: ProcessTable.HeaderSelected) -> None:
+    def header_selected(self, event: ProcessTable.HeaderSelected) -> None:
         if event.column not in SORTS:
             return
-        if event.column == self.sort_key:  # a second click: the other order
-            self.sort_reverse = not self.sort_reverse
+        app = self.app
+        if event.column == app.sort_key:  # a second click: the other order
+            app.sort_reverse = not app.sort_reverse
         else:
-            self.sort_reverse = False
-            self.sort_key = event.column
+            app.sort_reverse = False
+            app.sort_key = event.column
 
-    def action_tree(self) -> None:
-        self.tree_view = not self.tree_view
+    def tree(self) -> None:
+        self.app.tree_view = not self.app.tree_view
 
-    def action_details(self) -> None:
-        pid = self.selected_pid()
-        p = self._process(pid)
+    def details(self) -> None:
+        app = self.app
+        pid = app.selected_pid()
+        p = app._process(pid)
         if pid is None or p is None:
-            self.notify("select a process first", severity="warning")
+            app.notify("select a process first", severity="warning")
             return
-        gpus = self.latest.gpus if self.latest is not None else []
-        text = detail_text(p, self.history.processes.get(pid), gpus, self.exited.label(pid))
-        self.push_screen(ProcessDetailScreen(text))
+        gpus = app.latest.gpus if app.latest is not None else []
+        text = detail_text(p, app.history.processes.get(pid), gpus, app.exited.label(pid))
+        app.push_screen(ProcessDetailScreen(text))
 
-    def action_zoom_output(self) -> None:
-        zoomed = not self.has_class("output-zoom")
-        self.set_class(zoomed, "output-zoom")
-        self._apply_width(*self.size)
-        self.query_one("#output" if zoomed else "#procs").focus()
+    def zoom_output(self) -> None:
+        app = self.app
+        zoomed = not app.has_class("output-zoom")
+        app.set_class(zoomed, "output-zoom")
+        app._apply_width(*app.size)
+        app.query_one("#output" if zoomed else "#procs").focus()
 
-    def action_focus_next_pane(self) -> None:
-        table = self.query_one("#procs", ProcessTable)
-        (self.query_one("#output", OutputPane) if table.has_focus else table).focus()
+    def focus_next_pane(self) -> None:
+        table = self.app.query_one("#procs", ProcessTable)
+        (self.app.query_one("#output", OutputPane) if table.has_focus else table).focus()
 
     # ------------------------------------------------------------------ the prompt: filter and find
 
-    def action_filter(self) -> None:
-        self._open_prompt("filter", "filter processes: PID or command (enter: keep, esc: clear)", self.row_filter)
+    def filter(self) -> None:
+        self._open_prompt("filter", "filter processes: PID or command (enter: keep, esc: clear)", self.app.row_filter)
 
-    def action_find(self) -> None:
-        term = self.query_one("#output", OutputPane).term
+    def find(self) -> None:
+        term = self.app.query_one("#output", OutputPane).term
         self._open_prompt("find", "find in the output (enter: keep, esc: clear)", term)
 
     def _open_prompt(self, mode: str, placeholder: str, value: str) -> None:
-        self._prompt_mode = mode
-        prompt = self.query_one("#prompt", Input)
+        self.prompt_mode = mode
+        prompt = self.app.query_one("#prompt", Input)
         prompt.placeholder = placeholder
         prompt.value = value
         prompt.display = True
         prompt.focus()
 
-    def on_input_changed(self, event: Input.Changed) -> None:
+    def prompt_changed(self, event: Input.Changed) -> None:
         if event.input.id != "prompt" or not event.input.display:
             return
-        if self._prompt_mode == "filter":
-            self.row_filter = event.value
+        if self.prompt_mode == "filter":
+            self.app.row_filter = event.value
         else:
             self._find(event.value)
 
     def _find(self, term: str) -> None:
-        output = self.query_one("#output", OutputPane)
+        output = self.app.query_one("#output", OutputPane)
         output.search(term)
         self._show_match(output)
 
@@ -239,74 +192,70 @@ class ViewKeys(RunControl):
         found = f"“{term}”: {n} found, line {where} of {lines} (n/N: next/previous)"
         output.border_subtitle = plain(found if term and where else (f"“{term}”: not found" if term else None))
 
-    def action_match(self, step: int) -> None:
+    def match(self, step: int) -> None:
         """n / N: the next match below / above the last one (wrapping around)."""
-        output = self.query_one("#output", OutputPane)
+        output = self.app.query_one("#output", OutputPane)
         if not output.term:
-            self.notify("nothing to find yet: f", timeout=2, markup=False)
+            self.app.notify("nothing to find yet: f", timeout=2, markup=False)
             return
         output.next_match(step)
         self._show_match(output)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    def prompt_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "prompt":
             event.input.display = False
-            self.query_one("#procs" if self._prompt_mode == "filter" else "#output").focus()
+            self.app.query_one("#procs" if self.prompt_mode == "filter" else "#output").focus()
 
-    def action_escape(self) -> None:
-        prompt = self.query_one("#prompt", Input)
-        mode = self._prompt_mode
+    def escape(self) -> None:
+        prompt = self.app.query_one("#prompt", Input)
+        mode = self.prompt_mode
         prompt.display = False
-        if mode == "filter" or (not prompt.has_focus and self.row_filter):
-            self.row_filter = ""
+        if mode == "filter" or (not prompt.has_focus and self.app.row_filter):
+            self.app.row_filter = ""
         if mode == "find":
             self._find("")
-        self._prompt_mode = ""
-        self.query_one("#procs").focus()
+        self.prompt_mode = ""
+        self.app.query_one("#procs").focus()
 
-    def action_history(self) -> None:
+    def history(self) -> None:
         try:
             from gputop_tracker.tui.history.screen import HistoryScreen
         except ImportError:
-            self.notify("history not available", severity="warning")
+            self.app.notify("history not available", severity="warning")
             return
         from pathlib import Path
 
-        store = self.store_dir
+        store = self.app.store_dir
         if not isinstance(store, Path):
-            self.notify("history not available: no session store", severity="warning")
+            self.app.notify("history not available: no session store", severity="warning")
             return
-        self.push_screen(HistoryScreen(store))
+        self.app.push_screen(HistoryScreen(store))
 
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
-
-    def action_suspend_process(self) -> None:
-        """Ctrl-Z: the view stops (the sampler, a process of its own, samples on); after `fg` the whole screen
-        is drawn again, not only what changed meanwhile: the shell wrote over it."""
-        super().action_suspend_process()  # returns once continued
-        self.call_after_refresh(self.screen.refresh, repaint=True, layout=True)
+    def help(self) -> None:
+        self.app.push_screen(HelpScreen())
 
     # ------------------------------------------------------------------ code blocks (b)
 
-    def _draw_blocks(self) -> None:
+    def draw_blocks(self) -> None:
         """The blocks table: the whole width under the processes and panels from LARGE up, else in the process
         table's place while b is on."""
-        pane, size = self.blocks_pane, self.view_size
+        app = self.app
+        pane, size = app.blocks_pane, app.view_size
         shown = pane.shown(size)
         split = shown and pane.large(size)
-        self.set_class(shown and not split, "blocks-only")
-        self.set_class(split, "blocks-split")
+        app.set_class(shown and not split, "blocks-only")
+        app.set_class(split, "blocks-split")
         if not shown:
             return
-        table = self.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
-        now = self.latest.time if self.latest else None  # the age of open runs: by the samples' clock
-        pane.draw(table, size[0] - (0 if split or self.narrow else side_width(size[0])), now)
+        table = app.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
+        now = app.latest.time if app.latest else None  # the age of open runs: by the samples' clock
+        pane.draw(table, size[0] - (0 if split or app.narrow else side_width(size[0])), now)
         if split:  # at most MAX_ROWS rows (the rest scroll): the processes and side panels keep their room
             table.styles.height = min(table.row_count, MAX_ROWS) + 3
 
-    def action_blocks(self) -> None:
-        shown = self.blocks_pane.toggle(self.view_size)
-        self._draw_blocks()
-        self._draw_header()
-        self.query_one("#blocks" if shown and not self.blocks_pane.large(self.view_size) else "#procs").focus()
+    def blocks(self) -> None:
+        app = self.app
+        shown = app.blocks_pane.toggle(app.view_size)
+        self.draw_blocks()
+        app._draw_header()
+        app.query_one("#blocks" if shown and not app.blocks_pane.large(app.view_size) else "#procs").focus()

@@ -363,7 +363,7 @@ def _after_the_view(
         exporter.set_reporter(console.say)  # the view is gone: its last writes are told on stderr
     hangup.closed.set()
     source.close()
-    if app.running and not hangup.seen:
+    if app.control.running and not hangup.seen:
         # The view ended without a decision (crash, closed terminal): stop tracking, never kill the job.
         handle.signal(STOP_SIGNAL)
     handle.close()
