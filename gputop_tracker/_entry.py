@@ -6,7 +6,6 @@ class creation (a dataclass field's __set_name__) in a RuntimeError: that one is
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
@@ -94,11 +93,8 @@ def standard_fds() -> None:
 def main() -> int:
     standard_fds()
     try:
-        gc.disable()  # start-up: what the imports make lives to the end, a collection meanwhile frees nothing
-        try:
-            from gputop_tracker.cli.entry import main as cli_main
-        finally:
-            gc.enable()
+        from gputop_tracker.cli.entry import main as cli_main
+
         return cli_main()
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -7,7 +7,6 @@ only after the sampler has been forked, so it loads while the command already ru
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import signal
 import sys
@@ -460,11 +459,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
     if exporter is not None:
         exporter.start()  # its threads only now: a fork copies just the forking thread
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
-    gc.disable()  # what start-up makes lives to the end: scanning it for garbage, now or at exit, finds none
     import gputop_tracker.core.model.models  # noqa: F401
-
-    gc.freeze()
-    gc.enable()
 
     relay = SignalRelay(
         handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job, session_leader=is_session_leader()
