@@ -28,7 +28,8 @@ from gputop_tracker.core.sampling.orphans import become_subreaper
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations.exporters import Exporter
-    from gputop_tracker.core.sampling.channel import SamplerHandle, Started
+    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.sampling.channel import Failed, SamplerHandle, Started
 
 DEFAULT_INTERVAL = 0.5
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
@@ -433,24 +434,11 @@ def _run(cfg: EngineConfig, args: argparse.Namespace, units: Units, exporter: Ex
 
 
 def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, exporter: Exporter | None = None) -> int:
-    from gputop_tracker.core.sampling.channel import EventMessage, Failed, Started, Summary, start_forked
+    from gputop_tracker.core.sampling.channel import start_forked
 
     cfg.watch_output = args.watch_output
     cfg.stream_samples = exporter is not None  # an exporter serves the latest sample
-    shares_terminal_job = False
-    if cfg.mode == "launch":
-        if in_terminal_foreground():
-            # The command stays in the terminal's job: it may read the tty, and Ctrl-C reaches it directly.
-            # Once it runs we leave that job (`leave_terminal_job`), the sampler mirroring its stops onto us.
-            cfg.process_group = os.getpgrp()
-            cfg.mirror_stops_to = 0 if is_session_leader() else os.getpid()
-            shares_terminal_job = True
-        else:
-            # Batch, pipe or background: its own process group, so a signal sent to our whole group
-            # (timeout, kill -TERM -PGID) reaches it once — forwarded by us — not twice.
-            cfg.process_group = 0
-        if args.format == "json" and not args.output:
-            cfg.stdout = 2  # stdout carries only the JSON report; the command's stdout goes to stderr
+    shares_terminal_job = _place_the_command(cfg, args)
     # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
     # which the command receives itself, from a kill aimed at us, which we must pass on.
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
@@ -466,24 +454,9 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
     )
     interrupted = relay.interrupted
     threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
-    usage = None
-    failure = None
-    started = None
     alerts = AlertPrinter()
     try:
-        for msg in handle.messages():
-            if exporter is not None:
-                exporter.observe(msg)
-            if isinstance(msg, EventMessage):
-                alerts.show(msg.event)
-            elif isinstance(msg, Summary):
-                usage = msg.usage
-            elif isinstance(msg, Failed):
-                failure = msg
-            elif isinstance(msg, Started):
-                started = msg
-                if cfg.mirror_stops_to:
-                    relay.leave_terminal_job()
+        usage, failure, started = _read_messages(handle, exporter, alerts, relay, cfg.mirror_stops_to != 0)
     finally:
         if exporter is not None:
             exporter.close()  # tracking is over: nothing more to serve, the textfile goes
@@ -496,6 +469,55 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
         return failure.exit_code
     if usage is None:
         return sampler_died(cfg, handle, started, relay)
+    return _after_the_report(cfg, args, units, usage, interrupted)
+
+
+def _place_the_command(cfg: EngineConfig, args: argparse.Namespace) -> bool:
+    """Which process group a launched command runs in, and where its stdout goes; True when it stays in the
+    terminal's foreground job with us."""
+    if cfg.mode != "launch":
+        return False
+    if args.format == "json" and not args.output:
+        cfg.stdout = 2  # stdout carries only the JSON report; the command's stdout goes to stderr
+    if in_terminal_foreground():
+        # The command stays in the terminal's job: it may read the tty, and Ctrl-C reaches it directly.
+        # Once it runs we leave that job (`leave_terminal_job`), the sampler mirroring its stops onto us.
+        cfg.process_group = os.getpgrp()
+        cfg.mirror_stops_to = 0 if is_session_leader() else os.getpid()
+        return True
+    # Batch, pipe or background: its own process group, so a signal sent to our whole group
+    # (timeout, kill -TERM -PGID) reaches it once — forwarded by us — not twice.
+    cfg.process_group = 0
+    return False
+
+
+def _read_messages(
+    handle: SamplerHandle, exporter: Exporter | None, alerts: AlertPrinter, relay: SignalRelay, mirror_stops: bool
+) -> tuple[ResourceUsage | None, Failed | None, Started | None]:
+    """The sampler's messages until it closes its pipe: (the summary, a failure, the start), each or None."""
+    from gputop_tracker.core.sampling.channel import EventMessage, Failed, Started, Summary
+
+    usage = failure = started = None
+    for msg in handle.messages():
+        if exporter is not None:
+            exporter.observe(msg)
+        if isinstance(msg, EventMessage):
+            alerts.show(msg.event)
+        elif isinstance(msg, Summary):
+            usage = msg.usage
+        elif isinstance(msg, Failed):
+            failure = msg
+        elif isinstance(msg, Started):
+            started = msg
+            if mirror_stops:
+                relay.leave_terminal_job()
+    return usage, failure, started
+
+
+def _after_the_report(
+    cfg: EngineConfig, args: argparse.Namespace, units: Units, usage: ResourceUsage, interrupted: list[int]
+) -> int:
+    """The report written (then a picture, if asked); the exit code: the command's, as a shell would give it."""
     write_report(usage, args, units)
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)

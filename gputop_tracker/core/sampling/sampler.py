@@ -258,7 +258,7 @@ class Engine:
             s.pidfd = -1
         return not over
 
-    def _sample(self, s: _Sampling) -> bool:
+    def _sample(self, s: _Sampling) -> bool:  # noqa: C901 — one sample's steps in order; each branch is one optional reader
         """One sample of the tree (its figures to the builder, streamed when asked); True when the tree is gone."""
         builder, tree = s.builder, s.tree
         _new, gone = tree.discover()
@@ -306,7 +306,7 @@ class Engine:
         if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd):
             self.end.main_gone = True
 
-    def _wait(self, deadline: float, pidfd: int) -> None:
+    def _wait(self, deadline: float, pidfd: int) -> None:  # noqa: C901 — the loop's single wait: every wake-up reason in one place
         """Until `deadline` (monotonic), copying the command's output and moving messages meanwhile; early when
         a signal needs the loop or the main process exited (`pidfd` readable)."""
         wake_fd = self.launcher.wake_fd

@@ -190,7 +190,7 @@ class ProcessStats:
         p.never_read = True
         return p
 
-    def update(self, r: Reading, now: float, gpu_bytes: int) -> None:
+    def update(self, r: Reading, now: float, gpu_bytes: int) -> None:  # noqa: C901 — per process per sample: the hot path folds every figure in one pass
         h = r.handle
         self.last_seen = now
         self.ppid = h.ppid
@@ -430,7 +430,7 @@ class GpuStats:
         self.peak_unattributed: int | None = None
         self.gpm: dict[str, Percentages] = {}  # present only where the GPU has GPM (absent, not zero, elsewhere)
 
-    def update(self, g: GpuReading, tree_memory: int, tree_sm: float | None) -> None:
+    def update(self, g: GpuReading, tree_memory: int, tree_sm: float | None) -> None:  # noqa: C901 — per GPU per sample: its figures folded in one pass on the hot path
         self.total = g.memory_total or self.total
         self.lost = self.lost or g.lost
         if tree_memory > self.tree_peak:
