@@ -1,8 +1,8 @@
 """The small running statistics the summary is made of, each owning one concern.
 
 `SummaryBuilder` (summary.py) composes them: per-process figures (`ProcessStats` with its `RssTrend`), the
-exact CPU ledger (`CpuLedger`), tree maxima (`TreeMaxima`), percentages (`Percentages`), per-GPU figures
-(`GpuStats`), alert levels (`AlertLevels`) and the bounded timeline (`Timeline`). Plain Python with
+exact CPU ledger (`CpuLedger`), tree maxima (`TreeMaxima`), percentages (`PercentStats`), per-GPU figures
+(`GpuStats`), alert levels (`AlertLevels`) and the bounded timeline (`TimelineRing`). Plain Python with
 `__slots__`: every one of them runs every sample, a method call costs ~25 ns.
 """
 
@@ -32,7 +32,7 @@ def megabytes(v: float) -> str:
 # --------------------------------------------------------------------------- percentages
 
 
-class Percentages:
+class PercentStats:
     """Maximum and mean of a percentage series."""
 
     __slots__ = ("max", "n", "sum")
@@ -420,15 +420,15 @@ class GpuStats:
         self.counted = counted
         self.peak_used: int | None = None
         self.tree_peak = 0
-        self.util = Percentages()
-        self.power = Percentages()
+        self.util = PercentStats()
+        self.power = PercentStats()
         self.max_temp: float | None = None
         self.lost = False
         self.energy_first: int | None = None
         self.energy_last: int | None = None
         self.tree_sm_peak: float | None = None
         self.peak_unattributed: int | None = None
-        self.gpm: dict[str, Percentages] = {}  # present only where the GPU has GPM (absent, not zero, elsewhere)
+        self.gpm: dict[str, PercentStats] = {}  # present only where the GPU has GPM (absent, not zero, elsewhere)
 
     def update(self, g: GpuReading, tree_memory: int, tree_sm: float | None) -> None:  # noqa: C901 — per GPU per sample: its figures folded in one pass on the hot path
         self.total = g.memory_total or self.total
@@ -454,7 +454,7 @@ class GpuStats:
         for name in GPM_FIELDS:
             v = getattr(g, name)
             if v is not None:
-                self.gpm.setdefault(name, Percentages()).add(v)
+                self.gpm.setdefault(name, PercentStats()).add(v)
 
     @property
     def energy_j(self) -> float | None:
@@ -559,7 +559,7 @@ class AlertLevels:
 # --------------------------------------------------------------------------- timeline
 
 
-class Timeline:
+class TimelineRing:
     """The session's columnar timeline, bounded: past TIMELINE_CAP rows neighbouring rows merge, keeping peaks."""
 
     __slots__ = ("_mean_cols", "_mean_cols_for", "_pending", "columns", "rows", "stride")

@@ -26,9 +26,9 @@ from gputop_tracker.core.summary.accumulators import (
     CpuLedger,
     EventSink,
     GpuStats,
-    Percentages,
+    PercentStats,
     ProcessStats,
-    Timeline,
+    TimelineRing,
     TreeMaxima,
 )
 from gputop_tracker.core.summary.efficiency import with_job
@@ -200,8 +200,8 @@ class SummaryBuilder:
         self.maxima = TreeMaxima()
         self.system_capacity = 0
         self.gpu_capacity = 0
-        self.cpu = {k: Percentages() for k in ("system", "main", "descendants", "combined")}
-        self.gpu_util = Percentages()
+        self.cpu = {k: PercentStats() for k in ("system", "main", "descendants", "combined")}
+        self.gpu_util = PercentStats()
         self.gpu_accounting = GpuAccountingLog()  # the driver's exact peaks, where accounting is on
         self.ledger = CpuLedger()
         self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
@@ -210,7 +210,7 @@ class SummaryBuilder:
         self.unseen_reaped = 0  # children we reaped that no sample ever saw
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
-        self.timeline_data = Timeline(TIMELINE_COLUMNS)
+        self.timeline_data = TimelineRing(TIMELINE_COLUMNS)
         # this sample's rows for the flight recorder, written with the timeline row
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
@@ -238,7 +238,7 @@ class SummaryBuilder:
             g = st.first
             st.counted = g.mig_parent is None if uuids is None else g.uuid in uuids
         if changed:
-            self.gpu_util = Percentages()
+            self.gpu_util = PercentStats()
 
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
