@@ -192,8 +192,10 @@ def test_probe_is_invisible_and_chains(tmp_path: Path) -> None:
     assert proc.stdout.split() == ["False", str(JOB / "site" / "sitecustomize.py"), "True"]
     # no user sitecustomize: ours stays under the name (site needs a module there), nothing printed
     env["PYTHONPATH"] = PROBE_DIR
-    proc = subprocess.run([PY, "-c", "import os; print(os._exit.__name__)"], capture_output=True, text=True, env=env)
-    assert (proc.stdout, proc.stderr) == ("_exit\n", "")
+    show = "import os; print([(f.__module__, f.__name__) for f in (os._exit, os.waitpid, os.wait, os.wait4)])"
+    proc = subprocess.run([PY, "-c", show], capture_output=True, text=True, env=env)
+    plain = subprocess.run([PY, "-I", "-c", show], capture_output=True, text=True)  # no probe: the interpreter's own
+    assert (proc.stdout, proc.stderr) == (plain.stdout, "")
 
 
 @pytest.mark.parametrize("name", ["sitecustomize.py", "gputop_probe_report.py"])

@@ -154,7 +154,7 @@ def install(fifo=None):
     if fifo is not None:
         _FIFO = fifo
     if os._exit is not _exit:
-        _exit.__qualname__, _exit.__doc__ = "_exit", _real_exit.__doc__
+        _exit.__qualname__, _exit.__doc__, _exit.__module__ = "_exit", _real_exit.__doc__, "posix"
         os._exit = _exit
     if not _installed:
         _installed.append(True)
