@@ -442,6 +442,16 @@ EPOCHS = (  # a block name per epoch: 16 names, the last one still open
 )
 
 
+def _block_rows(text: str) -> list[str]:
+    """The epoch rows shown between the blocks table's top border and its subtitle."""
+    lines = text.splitlines()
+    top = next((i for i, line in enumerate(lines) if "code blocks" in line), None)
+    if top is None:
+        return []
+    bottom = next((i for i in range(top + 1, len(lines)) if "16 blocks" in lines[i]), len(lines))
+    return [line for line in lines[top + 2 : bottom] if re.search(r"epoch \d+", line)]
+
+
 def test_blocks_table_keeps_to_six_rows_at_160x50(tmp_path: Path) -> None:
     """A block name per epoch took 16 rows and pushed the process table and the side panels away: the table
     under the processes shows at most 6 rows (the rest scroll), the running epoch among them."""
@@ -452,11 +462,14 @@ def test_blocks_table_keeps_to_six_rows_at_160x50(tmp_path: Path) -> None:
     try:
         wait_for(session, r"in the last epoch", 30)
         wait_for(session, r"16 blocks · 1 open", 15)
-        text = screen(session)
-        lines = text.splitlines()
-        top = next(i for i, line in enumerate(lines) if "code blocks" in line)
-        bottom = next(i for i in range(top + 1, len(lines)) if "16 blocks" in lines[i])
-        rows = [line for line in lines[top + 2 : bottom] if re.search(r"epoch \d+", line)]
+        # the table scrolls once laid out at its new height (the frame after the rows came): poll, not one capture
+        deadline = time.monotonic() + 15
+        while True:
+            text = screen(session)
+            rows = _block_rows(text)
+            if any("epoch 15" in r for r in rows) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert len(rows) == 6 and any("epoch 15" in r for r in rows), text  # the running one in view
         assert "run so far" in text and "processes" in text  # side panels and the process table keep their room
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
