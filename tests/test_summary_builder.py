@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gputop_tracker.core.model.models import ResourceUsage, Sample
+from gputop_tracker.core.report.render import to_text
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.builder import SummaryBuilder
 
@@ -225,3 +226,22 @@ def test_details_false_leaves_out_processes_and_events_but_keeps_the_figures() -
     assert short.processes == [] and short.events == []
     assert full.processes and full.events
     assert short.max_ram == full.max_ram and short.cpu_time == full.cpu_time
+
+
+def test_main_that_ended_before_any_sample_has_no_ram_figure_but_its_ru_maxrss_as_a_bound() -> None:
+    """`sh -c 'exit 3'`: we reap main before a sample reads it, and its ru_maxrss (here 18 MB) is no more than
+    our own fork copy (spawner_hwm 40 MB): nothing of the command was measured. The report says so, prints no
+    0 B as if it were a figure, and gives the ru_maxrss as what it is, an upper bound of main's own peak."""
+    b = SummaryBuilder(
+        main_pid=MAIN, command=["sh", "-c", "exit 3"], mode="launch", interval=1.0, start_time=0.0, spawner_hwm=40 * MB
+    )
+    b.reaped(MAIN, 0.0, 0.002, 18 * MB, 3, who=("sh", 1, False))
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.n_processes == 0 and u.max_ram.main.total_rss == 0 and u.max_ram.combined.total_rss == 0
+    label = u.sources["max_ram.main.total_rss"]
+    assert label.startswith("lower bound (not seen") and f"at most {18 * MB} bytes, its ru_maxrss" in label
+    lines = to_text(u).splitlines()
+    table = lines[lines.index(next(x for x in lines if x.startswith("RAM (peaks)"))) :]
+    row = {x.split()[0]: x.split()[1:4] for x in table[1:4]}
+    assert row == {"main": ["-"] * 3, "descendants": ["-"] * 3, "combined": ["-"] * 3}, "\n".join(lines)
+    assert table[4].split()[:3] == ["combined", "(Σ)", "-"], "\n".join(lines)

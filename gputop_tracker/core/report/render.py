@@ -152,12 +152,16 @@ def _ram_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
         if short != how:
             reasons.append(f"  [{len(reasons) + 1}] {name}: {how}")
             short += f" [{len(reasons)}]"
-        ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), short])
+        if not v.total_rss and (u.n_processes == 0 or "not seen" in how):  # never read: no figure, not 0 B
+            ram_rows.append([f"  {name}", "-", "-", "-", short])
+        else:
+            ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), short])
     extra: list[list[str]] = []
     if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
         extra.append(["  combined ≤", f.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
     else:
-        extra.append(["  combined (Σ)", f.ram(ram.combined_sampled), "largest Σ PSS seen in one sample"])
+        sampled = f.ram(ram.combined_sampled) if u.n_processes else "-"
+        extra.append(["  combined (Σ)", sampled, "largest Σ PSS seen in one sample"])
     if ram.cgroup_peak is not None and ram.peak_source != "cgroup":
         extra.append(["  job cgroup", f.ram(ram.cgroup_peak), "peak of the job's memory cgroup (page cache included)"])
     extra.append(["  system", f.ram(ram.system), f"of {f.ram(ram.system_capacity)} (whole machine, sampled)"])

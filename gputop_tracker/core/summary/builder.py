@@ -205,6 +205,7 @@ class SummaryBuilder:
         self.gpu_accounting = GpuAccountingLog()  # the driver's exact peaks, where accounting is on
         self.ledger = CpuLedger()
         self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
+        self.main_maxrss = 0  # main's ru_maxrss, once we reaped it, whatever image it counts
         self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
         self.vanished_by_others = 0  # processes reaped by someone else than us: their peaks are lower bounds
         self.unseen_reaped = 0  # children we reaped that no sample ever saw
@@ -294,6 +295,8 @@ class SummaryBuilder:
         # no more than our own fork copy: says nothing about the command, so it bounds no process of the tree
         polluted = pid == self.main_pid and maxrss <= self.spawner_hwm
         self.reaped_maxrss[pid] = 0 if polluted else maxrss
+        if pid == self.main_pid:
+            self.main_maxrss = maxrss  # even when polluted: at least main's own peak (an upper bound of it)
         _exit_event(self.events, pid, p, exit_code)
         if p is not None:
             p.reaped = True
@@ -719,6 +722,16 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     }
 
 
+def _unseen_main_label(b: SummaryBuilder) -> str:
+    """Main ended before any sample read it: nothing of its own was measured; its ru_maxrss still bounds it
+    from above (that figure also counts the image exec replaced, so it says nothing more)."""
+    label = "lower bound (not seen: the command exited before the first sample"
+    maxrss = b.main_maxrss
+    if maxrss:
+        label += f"; at most {maxrss} bytes, its ru_maxrss, which also counts the image exec replaced"
+    return label + ")"
+
+
 def _max_ram(b: SummaryBuilder, peaks: dict[int, Peak], sources: dict[str, str]) -> dict[str, Any]:
     mx = b.maxima
     main = b.procs.get(b.main_pid)
@@ -727,11 +740,7 @@ def _max_ram(b: SummaryBuilder, peaks: dict[int, Peak], sources: dict[str, str])
     if main_peak is not None and main_peak.value >= mx["main_rss"] and main_peak.value:
         sources["max_ram.main.total_rss"] = main_peak.label
     else:
-        sources["max_ram.main.total_rss"] = (
-            "lower bound (not seen: the command exited before the first sample)"
-            if main is None
-            else "sampled lower bound"
-        )
+        sources["max_ram.main.total_rss"] = _unseen_main_label(b) if main is None else "sampled lower bound"
     desc = [pid for pid, p in b.procs.items() if p.role == "descendant"]
     desc_reaped = [m for pid, m in b.reaped_maxrss.items() if pid != b.main_pid]
     desc_single = max([*(peaks[pid].value for pid in desc), *desc_reaped, 0])
