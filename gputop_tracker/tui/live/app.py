@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
@@ -40,6 +41,7 @@ from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
 from gputop_tracker.tui.live.control import DataSource, RunControl
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
+from gputop_tracker.tui.live.line_compositor import use_line_compositor
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows
 from gputop_tracker.tui.live.process_rows import (
@@ -335,6 +337,9 @@ class LiveApp(App[int]):
 
     def get_driver_class(self) -> type[Driver]:
         return quiet_driver(super().get_driver_class())  # no input poll ten times a second
+
+    def get_default_screen(self) -> Screen[object]:
+        return use_line_compositor(super().get_default_screen())  # each second's few changed lines, not the screen
 
     # ------------------------------------------------------------------ layout
 

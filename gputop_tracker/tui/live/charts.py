@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -31,6 +32,7 @@ class LiveTimeChart(TimeChart):
         super().__init__(title, [], [], unit=unit, y_top=y_top, id=id, classes=classes)
         self.stepped_axis = True
         self._strips: list[Strip] = []
+        self._base: Style | None = None  # the widget's style, from its ancestors' (kept until a style change)
 
     def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
         self.xs = list(xs)
@@ -43,6 +45,7 @@ class LiveTimeChart(TimeChart):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._base = None
         if self.is_mounted:
             self._rebuild(full=True)
 
@@ -50,7 +53,9 @@ class LiveTimeChart(TimeChart):
         width = self.size.width
         if width <= 0 or not self.is_mounted:
             return
-        sink = StripSink(self, width)
+        if self._base is None:
+            self._base = self.rich_style
+        sink = StripSink(self._base, self.app.console, width)
         self.draw(sink, width, self.size.height)
         strips = sink.strips()
         old, self._strips = self._strips, strips
@@ -72,9 +77,9 @@ class StripSink:
 
     _styles: ClassVar[dict[tuple[str, Style], Style]] = {}
 
-    def __init__(self, widget: LiveTimeChart, width: int) -> None:
-        self.base = widget.rich_style
-        self.console = widget.app.console
+    def __init__(self, base: Style, console: Console, width: int) -> None:
+        self.base = base
+        self.console = console
         self.width = width
         self.lines: list[list[Segment]] = [[]]
 

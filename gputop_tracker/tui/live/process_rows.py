@@ -3,6 +3,7 @@ and the cells of each row. Plain functions of the samples; the live app hands th
 
 from __future__ import annotations
 
+import functools
 import math
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage
@@ -150,16 +151,23 @@ INTERPRETERS = ("python", "pypy", "node", "bash", "sh", "dash", "zsh", "perl", "
 
 
 def short_command(p: ProcessSample, room: int = 0) -> str:
+    """`command_text` of the process: the same name and command line give the same text (kept, not worked out
+    again for each process of each sample)."""
+    return command_text(p.name, tuple(p.cmdline), room)
+
+
+@functools.lru_cache(maxsize=512)
+def command_text(name: str, cmdline: tuple[str, ...], room: int = 0) -> str:
     """The command line, shortened to what tells processes apart: the program's base name, long paths as
     …/last-part, every flag kept, `python -c CODE ARGS` as `python -c … ARGS`. A process that renamed itself
     (its comm is not the program's name) shows that name first. With `room` (cells) and a line still too long:
     paths lose their directory, then an interpreter gives way to its script (or `-c` to its ARGS), then the
     line keeps its end — the trailing arguments, where workers differ. The whole line is in the details."""
-    name = escape_controls(p.name)  # a newline or an escape (in a `python -c` script) must not leave the row
-    if not p.cmdline:
+    name = escape_controls(name)  # a newline or an escape (in a `python -c` script) must not leave the row
+    if not cmdline:
         return name  # unreadable (another user's, or gone): the kernel's name
-    prog = escape_controls(p.cmdline[0].rsplit("/", 1)[-1])
-    args = [escape_controls(short_arg(a)) for a in p.cmdline[1:]]
+    prog = escape_controls(cmdline[0].rsplit("/", 1)[-1])
+    args = [escape_controls(short_arg(a)) for a in cmdline[1:]]
     renamed = name and not prog.startswith(name[:15]) and not name.startswith(prog[:15])
     code = _python_c(prog, args)
     text = " ".join(code[0] if code else [prog, *args])

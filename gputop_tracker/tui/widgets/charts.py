@@ -19,6 +19,11 @@ from gputop_tracker.core.report.blockspans import BlockRun
 from gputop_tracker.core.report.listing import block_spans, timeline_series
 
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))  # braille dot bits by [column][row from top]
+# the bits of a cell's dots from height a to b (0: its bottom row) in its left or right column: [column][a][b]
+_RUNS = tuple(
+    tuple(tuple(sum(dots[3 - y] for y in range(a, b + 1)) for b in range(4)) for a in range(4)) for dots in _DOTS
+)
+_BRAILLE = tuple(chr(0x2800 + b) for b in range(256))
 _BYTE_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
 
 
@@ -219,16 +224,30 @@ class _Canvas:
         h = self.px_h - 1
         if not few:
             for (c0, v0), (c1, v1) in itertools.pairwise(known):
-                for c in range(c0, c1):
-                    ya = (v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * h
-                    yb = (v0 + (v1 - v0) * (c + 1 - c0) / (c1 - c0)) / top * h
-                    lo, hi = sorted((round(ya), round(yb)))
-                    for py in range(lo, max(lo, hi - 1) + 1):
-                        self.dot(c, py, color)
+                # the line's height at each pixel column from c0 to c1; a column is drawn from its height to
+                # one dot short of the next one's (the next column draws that one)
+                ys = [round((v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * h) for c in range(c0, c1 + 1)]
+                for c, ya, yb in zip(range(c0, c1), ys, ys[1:], strict=False):
+                    lo, hi = (ya, yb) if ya <= yb else (yb, ya)
+                    self.column(c, lo, max(lo, hi - 1), color)
         for c, v in known if few else known[-1:]:
             self.dot(c, round(v / top * h), color)
             if few:
                 self.dot(min(c + 1, self.px_w - 1), round(v / top * h), color)
+
+    def column(self, px: int, lo: int, hi: int, color: str) -> None:
+        """The dots of pixel column `px` from height `lo` to `hi` (as `dot` for each: clamped to the plot),
+        one cell at a time."""
+        top = self.px_h - 1
+        lo = 0 if lo < 0 else top if lo > top else lo
+        hi = 0 if hi < 0 else top if hi > top else hi
+        masks, c, row = _RUNS[px & 1], px >> 1, self.plot_h - 1 - (lo >> 2)
+        for band in range(lo >> 2, (hi >> 2) + 1):
+            a = lo - band * 4 if band == lo >> 2 else 0
+            b = hi - band * 4 if band == hi >> 2 else 3
+            self.cells[row][c] |= masks[a][b]
+            self.colors[row][c] = color
+            row -= 1
 
     def mark(self, y: float, top: float, x: float, x_end: float, color: str) -> None:
         """The cell at (x, y) filled and coloured: the peak."""
@@ -296,7 +315,7 @@ def _append_runs(out: ChartSink, cells: list[int], colors: list[str | None], sha
     start = 0
     for c in range(1, len(cells) + 1):
         if c == len(cells) or styles[c] != styles[start]:
-            out.append("".join([chr(0x2800 + b) for b in cells[start:c]]), styles[start] or "")
+            out.append("".join([_BRAILLE[b] for b in cells[start:c]]), styles[start] or "")
             start = c
 
 

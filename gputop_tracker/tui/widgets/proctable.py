@@ -95,6 +95,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self._strips: dict[int, Strip] = {}  # rendered rows, without the cursor
         self._header: Strip | None = None
         self._styles: dict[str, Style] = {}
+        self._base: Style | None = None  # the widget's own style (rows are drawn on it): kept until a style change
+        self._cursor: tuple[int, tuple[Cell, ...], Strip] | None = None  # the cursor row: key, cells, strip
         self._width = -1
         self.cursor_row = 0
 
@@ -233,6 +235,8 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._base = None
+        self._cursor = None
         self._styles.clear()
         self._strips.clear()
         self._header = None
@@ -282,7 +286,10 @@ class ProcessTable(ScrollView, can_focus=True):
             self._width = width
             self._strips.clear()
             self._header = None
-        base = self.rich_style
+            self._cursor = None
+        base = self._base
+        if base is None:  # Textual computes it from every ancestor's styles: once, not for each line drawn
+            base = self._base = self.rich_style
         if y == 0:
             if self._header is None:
                 labels = [self._labels[k] for k, *_ in self._columns]
@@ -293,7 +300,11 @@ class ProcessTable(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         key = self._keys[row]
         if row == self.cursor_row:
-            return self._render_cells(list(self._cells[key]), base, self._style(".process-table--cursor"), width)
+            cells = self._cells[key]
+            if self._cursor is None or self._cursor[0] != key or self._cursor[1] is not cells:
+                cursor = self._style(".process-table--cursor")
+                self._cursor = (key, cells, self._render_cells(list(cells), base, cursor, width))
+            return self._cursor[2]
         strip = self._strips.get(key)
         if strip is None:
             strip = self._strips[key] = self._render_cells(list(self._cells[key]), base, None, width)
