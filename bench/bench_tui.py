@@ -35,9 +35,13 @@ TREE = f"for i in $(seq 10); do {sys.executable} -c '{BUSY}' & done; for i in $(
 
 
 def cpu_seconds(pid: int) -> float:
+    return sum(user_system(pid))  # utime + stime of this process only
+
+
+def user_system(pid: int) -> tuple[float, float]:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime of this process only
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def thread_seconds(pid: int) -> dict[int, float]:
@@ -154,9 +158,11 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+    us0 = user_system(pid)
     c0, s0, t0 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
     written = drain(fd, t0 + args.seconds)
     c1, s1, t1 = cpu_seconds(pid), sum(cpu_seconds(c) for c in samplers), time.monotonic()
+    us1 = user_system(pid)
     threads1 = thread_seconds(pid)
     rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     wall = t1 - t0
@@ -185,6 +191,8 @@ def main() -> None:
     print(
         f"TUI process  CPU {100 * (c1 - c0) / wall:.2f}% of one core   RSS {rss / 1024:.1f} MB (peak {hwm / 1024:.1f} MB)"
     )
+    user, system = (100 * (b - a) / wall for a, b in zip(us0, us1, strict=True))
+    print(f"  user {user:.2f}%  system {system:.2f}% (the kernel's share: wake-ups, pipe and terminal I/O)")
     per_thread = "  ".join(
         f"{'main' if tid == pid else tid} {100 * (t - threads0.get(tid, 0.0)) / wall:.2f}%"
         for tid, t in sorted(threads1.items())

@@ -46,11 +46,11 @@ from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows
 from gputop_tracker.tui.live.process_rows import (
     COLUMNS,
+    RowCells,
     final_processes,
     fit_columns,
     fit_label,
     ordered_processes,
-    process_cells,
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
@@ -235,6 +235,7 @@ class LiveApp(App[int]):
         self.ended = False  # the source has no more messages
         self.n_messages = 0
         self._columns: list[str] = []
+        self._row_cells = RowCells()  # each process's row as last formatted
         self._name_width = 0
         self._has_gpus = False  # a GPU was seen: the table has its GPU columns
         self._gpu_panels: dict[int, GpuPanel] = {}
@@ -585,7 +586,7 @@ class LiveApp(App[int]):
         )
         command = self.command or (self.final.command if self.final is not None else [])
         line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
-        self.query_one("#header", Panel).update(Text.assemble(line1, "\n", line2))
+        self.query_one("#header", Panel).show_lines([line1, line2])
 
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
@@ -650,8 +651,7 @@ class LiveApp(App[int]):
         if self.row_filter:
             processes = [p for p in processes if self.view_keys.keep_row(p)]
         ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
-        cols, width = self._columns, self._name_width
-        rows = [(p.pid, process_cells(p, depth, cols, states.get(p.pid), width)) for p, depth in ordered]
+        rows = self._row_cells.rows(ordered, self._columns, states, self._name_width)
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)

@@ -227,6 +227,34 @@ def process_cells(
     return tuple(values[k] for k in columns)
 
 
+class RowCells:
+    """`process_cells` kept per process between samples: a row none of whose inputs changed (most of a tree
+    idles) is not formatted again."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, tuple[tuple[object, ...], tuple[Cell, ...]]] = {}
+
+    def rows(
+        self, ordered: list[tuple[ProcessSample, int]], columns: list[str], states: dict[int, str], width: int
+    ) -> list[tuple[int, tuple[Cell, ...]]]:
+        """The rows of `ordered` (process, depth) in order; the cache keeps only these processes."""
+        cols = tuple(columns)
+        kept: dict[int, tuple[tuple[object, ...], tuple[Cell, ...]]] = {}
+        out = []
+        for p, depth in ordered:
+            state = states.get(p.pid)
+            key = (
+                *(p.cpu_percent, p.rss, p.private, p.shared, p.pss, p.threads, p.mem_bound, p.gpu_sm_percent),
+                *(p.role, p.name, p.cmdline, p.gpu_memory, depth, state, width, cols),
+            )
+            old = self._rows.get(p.pid)
+            cells = old[1] if old is not None and old[0] == key else process_cells(p, depth, columns, state, width)
+            kept[p.pid] = (key, cells)
+            out.append((p.pid, cells))
+        self._rows = kept
+        return out
+
+
 BOUND_MARK = "≥"
 BOUND_LEGEND = "≥ lower bound (smaps_rollup read pending)"
 

@@ -97,34 +97,56 @@ class Panel(Static):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._shown: Text | str | None = None
-        self._lines: list[Text | str] = []  # the lines of _shown
+        self._text = False  # shown: a text (Text or str) by lines, not another visual
+        self._shown: Text | str | None = None  # that text (joined from _lines when given as lines)
+        self._lines: list[Text | str] = []  # the lines of the text
         self._rendered: list[list[Strip]] = []  # each line's strips at _width (a long line may wrap)
         self._strips: list[Strip] = []  # all of them, in order
         self._width = -1
         self._fast_styles: dict[object, Style] = {}  # (Rich style, x, y) -> that style on the panel's, offset
 
     @property
+    def shown(self) -> Text | str | None:
+        """The text shown (None: another visual, or nothing yet)."""
+        if self._text and self._shown is None:
+            self._shown = Text("\n").join(Text(x) if isinstance(x, str) else x for x in self._lines)
+        return self._shown if self._text else None
+
+    @property
     def content(self) -> VisualType:
-        return self._shown if self._shown is not None else super().content
+        shown = self.shown
+        return shown if shown is not None else super().content
 
     @content.setter
     def content(self, content: VisualType) -> None:
         self.update(content)
 
     def render(self) -> RenderResult:
-        return self._shown if self._shown is not None else super().render()
+        shown = self.shown
+        return shown if shown is not None else super().render()
 
     def update(self, content: object = "", *, layout: bool | None = None) -> None:  # type: ignore[override]
         if not isinstance(content, Text | str):
+            self._text = False
             self._shown = None
             self._rendered = []
             super().update(content, layout=True if layout is None else layout)  # type: ignore[arg-type]
             return
-        if content == self._shown:
+        if self._text and content == self._shown:
             return
+        self._show(_split_lines(content), layout)
         self._shown = content
-        old, self._lines = self._lines, list(_split_lines(content))
+
+    def show_lines(self, lines: list[Text | str]) -> None:
+        """The text given as its lines (each without a newline): as `update` with them joined, without joining
+        them here and splitting them again there."""
+        if not self._text or lines != self._lines:
+            self._show(list(lines), None)
+
+    def _show(self, lines: list[Text | str], layout: bool | None) -> None:
+        self._text = True
+        self._shown = None
+        old, self._lines = self._lines, lines
         width = self._width
         if layout or width != self.size.width or len(old) != len(self._lines) or not self._rendered:
             self._rendered = []  # rendered again at the next paint
@@ -195,7 +217,7 @@ class Panel(Static):
         return Strip(segments, cells)
 
     def render_line(self, y: int) -> Strip:
-        if self._shown is None or self.text_selection is not None:
+        if not self._text or self.text_selection is not None:
             return super().render_line(y)
         width = self.size.width
         if width != self._width or not self._rendered:
@@ -222,6 +244,8 @@ def _first_offset(strip: Strip) -> int:
 
 def _split_lines(t: Text | str) -> list[Text | str]:
     if isinstance(t, Text):
+        if "\n" not in t.plain:
+            return [t]  # one line: itself (Text.split copies it)
         return list(t.split("\n", allow_blank=True))
     return list(t.split("\n"))
 
@@ -264,15 +288,18 @@ class GpuPanel(Panel):
             )
             bw = max(6, width - 26)
             limit = f" / {g.power_limit_w:.0f} W" if g.power_limit_w else ""
-            t = Text.assemble(
-                ("util ", "bold"),
-                bar(None if util is None else util / 100, bw),
-                f" {pct(util):>5} (mean {pct(mean)})\n",
-                ("mem  ", "bold"),
-                bar(frac_mem, bw),
-                f" {mem}\n",
-                f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}",
+            self.show_lines(
+                [
+                    Text.assemble(
+                        ("util ", "bold"),
+                        bar(None if util is None else util / 100, bw),
+                        f" {pct(util):>5} (mean {pct(mean)})",
+                    ),
+                    Text.assemble(("mem  ", "bold"), bar(frac_mem, bw), f" {mem}"),
+                    Text(f"tree {short_bytes(g.tree_memory)}   {temp}   {power}{limit}"),
+                ]
             )
+            return
         self.update(t)
 
 
