@@ -7,7 +7,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from rich.text import Text
@@ -112,6 +112,7 @@ class TimeChart(Widget):
         """(value, elapsed) of the first series' peak: named in the title and marked on the plot."""
         self.stepped_axis = False
         """The time axis ends on a round figure that grows in steps (a live chart: most lines stay the same)."""
+        self._memos: list[PlotMemo] = []  # each series as last plotted
 
     def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
         """New points (a live chart, once a sample): one repaint, no layout."""
@@ -184,10 +185,11 @@ class TimeChart(Widget):
         x_end = stepped_end(x_end) if self.stepped_axis else x_end
         x_end = max(x_end, 1.0)  # a run shorter than a second: a 1 s axis, not 0s 0s 0s
         columns = _pixel_columns(self.xs, x_end, canvas.px_w)
-        for s in self.series:
+        self._memos += [PlotMemo() for _ in range(len(self.series) - len(self._memos))]
+        for s, memo in zip(self.series, self._memos, strict=False):
             # one point per pixel column: the largest value in it, so peaks survive narrow terminals
             points = _column_peaks(_pixel_columns(s.xs, x_end, canvas.px_w) if s.xs else columns, s.values)
-            canvas.plot(sorted(points.items()), top, s.color, few=len(self.xs) <= 3)
+            canvas.plot(sorted(points.items()), top, s.color, few=len(self.xs) <= 3, memo=memo)
         if self.peak is not None and self.series:
             canvas.mark(self.peak[0], top, self.peak[1], x_end, f"bold reverse {self.series[0].color}")
         cells, colors = canvas.cells, canvas.colors
@@ -201,6 +203,18 @@ class TimeChart(Widget):
         if band_row and self.bands is not None:
             sink.newline()
             _band_row(sink, label_w, plot_w, x_end, self.bands)
+
+
+Bits = tuple[int, int, int]  # a cell's row, column and braille dot bits
+
+
+@dataclass
+class PlotMemo:
+    """One series as last plotted: the plot's scale and size, its points, and the dots of each line between two."""
+
+    params: tuple[float, int, int] = (0.0, 0, 0)
+    known: list[tuple[int, float]] = field(default_factory=list)
+    segments: list[list[Bits]] = field(default_factory=list)
 
 
 class _Canvas:
@@ -218,26 +232,50 @@ class _Canvas:
         self.cells[r][c] |= _DOTS[px % 2][3 - py % 4]
         self.colors[r][c] = color
 
-    def plot(self, known: list[tuple[int, float]], top: float, color: str, *, few: bool) -> None:
+    def plot(
+        self, known: list[tuple[int, float]], top: float, color: str, *, few: bool, memo: PlotMemo | None = None
+    ) -> None:
         """A series' (pixel column, value) points as a line; 1-3 samples (`few`) as the points alone, two dots
-        wide (a line through two readings would invent what happened between)."""
+        wide (a line through two readings would invent what happened between). `memo`: the same series as last
+        drawn on this plot: the line between points that did not move is not worked out again."""
         h = self.px_h - 1
         if not few:
-            for (c0, v0), (c1, v1) in itertools.pairwise(known):
-                # the line's height at each pixel column from c0 to c1; a column is drawn from its height to
-                # one dot short of the next one's (the next column draws that one)
-                ys = [round((v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * h) for c in range(c0, c1 + 1)]
-                for c, ya, yb in zip(range(c0, c1), ys, ys[1:], strict=False):
-                    lo, hi = (ya, yb) if ya <= yb else (yb, ya)
-                    self.column(c, lo, max(lo, hi - 1), color)
+            for bits in self._segments(known, top, memo):
+                for r, c, mask in bits:
+                    self.cells[r][c] |= mask
+                    self.colors[r][c] = color
         for c, v in known if few else known[-1:]:
             self.dot(c, round(v / top * h), color)
             if few:
                 self.dot(min(c + 1, self.px_w - 1), round(v / top * h), color)
 
-    def column(self, px: int, lo: int, hi: int, color: str) -> None:
+    def _segments(self, known: list[tuple[int, float]], top: float, memo: PlotMemo | None) -> list[list[Bits]]:
+        """The dots of the line between each two neighbouring points, as (row, column, bits) of cells; those of
+        the memo's where both points are the same (a live chart gains points at its right end)."""
+        params = (top, self.px_w, self.px_h)
+        keep = 0
+        if memo is not None and memo.params == params:
+            old, n = memo.known, min(len(memo.known), len(known))
+            while keep < n and old[keep] == known[keep]:
+                keep += 1
+        segments = memo.segments[: max(keep - 1, 0)] if memo is not None and keep else []
+        h = self.px_h - 1
+        for (c0, v0), (c1, v1) in itertools.pairwise(known[len(segments) :]):
+            # the line's height at each pixel column from c0 to c1; a column is drawn from its height to
+            # one dot short of the next one's (the next column draws that one)
+            ys = [round((v0 + (v1 - v0) * (c - c0) / (c1 - c0)) / top * h) for c in range(c0, c1 + 1)]
+            bits: list[Bits] = []
+            for c, ya, yb in zip(range(c0, c1), ys, ys[1:], strict=False):
+                lo, hi = (ya, yb) if ya <= yb else (yb, ya)
+                self._column(bits, c, lo, max(lo, hi - 1))
+            segments.append(bits)
+        if memo is not None:
+            memo.params, memo.known, memo.segments = params, known, segments
+        return segments
+
+    def _column(self, out: list[Bits], px: int, lo: int, hi: int) -> None:
         """The dots of pixel column `px` from height `lo` to `hi` (as `dot` for each: clamped to the plot),
-        one cell at a time."""
+        one cell at a time, added to `out`."""
         top = self.px_h - 1
         lo = 0 if lo < 0 else top if lo > top else lo
         hi = 0 if hi < 0 else top if hi > top else hi
@@ -245,8 +283,7 @@ class _Canvas:
         for band in range(lo >> 2, (hi >> 2) + 1):
             a = lo - band * 4 if band == lo >> 2 else 0
             b = hi - band * 4 if band == hi >> 2 else 3
-            self.cells[row][c] |= masks[a][b]
-            self.colors[row][c] = color
+            out.append((row, c, masks[a][b]))
             row -= 1
 
     def mark(self, y: float, top: float, x: float, x_end: float, color: str) -> None:
