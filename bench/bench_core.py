@@ -48,17 +48,25 @@ _SCRIPT = Path(PY).parent / "gputop-track"
 ENTRY = [str(_SCRIPT)] if _SCRIPT.exists() else CLI
 
 
-# runs the CLI in-process so its own CPU (start-up included: rusage counts from exec) and its children's
-# (the sampler, which reaped the job) can be told apart; writes "self children" to the file named in the env
+# runs the CLI in-process as the console script does, so its own CPU (start-up included: rusage counts from exec)
+# and its children's (the sampler, which reaped the job) can be told apart; writes "self children" to the file
+# named in the env from an atexit handler: the last thing before the process ends (the front end's own exit work
+# after it is counted in the whole run only). A source tree without `_entry.run` runs `main` as it did.
 _SPLIT = """
-import os, resource, sys
+import atexit, os, resource, sys
 sys.argv = ["gputop-track", *sys.argv[1:]]
-from gputop_tracker._entry import main
-rc = main()
-me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-with open(os.environ["GPUTOP_BENCH_SPLIT"], "w") as f:
-    f.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime}")
-sys.exit(rc)
+from gputop_tracker import _entry
+front = os.getpid()
+def split():
+    if os.getpid() != front:  # a forked sampler that ends through Python's exit (not os._exit)
+        return
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.environ["GPUTOP_BENCH_SPLIT"], "w") as f:
+        f.write(f"{me.ru_utime + me.ru_stime} {kids.ru_utime + kids.ru_stime}")
+atexit.register(split)
+if hasattr(_entry, "run"):
+    _entry.run()
+sys.exit(_entry.main())
 """
 
 
@@ -76,7 +84,9 @@ def one_tool_run(source: Path, seconds: float) -> tuple[float, float, float, flo
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         args = ["--headless", "--interval", "0.1", "--gpu-backend", "none", "--", "sleep", str(seconds)]
         c0, t0 = _children_cpu(), time.perf_counter()
-        subprocess.run([PY, "-c", _SPLIT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        # run from the temporary directory: `python -c` puts its working directory first on sys.path, so run
+        # from a checkout every source tree would be that checkout
+        subprocess.run([PY, "-c", _SPLIT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=d)
         whole, wall = _children_cpu() - c0, time.perf_counter() - t0
         c1 = _children_cpu()
         subprocess.run(["sleep", str(seconds / 10)])  # the job alone (it sleeps: its cost is exec and exit)
@@ -97,13 +107,15 @@ def tool_cpu(sources: dict[str, Path], seconds: float, runs: int) -> None:
     load1 = os.getloadavg()[0]
     print(f"== tool CPU, one sleeping process at --interval 0.1, {seconds:g} s, {runs} runs each ==")
     print(f"   (load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores; target <= 2% of a core)")
-    print(f"{'':>10} {'% of a core':>12} {'range':>13} {'CPU s':>7} {'front end':>10} {'sampler':>8}")
+    # exit: what the run cost past the front end's atexit handlers (the interpreter's teardown), and noise
+    print(f"{'':>10} {'% of a core':>12} {'range':>13} {'CPU s':>7} {'front end':>10} {'sampler':>8} {'exit':>6}")
     for name, rows in results.items():
         pct = [100 * r[0] / r[3] for r in rows]
         med = statistics.median
         print(
             f"{name:>10} {med(pct):>11.2f}% {min(pct):>6.2f}-{max(pct):.2f}% {med(r[0] for r in rows):>7.3f}"
             f" {med(r[1] for r in rows):>10.3f} {med(r[2] for r in rows):>8.3f}"
+            f" {med(r[0] - r[1] - r[2] for r in rows):>6.3f}"
         )
     print()
 

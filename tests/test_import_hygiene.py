@@ -201,7 +201,7 @@ def test_no_import_cycle_in_the_package() -> None:
 
 
 def test_only_main_imports_the_cli_entry_point() -> None:
-    # the console script `gputop_tracker._entry:main` (which `__main__` runs too) is the way in
+    # the console script `gputop_tracker._entry:run` (which `__main__` runs too) is the way in
     assert importers_of(GRAPH, "gputop_tracker.cli.entry") <= {"gputop_tracker._entry"}
     assert importers_of(GRAPH, "gputop_tracker._entry") <= {"gputop_tracker.__main__"}
 
