@@ -75,7 +75,7 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def one_tool_run(source: Path, seconds: float) -> tuple[float, float, float, float]:
+def one_tool_run(source: Path, seconds: float, json_report: bool = False) -> tuple[float, float, float, float]:
     """(tool CPU s, front end CPU s, sampler CPU s, wall s) of one tracked `sleep`, the job's own CPU taken off."""
     with tempfile.TemporaryDirectory() as d:
         split = Path(d) / "split"
@@ -83,6 +83,8 @@ def one_tool_run(source: Path, seconds: float) -> tuple[float, float, float, flo
         env["GPUTOP_BENCH_SPLIT"] = str(split)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         args = ["--headless", "--interval", "0.1", "--gpu-backend", "none", "--", "sleep", str(seconds)]
+        if json_report:  # the report as a file of JSON instead of text on stderr
+            args[1:1] = ["-f", "json", "-o", str(Path(d) / "out.json")]
         c0, t0 = _children_cpu(), time.perf_counter()
         # run from the temporary directory: `python -c` puts its working directory first on sys.path, so run
         # from a checkout every source tree would be that checkout
@@ -95,7 +97,7 @@ def one_tool_run(source: Path, seconds: float) -> tuple[float, float, float, flo
     return whole - job, front, children - job, wall
 
 
-def tool_cpu(sources: dict[str, Path], seconds: float, runs: int) -> None:
+def tool_cpu(sources: dict[str, Path], seconds: float, runs: int, json_report: bool = False) -> None:
     """Section 0: each source's runs alternate, so drifting load hits them alike; medians, then min-max."""
     for source in sources.values():
         subprocess.run([PY, "-m", "compileall", "-q", str(source / "gputop_tracker")], stdout=subprocess.DEVNULL)
@@ -103,9 +105,10 @@ def tool_cpu(sources: dict[str, Path], seconds: float, runs: int) -> None:
     load0 = os.getloadavg()[0]
     for _ in range(runs):
         for name, source in sources.items():
-            results[name].append(one_tool_run(source, seconds))
+            results[name].append(one_tool_run(source, seconds, json_report))
     load1 = os.getloadavg()[0]
-    print(f"== tool CPU, one sleeping process at --interval 0.1, {seconds:g} s, {runs} runs each ==")
+    report = "-f json -o FILE" if json_report else "text report"
+    print(f"== tool CPU, one sleeping process at --interval 0.1, {seconds:g} s, {report}, {runs} runs each ==")
     print(f"   (load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} cores; target <= 2% of a core)")
     # exit: what the run cost past the front end's atexit handlers (the interpreter's teardown), and noise
     print(f"{'':>10} {'% of a core':>12} {'range':>13} {'CPU s':>7} {'front end':>10} {'sampler':>8} {'exit':>6}")
@@ -247,13 +250,14 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another version's source tree (holding gputop_tracker/)")
     ap.add_argument("--seconds", type=float, default=20.0, help="length of the tracked sleep (default 20)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each version (default 3)")
+    ap.add_argument("--json", action="store_true", help="section 0 with -f json -o FILE (default: the text report)")
     opts = ap.parse_args()
     sources = {"this": Path(__file__).resolve().parents[1]}
     if opts.baseline is not None:
         if not (opts.baseline / "gputop_tracker").is_dir():
             ap.error(f"--baseline {opts.baseline}: no gputop_tracker/ in it")
         sources = {"baseline": opts.baseline.resolve(), **sources}
-    tool_cpu(sources, opts.seconds, opts.runs)
+    tool_cpu(sources, opts.seconds, opts.runs, opts.json)
     if opts.tool_cpu:
         return
     print("== sampler CPU per sample at 10 Hz (ms) ==")
