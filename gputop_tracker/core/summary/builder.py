@@ -311,6 +311,8 @@ class SummaryBuilder:
 
     def vanished(self, pids: Collection[int], alive: Collection[int]) -> None:
         """Processes that disappeared since the last sample without us reaping them (their parent did)."""
+        if not pids:  # most samples: nothing to do (the sets below cost a few µs at each)
+            return
         parent_of = {pid: p.ppid for pid in pids if (p := self.procs.get(pid)) is not None}
         self.ledger.vanish(pids, parent_of, alive, {pid for pid, p in self.procs.items() if p.autoreaps})
         for pid in pids:
