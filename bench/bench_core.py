@@ -8,7 +8,10 @@
    core over the run's wall time; split into the front end (its own rusage) and the sampler. With
    `--baseline DIR` (a copy of another version's source tree, e.g. `git archive main gputop_tracker | tar -x -C
    DIR`) both run alternately under the same load and print side by side. CPU seconds, not wall: other load on
-   the machine changes them little, but print the load average beside them.
+   the machine changes them less, but print the load average beside them (on a shared VM they still spread by
+   ±10 %: run it twice). `--json`: the run writes `-f json -o FILE` instead of the text report. Measured on the
+   2-core VM (20 s, 5 runs each, medians): 2.06 % of a core before the front end ended without the interpreter's
+   teardown, 1.78 % after (range 1.78-2.34 % and 1.53-1.89 %).
 
 1. Sampler CPU time per sample for trees of 1, 10 and 100 processes at 10 Hz: the real sampler code
    (ProcessTree + HostReader + GPU backend + SummaryBuilder), timed with process_time, against psutil's
