@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import queue
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
@@ -154,7 +154,9 @@ def _host(i: int) -> tuple[int, int, float]:
     return HOST_MEMORY, 21_500 * MB + i * 40 * MB, HOST_CPU_PERCENT
 
 
-def new_builder(main_pid: int = MAIN_PID, *, interval: float = 1.0, clock: Any = None) -> SummaryBuilder:
+def new_builder(
+    main_pid: int = MAIN_PID, *, interval: float = 1.0, clock: Callable[[], float] | None = None
+) -> SummaryBuilder:
     """The sampler's summary builder, pinned to the demo: its start, host, cores and clock."""
     builder = BlocksSummaryBuilder(
         main_pid=main_pid,
@@ -220,10 +222,13 @@ def readings_of(sample: Sample) -> tuple[list[Reading], list[GpuReading], tuple[
     return readings, gpus, (host.memory_total, host.memory_used, host.cpu_percent)
 
 
+def main_pid_of(sample: Sample) -> int:
+    return next((p.pid for p in sample.processes if p.role == "main"), MAIN_PID)
+
+
 def recounted(sample: Sample) -> Sample:
     """`sample` after a test changed its processes: its tree figures counted again by the builder."""
-    main = next((p.pid for p in sample.processes if p.role == "main"), MAIN_PID)
-    return sample_of(sample.time, *readings_of(sample), main_pid=main)
+    return sample_of(sample.time, *readings_of(sample), main_pid=main_pid_of(sample))
 
 
 class ScriptedRun:
@@ -287,7 +292,7 @@ def make_summary(
     store: str = "/tmp/gputop-demo",
 ) -> ResourceUsage:
     """The final report of `samples`, from the real builder (what the sampler sends when the job ends)."""
-    run = ScriptedRun()
+    run = ScriptedRun(main_pid_of(samples[0]) if samples else MAIN_PID)
     for sample in samples:
         run.add(sample)
     return run.end(exit_code=exit_code, exit_signal=exit_signal, status=status, store=store)
