@@ -89,7 +89,7 @@ class Row:
             )
         if usage is not None:
             row.duration = usage.compute_time.time
-            row.peak_ram = usage.max_ram.combined.total_rss
+            row.peak_ram = usage.peak_ram_read
             row.peak_gpu = usage.max_gpu_ram.combined if usage.gpus else None
             row.cpu = usage.cpu_utilization.combined.mean_sum_percent
             row.n_gpus = len(usage.gpus)

@@ -32,7 +32,7 @@ def listing_item(entry: store.Entry) -> dict[str, object]:
         usage = entry.session.summary
         item["meta"] = entry.session.meta.model_dump(mode="json")
         item["duration_seconds"] = usage.compute_time.time if usage else None
-        item["peak_ram_bytes"] = usage.max_ram.combined.total_rss if usage else None
+        item["peak_ram_bytes"] = usage.peak_ram_read if usage else None
         item["peak_gpu_ram_bytes"] = usage.max_gpu_ram.combined if usage and usage.gpus else None
     return item
 
@@ -49,7 +49,7 @@ def _list_row(entry: store.Entry) -> list[str]:
         _list_status(entry),
         human_seconds(usage.compute_time.time) if usage else "-",
         "" if session.meta.exit_code is None else str(session.meta.exit_code),
-        human_bytes(usage.max_ram.combined.total_rss) if usage else "-",
+        human_bytes(peak) if usage and (peak := usage.peak_ram_read) is not None else "-",
         human_bytes(usage.max_gpu_ram.combined) if usage and usage.gpus else "-",
         command_line(session.meta.command) or "-",
     ]

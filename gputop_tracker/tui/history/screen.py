@@ -281,7 +281,8 @@ def headline(session: Session) -> Text:
     wall = usage.compute_time.time
     text.append(f" · {wall:.3f} s" if wall < 60 else f" · {human_seconds(wall)} ({wall:.3f} s)")
     text.append(" · peak RAM ", style="dim")
-    text.append(human_bytes(usage.max_ram.combined.total_rss), style="bold")
+    peak = usage.peak_ram_read
+    text.append(human_bytes(peak) if peak is not None else "- (ended before a sample)", style="bold")
     if usage.gpus:
         text.append(" · peak GPU ", style="dim")
         text.append(human_bytes(usage.max_gpu_ram.combined), style="bold")
