@@ -1,6 +1,6 @@
 """Tool CPU at 10 Hz with and without one GPU: what reading an H100 costs the tracker.
 
-    python bench/bench_gpu_watch.py [--seconds 10] [--repeat 3] [--code DIR]
+    python bench/bench_gpu_watch.py [--seconds 10] [--repeat 3] [--code DIR] [--real]
 
 The GPU is the stand-in libnvidia-ml (tests/fakenvml, built with gcc) with a real H100's CPU cost per call
 (`H100_COSTS`: energy 3,450 µs, process utilization 1,414 µs, process lists 40 + 15 µs, memory 9 µs, ...),
@@ -9,12 +9,14 @@ holding 4 GiB of the job's. The job sleeps; tool CPU = rusage of the whole run (
 wall time. The rows run side by side, each job holding its own memory, so that each sees the same load.
 Rows: `--gpu-backend none`, the GPU with the watcher at its default 50 Hz, the GPU with `--gpu-poll 0`, and
 (with --code DIR, an older checkout of the package, e.g. `git archive main | tar -x -C DIR`) that code's GPU
-row, for a before/after on the same machine. Also the watcher's own CPU per pass, in-process.
+row, for a before/after on the same machine. Also the watcher's own CPU per pass, in-process (--real: only that,
+on the machine's NVML).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -56,9 +58,10 @@ def cpu_side_by_side(runs: list[tuple[list[str], dict[str, str], Path | None]]) 
     return out
 
 
-def watch_pass_cost(lib: Path, fake: FakeNvml, n: int = 2000) -> float:
-    """CPU µs of one watcher pass (one GPU: memory, compute and graphics lists), in this process."""
-    with loaded_in_process(lib, fake.path):
+def watch_pass_cost(lib: Path | None, fake: FakeNvml | None, n: int = 2000) -> float:
+    """CPU µs of one watcher pass (one GPU: memory, compute and graphics lists), in this process; through the
+    stand-in (lib, fake) or, with None, the machine's own NVML."""
+    with loaded_in_process(lib, fake.path) if lib is not None and fake is not None else contextlib.nullcontext():
         from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
 
         b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
@@ -78,7 +81,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the job sleeps")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--code", type=Path, help="another checkout's package root, for a before/after")
+    ap.add_argument("--real", action="store_true", help="only the watcher's pass, on the machine's NVML (GPU 0)")
     args = ap.parse_args()
+    if args.real:
+        try:
+            print(f"watcher pass (GPU 0, the machine's NVML): {watch_pass_cost(None, None):.0f} µs CPU")
+        except Exception as e:  # no driver, no GPU
+            sys.exit(f"bench_gpu_watch: no NVML GPU here ({e})")
+        return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         lib = build(tmp / "lib")

@@ -1,3 +1,3 @@
-from gputop_tracker._entry import main
+from gputop_tracker._entry import run
 
-raise SystemExit(main())
+run()

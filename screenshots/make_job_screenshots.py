@@ -33,7 +33,6 @@ async def live_job(size: tuple[int, int] = (160, 50)) -> Path:
             await asyncio.sleep(0.01)
         await pilot.pause(0.3)
         app.save_screenshot("live-job.svg", str(HERE))
-        src.close()
     return HERE / "live-job.svg"
 
 

@@ -52,7 +52,6 @@ async def shoot(name: str, size: tuple[int, int], finished: bool, keys: tuple[st
         await pilot.pause(0.3)  # notifications and mounted panels draw
         path = HERE / f"{name}.svg"
         app.save_screenshot(path.name, str(HERE))
-        app.source.close()
     return path
 
 

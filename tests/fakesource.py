@@ -1,8 +1,9 @@
 """A deterministic data source for tests, snapshots and screenshots: the same interface as the sampler.
 
-Samples are built as `models.Sample` objects directly (a small training job: a main process, a data
-loader pool and a compiler child, with two clearly simulated GPUs); nothing depends on a clock, so the
-same script always draws the same screen.
+The demo job (a main process, a data loader pool and a compiler child, with two clearly simulated GPUs) is
+scripted as procfs-style readings; the real `SummaryBuilder` turns them into samples and running summaries,
+and into the final report, as the sampler does. Nothing depends on a clock or on this machine (host name,
+core count and the time of every event are pinned), so the same script always draws the same screen.
 """
 
 from __future__ import annotations
@@ -10,29 +11,12 @@ from __future__ import annotations
 import math
 import queue
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
-from gputop_tracker.core.model.models import (
-    ComputeTime,
-    CPUTime,
-    CPUUtilization,
-    Event,
-    GpuSample,
-    GpuSummary,
-    GPUUtilization,
-    HostSample,
-    LiveBlock,
-    LiveBlocks,
-    MaxGPURAM,
-    MaxRAM,
-    Percentages,
-    ProcessSample,
-    ProcessSummary,
-    ResourceUsage,
-    RSSValues,
-    Sample,
-    TreeSample,
-)
+from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
+from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
+from gputop_tracker.core.model.models import Event, LiveBlock, LiveBlocks, ResourceUsage, Sample
 from gputop_tracker.core.sampling.channel import (
     STOP_SIGNAL,
     BlocksMessage,
@@ -43,7 +27,8 @@ from gputop_tracker.core.sampling.channel import (
     Started,
     Summary,
 )
-from gputop_tracker.core.summary.efficiency import with_job
+from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
 
 MB = 1_000_000
 GIB = 1024**3
@@ -74,44 +59,81 @@ def _held_on_gpu(i: int, g: int) -> int:
     return int((6 + 4 * g) * GIB * min(1.0, i / 8))
 
 
-def _fake_process(
-    i: int, k: int, row: tuple[int, int, str, int, int], *, n_gpus: int, interval: float
-) -> ProcessSample:
+HOST_NAME = "gpu-node-07"  # pinned: never this machine's name or core count
+CORES = 16
+USER_SHARE = 0.9  # of each process's CPU time spent in user mode; the rest in the kernel
+HOST_MEMORY = 64_000 * MB
+HOST_CPU_PERCENT = 38.5  # the whole machine, 100 = every core busy
+
+
+class Who(NamedTuple):
+    """Who a reading is of (what `procfs.ProcHandle` tells the builder)."""
+
+    pid: int
+    ppid: int
+    name: str
+    cmdline: list[str]
+
+
+def reading(
+    who: Who,
+    *,
+    rss: int,
+    private: int,
+    pss: int,
+    hwm: int,
+    cpu_seconds: float,
+    cpu_percent: float,
+    threads: int,
+    bound: bool = False,
+) -> Reading:
+    """One process as one sample read it: nothing it waited for (cutime = 0), so its user + system time is
+    its own CPU time."""
+    r = Reading()
+    r.handle = who  # type: ignore[assignment]
+    r.rss, r.private, r.pss, r.hwm = rss, private, pss, hwm
+    r.shared = rss - private
+    r.pss_shared = pss - private
+    r.utime_stime = cpu_seconds
+    r.user_total = cpu_seconds * USER_SHARE
+    r.system_total = cpu_seconds - r.user_total
+    r.cpu_percent = cpu_percent
+    r.threads = threads
+    r.bound = bound
+    return r
+
+
+def _cpu_percent(i: int, k: int, pid: int) -> float:
+    """CPU % of the k-th process of the tree over the interval that ends at sample i."""
+    if pid == MAIN_PID:
+        return round(160 + 30 * math.sin(i / 5.0), 1)
+    return round(abs(95 * math.sin(i / 4.0 + k * 0.7)) if pid != 4260 else 0.0, 1)
+
+
+def _fake_reading(i: int, k: int, row: tuple[int, int, str, int, int], *, interval: float) -> Reading:
     """Process `row` (the k-th of the tree) at sample i."""
     pid, ppid, name, base, threads = row
     wave = 1.0 + 0.15 * math.sin(i / 3.0 + k)
     rss = int(base * MB * wave * min(1.0, 0.4 + i / 10))
     private = int(rss * (0.55 if pid != MAIN_PID else 0.8))
-    cpu = round(abs(95 * math.sin(i / 4.0 + k * 0.7)) if pid != 4260 else 0.0, 1)
-    if pid == MAIN_PID:
-        cpu = round(160 + 30 * math.sin(i / 5.0), 1)
-    gpu_mem = {gpu_uuid(g): _held_on_gpu(i, g) for g in range(n_gpus)}
-    return ProcessSample(
-        pid=pid,
-        ppid=ppid,
-        name=name,
-        cmdline=COMMAND if pid == MAIN_PID else [name],
-        role="main" if pid == MAIN_PID else "descendant",
+    cpu = _cpu_percent(i, k, pid)
+    return reading(
+        Who(pid, ppid, name, COMMAND if pid == MAIN_PID else [name]),
         rss=rss,
         private=private,
-        shared=rss - private,
         pss=int(private + (rss - private) * 0.3),
-        peak_rss=int(base * MB * 1.15),
-        cpu_seconds=round(cpu / 100 * interval * (i + 1), 2),
+        hwm=int(base * MB * 1.15),  # above every RSS the wave reaches
+        cpu_seconds=round(sum(_cpu_percent(j, k, pid) for j in range(1, i + 1)) / 100 * interval, 2),  # only grows
         cpu_percent=cpu,
         threads=threads,
-        gpu_memory=gpu_mem if pid == MAIN_PID else {},
-        gpu_sm_percent=round(sum(45 + 40 * math.sin(i / 7.0 + g) for g in range(n_gpus)), 1)
-        if pid == MAIN_PID and n_gpus
-        else None,
     )
 
 
-def _fake_gpu(i: int, g: int) -> GpuSample:
-    """Simulated GPU g at sample i."""
+def _fake_gpu(i: int, g: int) -> GpuReading:
+    """Simulated GPU g at sample i: the main process holds the job's memory and runs its kernels."""
     util = round(50 + 45 * math.sin(i / 7.0 + g), 1)
     held = _held_on_gpu(i, g)
-    return GpuSample(
+    return GpuReading(
         index=g,
         uuid=gpu_uuid(g),
         name="Simulated GPU",
@@ -122,32 +144,42 @@ def _fake_gpu(i: int, g: int) -> GpuSample:
         temperature_c=round(40 + util / 4, 1),
         power_w=round(90 + 3 * util, 1),
         power_limit_w=700.0,
-        tree_memory=held,
-        simulated=True,
+        processes={MAIN_PID: held},
+        process_sm_util={MAIN_PID: round(45 + 40 * math.sin(i / 7.0 + g), 1)},
     )
 
 
-def _tree_totals(procs: list[ProcessSample]) -> TreeSample:
-    """The tree's figures of one sample, from its processes (the first is the main process)."""
-    pss = sum(p.pss for p in procs)
-    private = sum(p.private for p in procs)
-    main = procs[0] if procs else None
-    return TreeSample(
-        main_rss=main.rss if main else 0,
-        main_private=main.private if main else 0,
-        main_shared=main.shared if main else 0,
-        descendants_total=sum(p.pss for p in procs[1:]),
-        descendants_private=sum(p.private for p in procs[1:]),
-        combined_total=pss,
-        combined_private=private,
-        combined_shared=pss - private,
-        cpu_percent=round(sum(p.cpu_percent for p in procs), 1),
-        main_cpu_percent=main.cpu_percent if main else 0.0,
-        cpu_seconds=round(sum(p.cpu_seconds for p in procs), 2),
-        threads=sum(p.threads for p in procs),
-        gpu_memory=sum(sum(p.gpu_memory.values()) for p in procs),
-        n_processes=len(procs),
+def _host(i: int) -> tuple[int, int, float]:
+    """The machine at sample i: (MemTotal, used, CPU % of the whole machine)."""
+    return HOST_MEMORY, 21_500 * MB + i * 40 * MB, HOST_CPU_PERCENT
+
+
+def new_builder(
+    main_pid: int = MAIN_PID, *, interval: float = 1.0, clock: Callable[[], float] | None = None
+) -> SummaryBuilder:
+    """The sampler's summary builder, pinned to the demo: its start, host, cores and clock."""
+    builder = BlocksSummaryBuilder(
+        main_pid=main_pid,
+        command=COMMAND,
+        mode="launch",
+        interval=interval,
+        start_time=START_TIME,
+        n_expected_cores=CORES,
+        simulated_gpus=True,
+        clock=clock or (lambda: START_TIME),
     )
+    builder.host = HOST_NAME
+    builder.system_core_count = CORES
+    return builder
+
+
+def sample_of(
+    now: float, readings: Sequence[Reading], gpus: Sequence[GpuReading], host: tuple[int, int, float], main_pid: int
+) -> Sample:
+    """One sample as the sampler streams it: the builder's own `add(..., want_sample=True)`."""
+    out = new_builder(main_pid).add(now, readings, gpus, host, want_sample=True)
+    assert out is not None
+    return Sample.model_validate(out)
 
 
 def make_sample(
@@ -155,65 +187,100 @@ def make_sample(
 ) -> Sample:
     """The i-th sample of the demo job (i >= 0)."""
     rows = tree if tree is not None else TREE
-    procs = [_fake_process(i, k, row, n_gpus=n_gpus, interval=interval) for k, row in enumerate(rows)]
-    return Sample(
-        time=START_TIME + i * interval,
-        elapsed=round(i * interval, 3),
-        processes=procs,
-        gpus=[_fake_gpu(i, g) for g in range(n_gpus)],
-        host=HostSample(
-            memory_total=64_000 * MB, memory_used=21_500 * MB + i * 40 * MB, cpu_percent=38.5, cpu_count=16
-        ),
-        tree=_tree_totals(procs),
-    )
+    readings = [_fake_reading(i, k, row, interval=interval) for k, row in enumerate(rows)]
+    gpus = [_fake_gpu(i, g) for g in range(n_gpus)]
+    return sample_of(START_TIME + i * interval, readings, gpus, _host(i), rows[0][0] if rows else MAIN_PID)
 
 
-def _gpu_summaries(samples: list[Sample]) -> list[GpuSummary]:
-    """Each GPU of the last sample over the whole run."""
-    summaries = []
-    for g in samples[-1].gpus:
-        readings = [x for s in samples for x in s.gpus if x.index == g.index]
-        summaries.append(
-            GpuSummary(
-                index=g.index,
-                uuid=g.uuid,
-                name=g.name,
-                memory_total=g.memory_total,
-                peak_memory_used=max((x.memory_used or 0) for x in readings),
-                tree_peak_memory=max(x.tree_memory for x in readings),
-                mean_utilization=sum((x.utilization_gpu or 0) for x in readings) / len(samples),
-                max_utilization=max((x.utilization_gpu or 0) for x in readings),
-                simulated=True,
-            )
+def readings_of(sample: Sample) -> tuple[list[Reading], list[GpuReading], tuple[int, int, float]]:
+    """What the sampler read to stream `sample` (a sample pushed by a test is fed to the builder the same way).
+
+    Each GPU's SM % goes to the processes holding memory on it: in the demo only the main process does."""
+    procs = sample.processes
+    readings = [
+        reading(
+            Who(p.pid, p.ppid, p.name, p.cmdline),
+            rss=p.rss,
+            private=p.private,
+            pss=p.pss,
+            hwm=p.peak_rss,
+            cpu_seconds=p.cpu_seconds,
+            cpu_percent=p.cpu_percent,
+            threads=p.threads,
+            bound=p.mem_bound,
         )
-    return summaries
-
-
-def _process_summaries(samples: list[Sample]) -> list[ProcessSummary]:
-    """Each process of the last sample with its peaks over the run."""
-    last = samples[-1]
-    summaries = []
-    for p in last.processes:
-        seen = [x for s in samples for x in s.processes if x.pid == p.pid]
-        summaries.append(
-            ProcessSummary(
-                pid=p.pid,
-                ppid=p.ppid,
-                name=p.name,
-                role=p.role,
-                first_seen=START_TIME,
-                last_seen=last.time,
-                peak_rss=p.peak_rss,
-                peak_rss_source="VmHWM",
-                peak_private=max(x.private for x in seen),
-                peak_pss=max(x.pss for x in seen),
-                peak_threads=p.threads,
-                cpu_seconds=p.cpu_seconds,
-                max_cpu_percent=max(x.cpu_percent for x in seen),
-                peak_gpu_memory=max(sum(x.gpu_memory.values()) for x in seen),
-            )
+        for p in procs
+    ]
+    gpus = []
+    for g in sample.gpus:
+        holders = {p.pid: p.gpu_memory[g.uuid] for p in procs if g.uuid in p.gpu_memory}
+        sm = {pid: g.tree_sm_util for pid in holders if g.tree_sm_util is not None}
+        gpus.append(
+            GpuReading(**{f: getattr(g, f) for f in SAMPLE_FIELDS}, processes=holders, process_sm_util=sm)  # type: ignore[arg-type]
         )
-    return summaries
+    host = sample.host
+    return readings, gpus, (host.memory_total, host.memory_used, host.cpu_percent)
+
+
+def main_pid_of(sample: Sample) -> int:
+    return next((p.pid for p in sample.processes if p.role == "main"), MAIN_PID)
+
+
+def recounted(sample: Sample) -> Sample:
+    """`sample` after a test changed its processes: its tree figures counted again by the builder."""
+    return sample_of(sample.time, *readings_of(sample), main_pid=main_pid_of(sample))
+
+
+class ScriptedRun:
+    """The real `SummaryBuilder` fed as the sampler feeds it — every sample; `vanished` for the processes gone
+    since the last one; at the end, each process reaped with its last reading as its rusage — with the time of
+    the sample as its clock."""
+
+    def __init__(self, main_pid: int = MAIN_PID, *, interval: float = 1.0, job: dict[str, Any] | None = None) -> None:
+        self.now = START_TIME
+        self.builder = new_builder(main_pid, interval=interval, clock=lambda: self.now)
+        self.job = job
+        self.last: list[Reading] = []
+
+    def add(self, sample: Sample) -> None:
+        readings, gpus, host = readings_of(sample)
+        self.now = sample.time
+        alive = {r.handle.pid for r in readings}
+        if gone := [r.handle.pid for r in self.last if r.handle.pid not in alive]:
+            self.builder.vanished(gone, alive=alive)
+        self.last = readings
+        self.builder.add(sample.time, readings, gpus, host)
+
+    def summary(self, *, details: bool = True) -> ResourceUsage:
+        job = None if self.job is None else {**self.job, "requested": dict(self.job["requested"])}
+        return ResourceUsage.model_validate(self.builder.summary(details=details, job=job))
+
+    def end(
+        self,
+        *,
+        exit_code: int | None = 0,
+        exit_signal: int | None = None,
+        status: str = "exited",
+        store: str = "/tmp/gputop-demo",
+        note: str = "",
+    ) -> ResourceUsage:
+        """The final report: the job exited or was killed (its processes reaped, the main process first), or
+        tracking detached from it (all still running)."""
+        builder = self.builder
+        if status != "detached":
+            main = builder.main_pid
+            for r in sorted(self.last, key=lambda r: r.handle.pid != main):
+                who = r.handle
+                code = -exit_signal if exit_signal else (exit_code if who.pid == main else 0)
+                builder.reaped(who.pid, r.user_total, r.system_total, r.hwm, code, (who.name, who.ppid, False))
+            builder.close(alive=())
+        builder.finish(
+            Outcome(status=status, exit_code=exit_code, exit_signal=exit_signal, notes=[note] if note else [])
+        )
+        builder.events.add("stop", builder.end_time, f"tracking stopped: {status}", pid=builder.main_pid)
+        usage = self.summary()
+        usage.session_id, usage.session_path = SESSION_ID, f"{store}/{SESSION_ID}.json"
+        return usage
 
 
 def make_summary(
@@ -224,64 +291,11 @@ def make_summary(
     status: str = "exited",
     store: str = "/tmp/gputop-demo",
 ) -> ResourceUsage:
-    """A final report consistent with `samples` (what the sampler would send when the job ends)."""
-    last = samples[-1]
-    wall = max(last.elapsed, 1e-9)
-    peak = max(max(s.tree.combined_total for s in samples), max(p.peak_rss for s in samples for p in s.processes))
-    cpu_sum = sum(s.tree.cpu_percent for s in samples) / len(samples)
-    gpu_sum = [sum(g.utilization_gpu or 0 for g in s.gpus) for s in samples if s.gpus]
-    gpus = _gpu_summaries(samples)
-    return ResourceUsage(
-        max_ram=MaxRAM(
-            system_capacity=last.host.memory_total,
-            system=max(s.host.memory_used for s in samples),
-            main=RSSValues(
-                total_rss=max(s.tree.main_rss for s in samples), private_rss=max(s.tree.main_private for s in samples)
-            ),
-            combined=RSSValues(total_rss=peak, private_rss=max(s.tree.combined_private for s in samples)),
-            combined_sampled=max(s.tree.combined_total for s in samples),
-        ),
-        max_gpu_ram=MaxGPURAM(
-            combined=max(s.tree.gpu_memory for s in samples), main=max(s.tree.gpu_memory for s in samples)
-        ),
-        cpu_utilization=CPUUtilization(
-            system_core_count=16,
-            n_expected_cores=16,
-            combined=Percentages(max_sum_percent=max(s.tree.cpu_percent for s in samples), mean_sum_percent=cpu_sum),
-            combined_n_threads=max(s.tree.threads for s in samples),
-        ),
-        gpu_utilization=GPUUtilization(
-            system_gpu_count=len(gpus),
-            n_expected_gpus=len(gpus),
-            gpu_percentages=Percentages(
-                max_sum_percent=max(gpu_sum, default=0.0),
-                mean_sum_percent=sum(gpu_sum) / len(gpu_sum) if gpu_sum else 0.0,
-            ),
-        ),
-        cpu_time=CPUTime(
-            total=last.tree.cpu_seconds,
-            user=last.tree.cpu_seconds * 0.9,
-            system=last.tree.cpu_seconds * 0.1,
-            mean_percent=100 * last.tree.cpu_seconds / wall,
-            source="exact",
-        ),
-        peak_threads=max(s.tree.threads for s in samples),
-        gpus=gpus,
-        processes=_process_summaries(samples),
-        compute_time=ComputeTime(time=wall),
-        session_id=SESSION_ID,
-        session_path=f"{store}/{SESSION_ID}.json",
-        command=COMMAND,
-        pid=MAIN_PID,
-        exit_code=exit_code,
-        exit_signal=exit_signal,
-        status=status,
-        start_time=START_TIME,
-        end_time=last.time,
-        interval=1.0,
-        n_samples=len(samples),
-        n_processes=len(last.processes),
-    )
+    """The final report of `samples`, from the real builder (what the sampler sends when the job ends)."""
+    run = ScriptedRun(main_pid_of(samples[0]) if samples else MAIN_PID)
+    for sample in samples:
+        run.add(sample)
+    return run.end(exit_code=exit_code, exit_signal=exit_signal, status=status, store=store)
 
 
 def fake_job(**requested: object) -> dict[str, object]:
@@ -308,16 +322,6 @@ def fake_job(**requested: object) -> dict[str, object]:
         "num_nodes": 1,
         "requested": asked,
     }
-
-
-def with_fake_job(usage: ResourceUsage, job: dict[str, object] | None) -> ResourceUsage:
-    """The report with the job's context and its efficiency, as the sampler adds them (`efficiency.with_job`)."""
-    if job is None:
-        return usage
-    means = [g.mean_utilization or 0.0 for g in usage.gpus]
-    usage.gpu_utilization.gpu_percentages.mean_hardware_percent = sum(means) / len(means) if means else 0.0
-    d = with_job(usage.model_dump(), {**job, "requested": dict(job["requested"])})  # type: ignore[call-overload]
-    return ResourceUsage.model_validate(d)
 
 
 def make_live_blocks(i: int) -> LiveBlocks | None:
@@ -390,10 +394,11 @@ class FakeSource:
         self.ignores_sigterm = ignores_sigterm  # stop_tree(SIGTERM) leaves the job running
         self.tree_signals: list[int] = []
         self.n_gpus = n_gpus
-        self.samples = [make_sample(i, n_gpus=n_gpus, tree=tree) for i in range(n_samples)]
+        self.samples: list[Sample] = []
         self.exit_code = exit_code
         self.store = store
         self.main_pid = (tree or TREE)[0][0]
+        self.run = ScriptedRun(self.main_pid, job=job)  # the real builder, fed every sample as the sampler does
         self.output_text = list(OUTPUT if output is None else output)
         self.signals: list[int] = []
         self.stopped = False
@@ -402,11 +407,12 @@ class FakeSource:
         self._queue: queue.Queue[Message | None] = queue.Queue()
         self._queued = 0
         self._put(Started(self.main_pid, SESSION_ID, self.store))
-        for k in range(len(self.samples)):
-            self._put(self._progress(k + 1))
+        for k in range(n_samples):
+            sample = self._add(make_sample(k, n_gpus=n_gpus, tree=tree))
+            self._put(self._progress())
             if blocks:  # code blocks: as the sampler sends them, before the sample
                 self._put_blocks(k)
-            self._put(SampleMessage(self.samples[k]))
+            self._put(SampleMessage(sample))
         if finished:
             self._end(exit_code=exit_code)
 
@@ -427,19 +433,23 @@ class FakeSource:
         """Messages queued so far (what a test waits for the view to have taken)."""
         return self._queued
 
-    def _progress(self, n: int) -> Progress:
-        """The running summary over the first n samples, as the sampler sends it (no per-process list)."""
-        usage = make_summary(self.samples[:n], exit_code=None, status="running", store=self.store)
-        usage = with_fake_job(usage, self.job)
-        return Progress(usage.model_copy(update={"processes": [], "session_path": None}))
+    def _add(self, sample: Sample) -> Sample:
+        """A sample of the run: the builder folds it in, whether a running summary follows or not."""
+        self.samples.append(sample)
+        self.run.add(sample)
+        return sample
+
+    def _progress(self) -> Progress:
+        """The running summary so far, as the sampler sends it (no per-process list, no event list)."""
+        return Progress(self.run.summary(details=False))
 
     def push(self, msg: Message, *, progress: bool = True) -> None:
         """Queue a message; a sample comes after the running summary that includes it, as from the sampler
         (`progress=False`: the sample alone)."""
         if isinstance(msg, SampleMessage):
-            self.samples.append(msg.sample)
+            self._add(msg.sample)
             if progress:
-                self._put(self._progress(len(self.samples)))
+                self._put(self._progress())
         self._put(msg)
 
     def _put(self, msg: Message | None) -> None:
@@ -458,12 +468,7 @@ class FakeSource:
         if self.ended:
             return
         self.ended = True
-        summary = with_fake_job(
-            make_summary(self.samples, exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store),
-            self.job,
-        )
-        if note:
-            summary.notes.append(note)
+        summary = self.run.end(exit_code=exit_code, exit_signal=exit_signal, status=status, store=self.store, note=note)
         self._put(Summary(summary))
         self._put(None)
 

@@ -74,6 +74,38 @@ def test_json_report_into_a_closed_stdout(store: Path) -> None:
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+# ends as the console script does (`_entry.run`): a thread still writing, an atexit handler, a buffered write
+EXIT_NOW = r"""
+import atexit, sys, threading, time
+from gputop_tracker._entry import exit_now
+atexit.register(lambda: sys.stdout.write("atexit ran\n"))
+threading.Thread(target=lambda: (time.sleep(0.3), sys.stdout.write("thread done\n"))).start()
+sys.stdout.write("buffered\n")
+exit_now(int(sys.argv[1]))
+"""
+BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout keeps what it was given
+
+
+def test_the_quick_exit_does_what_pythons_exit_does() -> None:
+    """The console script ends by os._exit, without the interpreter's teardown: threads are joined first, atexit
+    handlers run and stdout is flushed as at Python's own exit, and the exit code is kept."""
+    proc = subprocess.run([PY, "-c", EXIT_NOW, "3"], capture_output=True, text=True, timeout=60, env=BUFFERED)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "buffered\nthread done\natexit ran\n" and proc.stderr == ""
+
+
+@needs_dev_full
+@pytest.mark.parametrize(("code", "expected"), [(0, 1), (3, 3)])
+def test_the_quick_exit_into_a_full_disk_is_one_write_error_line(code: int, expected: int) -> None:
+    """What is left in stdout's buffer cannot be written: one line, exit 1 unless the code says otherwise already
+    (Python's own exit printed a traceback and ended with 120)."""
+    proc = subprocess.run(
+        ["bash", "-c", '"$0" -c "$1" "$2" >/dev/full', PY, EXIT_NOW, str(code)],
+        capture_output=True, text=True, timeout=60, env=BUFFERED,
+    )  # fmt: skip
+    _one_line(proc, expected, "write error: No space left on device")
+
+
 def test_watch_output_with_stdout_closed_leaves_nothing_running() -> None:
     """fd 1 closed at start: our tee's pipe took that number and copied into itself, a helper left forever."""
     proc = subprocess.Popen(

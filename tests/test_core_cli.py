@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -302,6 +303,22 @@ def test_sessions_commands(tmp_path: Path, store: Path) -> None:
     assert track("sessions", "show", "nope").returncode == 2
     assert track("sessions", "delete", sid).returncode == 0
     assert not list(store.glob("*.json"))
+
+
+def test_a_command_that_ended_before_any_sample_lists_no_peak_ram(store: Path) -> None:
+    """`sh -c 'exit 3'` ends before the first sample reads it: the list shows "-" (JSON null), not a 0 B that
+    would read as measured; the text report likewise."""
+    proc = track("--headless", "--", "sh", "-c", "exit 3")
+    assert proc.returncode == 3
+    if "0 processes seen" not in proc.stderr:
+        pytest.skip("a sample read it before it ended (a slow machine): nothing to check")
+    assert re.search(r"^  main +- +- +- ", proc.stderr, re.MULTILINE), proc.stderr
+    (session_file,) = store.glob("*.json")
+    listed = json.loads(track("sessions", "list", "-f", "json").stdout)
+    (item,) = [i for i in listed if i["id"] == session_file.stem]
+    assert item["peak_ram_bytes"] is None
+    row = next(line for line in track("sessions", "list").stdout.splitlines() if session_file.stem in line)
+    assert "exit 3" in row and " 0 B " not in row and re.search(r" 3 +- +- ", row), row
 
 
 def test_corrupt_session_is_listed_not_fatal(store: Path) -> None:

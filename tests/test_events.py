@@ -431,6 +431,13 @@ def test_gpu_memory_levels_and_gpu_lost() -> None:
     assert b.summary()["events"][0]["percent"] == 87.5
 
 
+def test_the_report_and_the_front_end_know_the_same_alerts() -> None:
+    """The report's copy (what the headless front end prints, without loading the sampler's modules)."""
+    from gputop_tracker.core.report import render
+
+    assert render.ALERT_TYPES == ev.ALERT_TYPES
+
+
 # The machine-wide oom_kill counter (a fake /proc/vmstat) rises while the command runs, once the sampler has
 # read its baseline; the command either exits normally (an unrelated OOM elsewhere: not ours) or is SIGKILLed
 # soon after (ours).

@@ -8,6 +8,7 @@ imports the CLI entry point, the TUI imports no CLI module.
 from __future__ import annotations
 
 import ast
+import json
 import pkgutil
 import subprocess
 import sys
@@ -48,6 +49,50 @@ def test_headless_run_never_imports_textual() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "TEXTUAL=False" in proc.stderr
+
+
+# what each process of a headless run had loaded when it ended (both end through os._exit)
+LOADED = """
+import json, os, sys
+front, out, _exit = os.getpid(), sys.argv[1], os._exit
+def dump(code):
+    with open(out + ("front" if os.getpid() == front else "sampler"), "w") as f:
+        json.dump(sorted(sys.modules), f)
+    _exit(code)
+os._exit = dump
+sys.argv = ["gputop-track", "--headless", "--no-save", "--", "true"]
+from gputop_tracker._entry import run
+run()
+"""
+
+
+def test_a_headless_run_loads_only_what_it_uses(tmp_path: Path) -> None:
+    """Start-up is most of what a short run costs the tool: the front end loads neither the TUI, nor an exporter
+    it was not asked for, nor the sampler's modules; the forked sampler loads no pydantic, and neither platform
+    nor py_compile while the probe's cached bytecode is fresh."""
+    from gputop_tracker.core.blocks import probe
+
+    probe._compiled()  # the cache as a run leaves it
+    out = str(tmp_path / "loaded-")
+    proc = subprocess.run([sys.executable, "-c", LOADED, out], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    front = set(json.loads(Path(out + "front").read_text()))
+    sampler = set(json.loads(Path(out + "sampler").read_text()))
+    assert "gputop_tracker.core.model.models" in front and "gputop_tracker.core.sampling.sampler" in sampler
+    not_in_front = {"textual", "gputop_tracker.core.integrations.exporters", "gputop_tracker.core.sampling.sampler"}
+    assert front & not_in_front == set()
+    assert "gputop_tracker.core.summary.events" not in front
+    assert sampler & {"pydantic", "textual", "platform"} == set()
+    if _fresh(probe.SITE_FILE):  # else the sampler compiles it, and may
+        assert "py_compile" not in sampler
+
+
+def _fresh(source: str) -> bool:
+    import importlib.util
+    import os
+
+    cached = importlib.util.cache_from_source(source)
+    return os.path.exists(cached) and os.stat(cached).st_mtime >= os.stat(source).st_mtime
 
 
 # --------------------------------------------------------------------------- the import graph, by AST
@@ -201,7 +246,7 @@ def test_no_import_cycle_in_the_package() -> None:
 
 
 def test_only_main_imports_the_cli_entry_point() -> None:
-    # the console script `gputop_tracker._entry:main` (which `__main__` runs too) is the way in
+    # the console script `gputop_tracker._entry:run` (which `__main__` runs too) is the way in
     assert importers_of(GRAPH, "gputop_tracker.cli.entry") <= {"gputop_tracker._entry"}
     assert importers_of(GRAPH, "gputop_tracker._entry") <= {"gputop_tracker.__main__"}
 

@@ -539,6 +539,14 @@ def test_prometheus_top_without_an_exporter_is_a_usage_error(tmp_path: Path) -> 
     assert not marker.exists()
 
 
+def test_the_cli_default_of_prometheus_top_is_the_exporters() -> None:
+    """The CLI keeps its own copy of the default (no exporter module loaded without an exporter)."""
+    from gputop_tracker.cli.entry import PROMETHEUS_TOP, build_parser
+    from gputop_tracker.core.integrations.exporters.base import DEFAULT_TOP_PROCESSES
+
+    assert PROMETHEUS_TOP == DEFAULT_TOP_PROCESSES == build_parser().parse_args(["--", "true"]).prometheus_top
+
+
 # --------------------------------------------------------------------------- the API
 
 

@@ -144,7 +144,7 @@ LONG = "x" * 120
 
 @pytest.fixture
 def long_session(store: Path) -> str:
-    proc = track("--headless", "--", "sh", "-c", "exit 0", "train.py", LONG)
+    proc = track("--headless", "--interval", "0.1", "--", "sh", "-c", "sleep 0.5; exit 0", "train.py", LONG)
     assert proc.returncode == 0, proc.stderr
     (path,) = store.glob("*.json")
     return path.stem
@@ -197,7 +197,11 @@ def test_sessions_list_json(long_session: str, store: Path) -> None:
     assert junk["id"] == "20990101-000000-junk" and junk["status"] == "unreadable" and "corrupt" in junk["error"]
     assert good["id"] == long_session and good["error"] is None and good["status"] == "finished"
     assert good["meta"]["command"][-1] == LONG and good["meta"]["exit_code"] == 0
-    assert isinstance(good["peak_ram_bytes"], float) and good["path"].endswith(f"{long_session}.json")
+    assert (
+        isinstance(good["peak_ram_bytes"], float)
+        and good["peak_ram_bytes"] > 0
+        and good["path"].endswith(f"{long_session}.json")
+    )
     empty = track("sessions", "list", "-f", "json", "--store", str(store / "none"))
     assert empty.returncode == 0 and json.loads(empty.stdout) == []
 

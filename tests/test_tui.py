@@ -704,7 +704,7 @@ async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
 async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> None:
     """The sampler's running summary comes at most once a second; a sample that came after it, above its peaks,
     raises the peaks shown (summary panel and chart titles) with it."""
-    from fakesource import _tree_totals
+    from fakesource import recounted
 
     from gputop_tracker.tui.widgets.charts import TimeChart
 
@@ -716,7 +716,7 @@ async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> 
         s.processes[1] = s.processes[1].model_copy(
             update={"rss": 9_000_000_000, "private": 8_000_000_000, "pss": 8_500_000_000, "threads": 700}
         )
-        s.tree = _tree_totals(s.processes).model_copy(update={"cpu_percent": 3000.0})
+        s.tree = recounted(s).tree.model_copy(update={"cpu_percent": 3000.0})
         s.gpus[0] = s.gpus[0].model_copy(update={"utilization_gpu": 100.0})
         src.push(SampleMessage(s), progress=False)  # no running summary with it: the last one is below
         await settle(app, pilot, src.n_scripted)

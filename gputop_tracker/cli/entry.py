@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from gputop_tracker.core.sampling.channel import Failed, SamplerHandle, Started
 
 DEFAULT_INTERVAL = 0.5
+PROMETHEUS_TOP = 20  # exporters.base.DEFAULT_TOP_PROCESSES, not imported without an exporter (a test keeps them equal)
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS)  # JOB_SIGNALS: passed on, no more
 
@@ -202,7 +203,7 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--prometheus-top",
         type=int,
-        default=20,  # exporters.base.DEFAULT_TOP_PROCESSES (not imported here: start-up stays light)
+        default=PROMETHEUS_TOP,
         metavar="N",
         help="processes with their own gputop_process_memory_bytes series, largest RSS first (20)",
     )
@@ -210,14 +211,14 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
 
 def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | None:
     """The Prometheus endpoint bound (or the textfile checked) before the command starts; exit 2 when not."""
-    from gputop_tracker.core.integrations.exporters import ExportError, ExportOptions, SessionInfo, open_exporter
-    from gputop_tracker.core.integrations.exporters.base import DEFAULT_TOP_PROCESSES, command_of
-
-    options = ExportOptions(args.prometheus, args.prometheus_textfile, args.prometheus_top)
-    if not options.enabled:
-        if args.prometheus_top != DEFAULT_TOP_PROCESSES:
+    if args.prometheus is None and args.prometheus_textfile is None:  # "" is asked for, and refused by the check
+        if args.prometheus_top != PROMETHEUS_TOP:
             raise UsageError("--prometheus-top needs --prometheus or --prometheus-textfile")
         return None
+    from gputop_tracker.core.integrations.exporters import ExportError, ExportOptions, SessionInfo, open_exporter
+    from gputop_tracker.core.integrations.exporters.base import command_of
+
+    options = ExportOptions(args.prometheus, args.prometheus_textfile, args.prometheus_top)
     info = SessionInfo(command=cfg.argv or command_of(cfg.pid), slurm_job_id=(cfg.slurm or {}).get("job_id") or "")
     try:
         return open_exporter(options, info)
@@ -446,6 +447,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
     handle = start_forked(cfg)
     if exporter is not None:
         exporter.start()  # its threads only now: a fork copies just the forking thread
+    skip_pydantic_plugins()
     # pydantic and the models load now, on this core, while the sampler starts the command on the other
     import gputop_tracker.core.model.models  # noqa: F401
 
@@ -470,6 +472,14 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
     if usage is None:
         return sampler_died(cfg, handle, started, relay)
     return _after_the_report(cfg, args, units, usage, interrupted)
+
+
+def skip_pydantic_plugins() -> None:
+    """No search for pydantic plugins in this process, which validates only the sampler's messages: pydantic
+    reads every installed distribution's entry points (importlib.metadata: ~12 ms of CPU) at the first model it
+    builds. Through its documented switch, unless the user set it; only once the sampler has been forked, so
+    the command's environment never holds it."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def _place_the_command(cfg: EngineConfig, args: argparse.Namespace) -> bool:
@@ -685,7 +695,7 @@ class AlertPrinter:
 
     def show(self, event: object) -> None:
         from gputop_tracker.core.model.models import Event
-        from gputop_tracker.core.summary.events import ALERT_TYPES
+        from gputop_tracker.core.report.render import ALERT_TYPES  # loaded for the report anyway
 
         assert isinstance(event, Event)
         if event.type not in ALERT_TYPES:

@@ -62,14 +62,32 @@ def build_sessions_parser() -> Parser:
     return p
 
 
+OUTPUT_HELP = "write to FILE (default: stdout)"
+
+
+def _subcommand(
+    sub: argparse._SubParsersAction[Parser], common: Parser, name: str, help_text: str, description: str, *, of_id: bool
+) -> Parser:
+    """One `sessions NAME` parser with the options every action takes; `of_id`: the session's ID comes first."""
+    parser = sub.add_parser(name, help=help_text, description=description, parents=[common])
+    if of_id:
+        parser.add_argument("id", metavar="ID", help=ID_HELP)
+    return parser
+
+
+def _add_output(parser: Parser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help=OUTPUT_HELP)
+
+
 def _add_delete_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    delete = sub.add_parser(
+    _subcommand(
+        sub,
+        common,
         "delete",
-        help="delete a session",
-        description="Delete a session's file, its saved output and its OOM dumps (cannot be undone).",
-        parents=[common],
+        "delete a session",
+        "Delete a session's file, its saved output and its OOM dumps (cannot be undone).",
+        of_id=True,
     )
-    delete.add_argument("id", metavar="ID", help=ID_HELP)
 
 
 def _add_plot_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
@@ -77,70 +95,75 @@ def _add_plot_parser(sub: argparse._SubParsersAction[Parser], common: Parser) ->
 
 
 def _add_list_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    ls = sub.add_parser(
+    ls = _subcommand(
+        sub,
+        common,
         "list",
-        help="every saved session, newest first",
-        description="Every saved session, newest first; unreadable files are listed with the reason.",
-        parents=[common],
+        "every saved session, newest first",
+        "Every saved session, newest first; unreadable files are listed with the reason.",
+        of_id=False,
     )
     formats.LISTING.add_option(ls)
     ls.add_argument("--no-trunc", action="store_true", help="never shorten the command (it is cut only on a terminal)")
 
 
 def _add_show_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    show_parser = sub.add_parser(
+    show_parser = _subcommand(
+        sub,
+        common,
         "show",
-        help="the report of one session",
-        description="The report of one session, as the run printed it (text) or as JSON.",
-        parents=[common],
+        "the report of one session",
+        "The report of one session, as the run printed it (text) or as JSON.",
+        of_id=True,
     )
-    show_parser.add_argument("id", metavar="ID", help=ID_HELP)
     formats.REPORT.add_option(show_parser)
     formats.add_unit_options(show_parser)
 
 
 def _add_export_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    export_parser = sub.add_parser(
+    export_parser = _subcommand(
+        sub,
+        common,
         "export",
-        help="a session as JSON (everything) or CSV (the timeline)",
-        description="A session as JSON (everything saved) or CSV (the sampled timeline, one row per sample).",
-        parents=[common],
+        "a session as JSON (everything) or CSV (the timeline)",
+        "A session as JSON (everything saved) or CSV (the sampled timeline, one row per sample).",
+        of_id=True,
     )
-    export_parser.add_argument("id", metavar="ID", help=ID_HELP)
     formats.SESSION.add_option(export_parser)
-    export_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    _add_output(export_parser)
 
 
 def _add_events_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    events_parser = sub.add_parser(
+    events_parser = _subcommand(
+        sub,
+        common,
         "events",
-        help="the event timeline of a session (alerts, peaks, processes, OOM)",
-        description="The event timeline of a session: alerts, new peaks, processes started and ended, OOM.",
-        parents=[common],
+        "the event timeline of a session (alerts, peaks, processes, OOM)",
+        "The event timeline of a session: alerts, new peaks, processes started and ended, OOM.",
+        of_id=True,
     )
-    events_parser.add_argument("id", metavar="ID", help=ID_HELP)
     formats.EVENTS.add_option(events_parser)
     events_parser.add_argument(
         "-t", "--type", action="append", metavar="TYPE", help="only events of TYPE, e.g. warning (repeatable)"
     )
-    events_parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    _add_output(events_parser)
 
 
 def _add_compare_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    p = sub.add_parser(
+    compare_parser = _subcommand(
+        sub,
+        common,
         "compare",
-        help="two sessions side by side: the run and the same code blocks, with differences",
-        description=(
-            "Two sessions side by side: the run's figures and each code block (`with block()`, `@tracked`) of "
-            "either, with B - A and the change in percent. JSON figures are bytes and seconds."
-        ),
-        parents=[common],
+        "two sessions side by side: the run and the same code blocks, with differences",
+        "Two sessions side by side: the run's figures and each code block (`with block()`, `@tracked`) of "
+        "either, with B - A and the change in percent. JSON figures are bytes and seconds.",
+        of_id=False,
     )
-    p.add_argument("a", metavar="ID_A", help=ID_HELP)
-    p.add_argument("b", metavar="ID_B", help="the other session (B - A is shown)")
-    formats.COMPARISON.add_option(p)
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
-    formats.add_unit_options(p, " of the text")
+    compare_parser.add_argument("a", metavar="ID_A", help=ID_HELP)
+    compare_parser.add_argument("b", metavar="ID_B", help="the other session (B - A is shown)")
+    formats.COMPARISON.add_option(compare_parser)
+    _add_output(compare_parser)
+    formats.add_unit_options(compare_parser, " of the text")
 
 
 def main(argv: list[str]) -> int:

@@ -34,15 +34,23 @@ def _compiled() -> None:
     PYTHONDONTWRITEBYTECODE, leaves none): a tracked Python of the same version then loads it instead of
     compiling the file at each start. Nothing happens when the directory cannot be written."""
     import importlib.util
-    import py_compile
 
     for source in (SITE_FILE, os.path.join(PROBE_DIR, "gputop_probe_report.py")):
         try:
             cached = importlib.util.cache_from_source(source)
             if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
-                py_compile.compile(source, cfile=cached, doraise=True)
-        except (OSError, py_compile.PyCompileError, ValueError):
+                _compile(source, cached)
+        except (OSError, ValueError):
             pass
+
+
+def _compile(source: str, cached: str) -> None:
+    import py_compile  # only when the cache is missing or stale: it loads traceback and textwrap (~2 ms)
+
+    try:
+        py_compile.compile(source, cfile=cached, doraise=True)
+    except py_compile.PyCompileError:
+        pass
 
 
 def remove_probe_path(env: dict[str, str]) -> None:

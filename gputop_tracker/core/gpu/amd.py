@@ -19,10 +19,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuBackend, GpuReading, NoGpuBackend, PidMapper
+from gputop_tracker.core.gpu.backend import GpuBackend, GpuReading, NoGpuBackend, OpenedDevice, PidMapper
 
 VENDOR = "amd"
 LIBRARY = "libamd_smi.so"
@@ -111,20 +111,10 @@ def open_amd(pid_mapper: PidMapper | None = None) -> GpuBackend:
 
 
 @dataclass
-class _Device:
-    handle: Any
-    index: int
-    uuid: str
-    name: str
-    pci_bus_id: str | None = None
-    memory_total: int | None = None
+class _Device(OpenedDevice):
     alt_ids: tuple[str, ...] = ()
     bytes_usage: bool = True  # amdsmi_get_gpu_memory_usage in bytes; else vram_usage in MiB
     temp_sensor: Any = None
-    power_limit_w: float | None = None
-    lost: bool = False
-    procs: dict[int, int] = field(default_factory=dict)
-    unattributed: int | None = None
 
 
 class AmdSmiBackend(GpuBackend):

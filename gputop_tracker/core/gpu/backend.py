@@ -310,7 +310,10 @@ class PidMapper:
 
 
 @dataclass
-class _Device:
+class OpenedDevice:
+    """What a backend keeps of each device it opened (NVML here, AMD in amd.py): who the device is, and what
+    its reads found last."""
+
     handle: Any
     index: int
     uuid: str
@@ -318,6 +321,13 @@ class _Device:
     pci_bus_id: str | None = None
     memory_total: int | None = None
     power_limit_w: float | None = None
+    lost: bool = False
+    procs: dict[int, int] = field(default_factory=dict)  # pid as the tracker sees it -> bytes, at the last read
+    unattributed: int | None = None
+
+
+@dataclass
+class _Device(OpenedDevice):
     fan_percent: float | None = None
     mig_parent: int | None = None
     mig_enabled: bool = False  # a physical GPU in MIG mode: its processes are read on its MIG devices
@@ -330,10 +340,7 @@ class _Device:
     clocks: tuple[float | None, float | None] = (None, None)
     last_mem: Any = None  # the watcher's latest memory reading (total, reserved)
     last_seen_us: int = 0  # nvmlDeviceGetProcessUtilization's timestamp, kept or values lag
-    lost: bool = False
-    procs: dict[int, int] = field(default_factory=dict)
     instances: dict[int, tuple[int, int]] = field(default_factory=dict)
-    unattributed: int | None = None
     unmapped: dict[int, int] = field(default_factory=dict)  # host PID -> bytes, where no tracked PID is known
     attributed: frozenset[int] = frozenset()
     accounting: bool | None = None

@@ -509,6 +509,13 @@ class ResourceUsage(Model):
     tool_version: str = __version__
     schema_version: int = SCHEMA_VERSION
 
+    @property
+    def peak_ram_read(self) -> float | None:
+        """The tree's peak RAM, or None where no process was ever read (the command ended before the first
+        sample): a 0 there is no figure and is shown as "-"."""
+        peak = self.max_ram.combined.total_rss
+        return peak if peak or self.n_processes else None
+
     def in_units(self, ram_unit: str, gpu_ram_unit: str, time_unit: str) -> ResourceUsage:
         """A copy whose gpu-tracker fields are in the given units (others stay bytes/seconds)."""
         out = self.model_copy(deep=True)

@@ -37,9 +37,9 @@ def round_mem(need: float) -> int:
     return max(step, math.ceil(need / step) * step)
 
 
-def slurm_mem(n: int) -> str:
+def slurm_mem(nbytes: int) -> str:
     """Bytes as sbatch --mem writes them: '768M', '5G' (binary, as SLURM reads them)."""
-    return f"{n // GIB}G" if n % GIB == 0 else f"{math.ceil(n / MIB)}M"
+    return f"{nbytes // GIB}G" if nbytes % GIB == 0 else f"{math.ceil(nbytes / MIB)}M"
 
 
 def round_time(need: float) -> int:
@@ -48,12 +48,12 @@ def round_time(need: float) -> int:
     return max(300, math.ceil(need / step) * step)
 
 
-def slurm_time(s: int) -> str:
+def slurm_time(seconds: int) -> str:
     """Seconds as sbatch --time writes them: HH:MM:SS, or D-HH:MM:SS from a day on."""
-    days, rest = divmod(int(s), 86400)
-    h, rest = divmod(rest, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{days}-{h:02d}:{m:02d}:{sec:02d}" if days else f"{h:02d}:{m:02d}:{sec:02d}"
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, sec = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{sec:02d}" if days else f"{hours:02d}:{minutes:02d}:{sec:02d}"
 
 
 def cores_used(cpu_seconds: float, wall: float) -> int:
@@ -68,12 +68,12 @@ def mig_hint(gpu_memory: float) -> str | None:
     return None
 
 
-def percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Sequence[float], percent: float) -> float:
     """Linear interpolation between closest ranks (numpy's default)."""
     xs = sorted(values)
     if not xs:
         return 0.0
-    pos = (len(xs) - 1) * q / 100.0
+    pos = (len(xs) - 1) * percent / 100.0
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
@@ -82,14 +82,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 # --------------------------------------------------------------------------- from sessions
 
 
-def _figures(u: dict[str, Any]) -> dict[str, float]:
-    wall = float(u["compute_time"]["time"])
-    counted = [g for g in u.get("gpus") or [] if g.get("counted", True)]
+def _figures(usage: dict[str, Any]) -> dict[str, float]:
+    wall = float(usage["compute_time"]["time"])
+    counted = [gpu for gpu in usage.get("gpus") or [] if gpu.get("counted", True)]
     return {
-        "mem": float(u["max_ram"]["combined"]["total_rss"]),
-        "cores": float(u["cpu_time"]["total"]) / max(wall, 1e-9),
-        "gpus": float(sum(1 for g in counted if (g.get("tree_peak_memory") or 0) > 0)),
-        "gpu_mem": float(u["max_gpu_ram"]["combined"]),
+        "mem": float(usage["max_ram"]["combined"]["total_rss"]),
+        "cores": float(usage["cpu_time"]["total"]) / max(wall, 1e-9),
+        "gpus": float(sum(1 for gpu in counted if (gpu.get("tree_peak_memory") or 0) > 0)),
+        "gpu_mem": float(usage["max_gpu_ram"]["combined"]),
         "wall": wall,
     }
 
@@ -106,18 +106,18 @@ def memory_limit(requested: dict[str, Any]) -> tuple[int | None, str | None]:
     return (mem, "request") if mem else (None, None)
 
 
-def session_limit(u: dict[str, Any]) -> float | None:
+def session_limit(usage: dict[str, Any]) -> float | None:
     """The memory limit the session ran under (`memory_limit` of its job's request), None without a job."""
-    limit, _ = memory_limit((u.get("slurm") or {}).get("requested") or {})
+    limit, _ = memory_limit((usage.get("slurm") or {}).get("requested") or {})
     return float(limit) if limit else None
 
 
-def held_down(u: dict[str, Any]) -> bool:
+def held_down(usage: dict[str, Any]) -> bool:
     """Whether the session's peak RAM is only a floor of its need: OOM-killed, or peaked at the limit."""
-    if any(e.get("type") == "oom" and e.get("source") == "kernel" for e in u.get("events") or []):
+    if any(event.get("type") == "oom" and event.get("source") == "kernel" for event in usage.get("events") or []):
         return True  # the kernel's OOM killer; not a CUDA "out of memory" seen in the output (GPU memory)
-    limit = session_limit(u)
-    return limit is not None and float(u["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
+    limit = session_limit(usage)
+    return limit is not None and float(usage["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
 
 
 def _basis(values: list[float], what: str, fmt: Any) -> str:
@@ -133,18 +133,18 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
 
     if not usages:
         raise ValueError("no sessions to advise from")
-    figs = [_figures(u) for u in usages]
+    figs = [_figures(usage) for usage in usages]
     factor = 1.0 + headroom / 100.0
-    col = {k: [f[k] for f in figs] for k in figs[0]}
+    col = {key: [fig[key] for fig in figs] for key in figs[0]}
     mem = round_mem(max(col["mem"]) * factor)
-    cpus = max(cores_used(f["cores"], 1.0) for f in figs)
+    cpus = max(cores_used(fig["cores"], 1.0) for fig in figs)
     gpus = int(max(col["gpus"]))
     gpu_mem = math.ceil(max(col["gpu_mem"]) * factor) if gpus else 0
     time_s = round_time(max(col["wall"]) * factor)
     basis = {
         "mem": _basis(col["mem"], "peak RAM", human_bytes) + f", +{headroom:g} % headroom",
-        "cpus": _basis(col["cores"], "cores busy on average", lambda v: f"{v:.2f}"),
-        "gpus": _basis(col["gpus"], "GPUs used", lambda v: f"{v:.0f}"),
+        "cpus": _basis(col["cores"], "cores busy on average", lambda value: f"{value:.2f}"),
+        "gpus": _basis(col["gpus"], "GPUs used", lambda value: f"{value:.0f}"),
         "gpu_memory": _basis(col["gpu_mem"], "GPU memory", human_bytes) + f", +{headroom:g} % headroom",
         "time": _basis(col["wall"], "wall time", human_seconds) + f", +{headroom:g} % headroom",
     }
@@ -155,8 +155,8 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
         f"#SBATCH --time={slurm_time(time_s)}",
     ]
     notes = []
-    if held := [u for u in usages if held_down(u)]:
-        limits = [lim for u in held if (lim := session_limit(u)) is not None]
+    if held := [usage for usage in usages if held_down(usage)]:
+        limits = [lim for usage in held if (lim := session_limit(usage)) is not None]
         if limits:
             mem = max(mem, round_mem(max(limits) * factor))
             lines[0] = f"#SBATCH --mem={slurm_mem(mem)}"
@@ -186,14 +186,14 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
 
 def advice_text(advice: dict[str, Any]) -> str:
     """The #SBATCH lines, each with its basis, then the GPU memory needed and the notes."""
-    n = len(advice["sessions"])
-    lines = [f"# from {n} session{'s' if n != 1 else ''} (headroom {advice['headroom_percent']:g} %)"]
-    width = max(len(x) for x in advice["sbatch"])
+    n_sessions = len(advice["sessions"])
+    lines = [f"# from {n_sessions} session{'s' if n_sessions != 1 else ''} (headroom {advice['headroom_percent']:g} %)"]
+    width = max(len(line) for line in advice["sbatch"])
     keys = ["mem", "cpus", *(["gpus"] if advice["gpus"] else []), "time"]
-    lines += [f"{line:<{width}}  # {advice['basis'][k]}" for line, k in zip(advice["sbatch"], keys, strict=True)]
+    lines += [f"{line:<{width}}  # {advice['basis'][key]}" for line, key in zip(advice["sbatch"], keys, strict=True)]
     if advice["gpus"]:
         lines.append(
             f"# GPU memory needed: {human_bytes(advice['gpu_memory_bytes'])} ({advice['basis']['gpu_memory']})"
         )
-    lines += [f"# note: {n}" for n in advice["notes"]]
+    lines += [f"# note: {note}" for note in advice["notes"]]
     return "\n".join(lines) + "\n"

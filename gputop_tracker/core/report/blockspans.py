@@ -49,4 +49,6 @@ def outermost(runs: Sequence[BlockRun]) -> list[BlockRun]:
 
 def marks(events: Iterable[Event], start_time: float) -> list[tuple[float, str]]:
     """(seconds since the start, name) of each mark, in order."""
-    return sorted((elapsed_at(e, start_time), e.name or e.message) for e in events if e.type == "mark")
+    return sorted(
+        (elapsed_at(event, start_time), event.name or event.message) for event in events if event.type == "mark"
+    )

@@ -34,9 +34,9 @@ ALIASES = {
 }
 
 
-def _finite(v: float | None) -> float | None:
+def _finite(value: float | None) -> float | None:
     """A stored figure, or None where it is missing or not a number (NaN and infinities read as not read)."""
-    return v if v is not None and math.isfinite(v) else None
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass
@@ -56,10 +56,10 @@ class TimelineColumns:
     @classmethod
     def of_session(cls, session: Session) -> TimelineColumns:
         tl = session.timeline
-        index = {c: i for i, c in enumerate(tl.columns)}
+        index = {column: i for i, column in enumerate(tl.columns)}
         at = index.get("elapsed", 0)
-        rows = [r for r in tl.rows if len(r) > at and _finite(r[at]) is not None]
-        data = {c: [_finite(r[i]) if i < len(r) else None for r in rows] for c, i in index.items()}
+        rows = [row for row in tl.rows if len(row) > at and _finite(row[at]) is not None]
+        data = {column: [_finite(row[i]) if i < len(row) else None for row in rows] for column, i in index.items()}
         return cls(start_time=session.meta.start_time, stride=tl.stride, data=data)
 
     def __len__(self) -> int:
@@ -77,7 +77,7 @@ class TimelineColumns:
 
     @property
     def gpus(self) -> list[int]:
-        return sorted({int(m.group(1)) for c in self.data if (m := _GPU_COLUMN.match(c))})
+        return sorted({int(found.group(1)) for column in self.data if (found := _GPU_COLUMN.match(column))})
 
     def gpu_memory_of(self, index: int) -> list[float | None]:
         return self.column(f"gpu{index}_memory")
@@ -87,8 +87,8 @@ class TimelineColumns:
 
     def as_dict(self) -> dict[str, list[float | None]]:
         """Every column under its friendly name where it has one (`t`, `tree_ram`, …), GPUs as `gpuN_memory`."""
-        back = {v: k for k, v in ALIASES.items()}
-        return {back.get(c, c): list(v) for c, v in self.data.items()}
+        back = {value: key for key, value in ALIASES.items()}
+        return {back.get(column, column): list(values) for column, values in self.data.items()}
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame, one row per sample, indexed by `t` (needs pandas installed)."""

@@ -15,29 +15,29 @@ GROUP_PREFIX = "job:"  # a group row's id: job:77 (no session id looks like it)
 
 
 def _max(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
+    known = [value for value in values if value is not None]
     return max(known) if known else None
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
+    known = [value for value in values if value is not None]
     return sum(known) / len(known) if known else None
 
 
 def group_row(job: str, members: list[Row]) -> Row:
     """One row for a job's sessions: the earliest start, the longest duration, the largest peaks, the mean
     utilizations; exit 0 when every session exited 0, else how many failed."""
-    first = min(members, key=lambda r: (r.start or 0, r.id))
-    failed = [r for r in members if r.exit not in ("0", "running")]
-    running = any(r.running for r in members)
-    hosts = sorted({r.host for r in members})
+    first = min(members, key=lambda member: (member.start or 0, member.id))
+    failed = [member for member in members if member.exit not in ("0", "running")]
+    running = any(member.running for member in members)
+    hosts = sorted({member.host for member in members})
     row = Row(f"{GROUP_PREFIX}{job}", first.entry, first.start, command=first.command, members=members, job=job)
     row.host = hosts[0] if len(hosts) == 1 else f"{len(hosts)} nodes"
-    row.duration = _max(r.duration for r in members)
-    row.peak_ram = _max(r.peak_ram for r in members)
-    row.peak_gpu = _max(r.peak_gpu for r in members)
-    row.cpu = _mean(r.cpu for r in members)
-    row.gpu_util = _mean(r.gpu_util for r in members)
+    row.duration = _max(member.duration for member in members)
+    row.peak_ram = _max(member.peak_ram for member in members)
+    row.peak_gpu = _max(member.peak_gpu for member in members)
+    row.cpu = _mean(member.cpu for member in members)
+    row.gpu_util = _mean(member.gpu_util for member in members)
     row.running = running
     if running:
         row.exit, row.exit_rank = "running", -1
@@ -57,35 +57,35 @@ def grouped(rows: Iterable[Row], key: str, reverse: bool, expanded: set[str], en
     by the job's figures); the sessions of an `expanded` job (by job id) follow its row, sorted the same way.
     Not `enabled`: the sessions alone, as `sort_rows` orders them."""
     rows = list(rows)
-    for r in rows:
-        r.depth = 0
+    for row in rows:
+        row.depth = 0
     if not enabled:
         return sort_rows(rows, key, reverse)
     by_job: dict[str, list[Row]] = {}
     singles: list[Row] = []
-    for r in rows:
-        if r.job and r.error is None:
-            by_job.setdefault(r.job, []).append(r)
+    for row in rows:
+        if row.job and row.error is None:
+            by_job.setdefault(row.job, []).append(row)
         else:
-            singles.append(r)
+            singles.append(row)
     tops = list(singles)
     for job, members in by_job.items():
         tops.extend(members if len(members) == 1 else [group_row(job, members)])
     out: list[Row] = []
-    for r in sort_rows(tops, key, reverse):
-        out.append(r)
-        if r.members is not None and r.job in expanded:
-            for m in sort_rows(r.members, key, reverse):
-                m.depth = 1
-                out.append(m)
+    for row in sort_rows(tops, key, reverse):
+        out.append(row)
+        if row.members is not None and row.job in expanded:
+            for member in sort_rows(row.members, key, reverse):
+                member.depth = 1
+                out.append(member)
     return out
 
 
 def group_label(row: Row, expanded: bool) -> str:
     """The command cell of a group row: '▶ job 77 · 5 tasks · python train.py' (or '2 nodes', 'N sessions')."""
     members = row.members or []
-    tasks = {m.job_part for m in members if m.job_part.startswith("task ")}
-    nodes = {m.host for m in members}
+    tasks = {member.job_part for member in members if member.job_part.startswith("task ")}
+    nodes = {member.host for member in members}
     what = f"{len(tasks)} tasks" if len(tasks) > 1 else f"{len(nodes)} nodes" if len(nodes) > 1 else ""
     if len(tasks) > 1 and len(nodes) > 1:
         what += f" on {len(nodes)} nodes"

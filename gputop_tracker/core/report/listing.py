@@ -21,14 +21,14 @@ from gputop_tracker.core.report.blockspans import BlockRun, block_runs, marks, o
 from gputop_tracker.core.store import sessions as store
 
 
-def percent_or_dash(v: float | None) -> str:
+def percent_or_dash(value: float | None) -> str:
     """42% for a known percentage, - for none."""
-    return "-" if v is None else f"{v:.0f}%"
+    return "-" if value is None else f"{value:.0f}%"
 
 
-def local_time(t: float, fmt: str) -> str:
+def local_time(when: float, fmt: str) -> str:
     """Epoch seconds as local time in strftime format `fmt`."""
-    return time.strftime(fmt, time.localtime(t))
+    return time.strftime(fmt, time.localtime(when))
 
 
 def _start_from_id(sid: str) -> float | None:
@@ -66,33 +66,39 @@ class Row:
 
     @classmethod
     def of(cls, entry: store.Entry) -> Row:
-        s = entry.session
-        if s is None:
+        session = entry.session
+        if session is None:
             return cls(entry.id, entry, _start_from_id(entry.id), error=entry.error or "unreadable")
-        m = s.meta
-        u = s.summary
-        row = cls(entry.id, entry, m.start_time or None, command=escape_controls(" ".join(m.command)), host=m.host)
+        meta = session.meta
+        usage = session.summary
+        row = cls(
+            entry.id, entry, meta.start_time or None, command=escape_controls(" ".join(meta.command)), host=meta.host
+        )
         row.running = entry.running
-        if m.status == "running":
+        if meta.status == "running":
             row.exit, row.exit_rank = ("running", -1) if row.running else ("stale", 1e9)
-        elif u is not None and u.exit_signal:
-            row.exit, row.exit_rank = f"sig {u.exit_signal}", 1000 + u.exit_signal
-        elif m.exit_code is not None:
-            row.exit, row.exit_rank = str(m.exit_code), m.exit_code
-        if u is not None and u.slurm is not None and u.slurm.job_id is not None:
-            j = u.slurm
-            row.job = j.array_job_id or j.job_id or ""
-            row.job_part = f"task {j.array_task_id}" if j.array_task_id else f"node {j.node}" if j.node else ""
-        if u is not None:
-            row.duration = u.compute_time.time
-            row.peak_ram = u.max_ram.combined.total_rss
-            row.peak_gpu = u.max_gpu_ram.combined if u.gpus else None
-            row.cpu = u.cpu_utilization.combined.mean_sum_percent
-            row.n_gpus = len(u.gpus)
-            row.gpu_util = u.gpu_utilization.gpu_percentages.mean_sum_percent / len(u.gpus) if u.gpus else None
-            row.simulated = any(g.simulated for g in u.gpus)
-        elif m.end_time:
-            row.duration = m.end_time - m.start_time
+        elif usage is not None and usage.exit_signal:
+            row.exit, row.exit_rank = f"sig {usage.exit_signal}", 1000 + usage.exit_signal
+        elif meta.exit_code is not None:
+            row.exit, row.exit_rank = str(meta.exit_code), meta.exit_code
+        if usage is not None and usage.slurm is not None and usage.slurm.job_id is not None:
+            slurm = usage.slurm
+            row.job = slurm.array_job_id or slurm.job_id or ""
+            row.job_part = (
+                f"task {slurm.array_task_id}" if slurm.array_task_id else f"node {slurm.node}" if slurm.node else ""
+            )
+        if usage is not None:
+            row.duration = usage.compute_time.time
+            row.peak_ram = usage.peak_ram_read
+            row.peak_gpu = usage.max_gpu_ram.combined if usage.gpus else None
+            row.cpu = usage.cpu_utilization.combined.mean_sum_percent
+            row.n_gpus = len(usage.gpus)
+            row.gpu_util = (
+                usage.gpu_utilization.gpu_percentages.mean_sum_percent / len(usage.gpus) if usage.gpus else None
+            )
+            row.simulated = any(gpu.simulated for gpu in usage.gpus)
+        elif meta.end_time:
+            row.duration = meta.end_time - meta.start_time
         return row
 
     def haystack(self) -> str:
@@ -115,25 +121,25 @@ class Column:
     """Direction of the first click: newest, largest first; text A→Z."""
 
 
-def _sort_number(v: float | None) -> float:
+def _sort_number(value: float | None) -> float:
     """A figure as a sort key: a missing one sorts below every number."""
-    return -math.inf if v is None else v
+    return -math.inf if value is None else value
 
 
 COLUMNS: list[Column] = [
     Column("mark", "✓", 1, None),
-    Column("start", "start", 19, lambda r: _sort_number(r.start)),
-    Column("command", "command", 30, lambda r: r.command.lower(), descending=False),
-    Column("duration", "duration", 8, lambda r: _sort_number(r.duration), right=True),
-    Column("exit", "exit", 7, lambda r: r.exit_rank, right=True, descending=False),
-    Column("ram", "peak RAM", 9, lambda r: _sort_number(r.peak_ram), right=True),
-    Column("gpu", "peak GPU", 9, lambda r: _sort_number(r.peak_gpu), right=True),
-    Column("cpu", "mean CPU", 8, lambda r: _sort_number(r.cpu), right=True),
-    Column("gpu_util", "GPU util", 8, lambda r: _sort_number(r.gpu_util), right=True),
-    Column("host", "host", 12, lambda r: r.host.lower(), descending=False),
+    Column("start", "start", 19, lambda row: _sort_number(row.start)),
+    Column("command", "command", 30, lambda row: row.command.lower(), descending=False),
+    Column("duration", "duration", 8, lambda row: _sort_number(row.duration), right=True),
+    Column("exit", "exit", 7, lambda row: row.exit_rank, right=True, descending=False),
+    Column("ram", "peak RAM", 9, lambda row: _sort_number(row.peak_ram), right=True),
+    Column("gpu", "peak GPU", 9, lambda row: _sort_number(row.peak_gpu), right=True),
+    Column("cpu", "mean CPU", 8, lambda row: _sort_number(row.cpu), right=True),
+    Column("gpu_util", "GPU util", 8, lambda row: _sort_number(row.gpu_util), right=True),
+    Column("host", "host", 12, lambda row: row.host.lower(), descending=False),
 ]
-COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
-SORTABLE = [c.key for c in COLUMNS if c.sort is not None]
+COLUMN_BY_KEY = {column.key: column for column in COLUMNS}
+SORTABLE = [column.key for column in COLUMNS if column.sort is not None]
 
 
 def filter_rows(rows: Iterable[Row], text: str) -> list[Row]:
@@ -141,26 +147,26 @@ def filter_rows(rows: Iterable[Row], text: str) -> list[Row]:
     words = text.lower().split()
     if not words:
         return list(rows)
-    return [r for r in rows if all(w in r.haystack() for w in words)]
+    return [row for row in rows if all(word in row.haystack() for word in words)]
 
 
 def sort_rows(rows: Iterable[Row], key: str, reverse: bool) -> list[Row]:
     """Readable sessions ordered by a column; unreadable files always last (they have no figures)."""
-    by = COLUMN_BY_KEY[key].sort or (lambda r: r.start)
+    by = COLUMN_BY_KEY[key].sort or (lambda row: row.start)
     rows = list(rows)
-    good = sorted((r for r in rows if r.error is None), key=lambda r: (by(r), r.id), reverse=reverse)
-    bad = sorted((r for r in rows if r.error is not None), key=lambda r: r.id, reverse=True)
+    good = sorted((row for row in rows if row.error is None), key=lambda row: (by(row), row.id), reverse=reverse)
+    bad = sorted((row for row in rows if row.error is not None), key=lambda row: row.id, reverse=True)
     return good + bad
 
 
 def timeline_series(session: Session) -> tuple[list[float], dict[str, list[float | None]]]:
     """The timeline as columns: elapsed seconds and each column by name."""
     tl = session.timeline
-    index = {c: i for i, c in enumerate(tl.columns)}
+    index = {column: i for i, column in enumerate(tl.columns)}
     at = index.get("elapsed", 0)
-    rows = [r for r in tl.rows if len(r) > at and r[at] is not None]
-    xs = [float(r[at] or 0.0) for r in rows]
-    cols = {c: [r[i] if i < len(r) else None for r in rows] for c, i in index.items()}
+    rows = [row for row in tl.rows if len(row) > at and row[at] is not None]
+    xs = [float(row[at] or 0.0) for row in rows]
+    cols = {column: [row[i] if i < len(row) else None for row in rows] for column, i in index.items()}
     return xs, cols
 
 
@@ -177,75 +183,80 @@ class Figure:
 
 def block_spans(session: Session) -> tuple[list[BlockRun], list[tuple[float, str]]]:
     """The outermost runs of the code blocks and the marks of a session (its bounded event timeline)."""
-    u = session.summary
-    end = (u.end_time - u.start_time) if u is not None and u.end_time > u.start_time else None
+    usage = session.summary
+    end = (usage.end_time - usage.start_time) if usage is not None and usage.end_time > usage.start_time else None
     start = session.meta.start_time
     return outermost(block_runs(session.events, start, end)), marks(session.events, start)
 
 
-def _gpu_or_none(u: ResourceUsage, v: float) -> float | None:
-    return v if u.gpus else None
+def _gpu_or_none(usage: ResourceUsage, value: float) -> float | None:
+    return value if usage.gpus else None
 
 
 FIGURES: list[Figure] = [
-    Figure("wall time", lambda u: u.compute_time.time, "seconds", "lower"),
-    Figure("peak RAM (combined)", lambda u: u.max_ram.combined.total_rss, "bytes", "lower"),
-    Figure("peak RAM main", lambda u: u.max_ram.main.total_rss, "bytes", "lower"),
-    Figure("peak RAM descendants", lambda u: u.max_ram.descendants.total_rss, "bytes", "lower"),
-    Figure("peak GPU memory", lambda u: _gpu_or_none(u, u.max_gpu_ram.combined), "bytes", "lower"),
-    Figure("CPU time", lambda u: u.cpu_time.total, "seconds", "lower"),
-    Figure("mean CPU", lambda u: u.cpu_utilization.combined.mean_sum_percent, "percent", None),
-    Figure("max CPU", lambda u: u.cpu_utilization.combined.max_sum_percent, "percent", None),
+    Figure("wall time", lambda usage: usage.compute_time.time, "seconds", "lower"),
+    Figure("peak RAM (combined)", lambda usage: usage.max_ram.combined.total_rss, "bytes", "lower"),
+    Figure("peak RAM main", lambda usage: usage.max_ram.main.total_rss, "bytes", "lower"),
+    Figure("peak RAM descendants", lambda usage: usage.max_ram.descendants.total_rss, "bytes", "lower"),
+    Figure("peak GPU memory", lambda usage: _gpu_or_none(usage, usage.max_gpu_ram.combined), "bytes", "lower"),
+    Figure("CPU time", lambda usage: usage.cpu_time.total, "seconds", "lower"),
+    Figure("mean CPU", lambda usage: usage.cpu_utilization.combined.mean_sum_percent, "percent", None),
+    Figure("max CPU", lambda usage: usage.cpu_utilization.combined.max_sum_percent, "percent", None),
     Figure(
         "mean GPU util (per GPU)",
-        lambda u: _gpu_or_none(u, u.gpu_utilization.gpu_percentages.mean_sum_percent / max(len(u.gpus), 1)),
+        lambda usage: _gpu_or_none(
+            usage, usage.gpu_utilization.gpu_percentages.mean_sum_percent / max(len(usage.gpus), 1)
+        ),
         "percent",
         "higher",
     ),
-    Figure("peak threads", lambda u: float(u.peak_threads), "count", None),
-    Figure("processes", lambda u: float(u.n_processes), "count", None),
+    Figure("peak threads", lambda usage: float(usage.peak_threads), "count", None),
+    Figure("processes", lambda usage: float(usage.n_processes), "count", None),
 ]
 
 
-def format_figure(kind: str, v: float | None, signed: bool = False) -> str:
+def format_figure(kind: str, figure: float | None, signed: bool = False) -> str:
     """A figure in the user's units (`kind`: bytes, seconds, percent, percent0, count), signed for a difference."""
-    if v is None:
+    if figure is None:
         return "-"
-    sign = "+" if signed and v > 0 else ("−" if signed and v < 0 else "")
-    a = abs(v) if signed else v
+    sign = "+" if signed and figure > 0 else ("−" if signed and figure < 0 else "")
+    magnitude = abs(figure) if signed else figure
     if kind == "bytes":
-        return sign + human_bytes(a)
+        return sign + human_bytes(magnitude)
     if kind == "seconds":
-        return sign + human_seconds(a)
+        return sign + human_seconds(magnitude)
     if kind == "percent":
-        return f"{sign}{a:.1f}%"
+        return f"{sign}{magnitude:.1f}%"
     if kind == "percent0":
-        return f"{sign}{a:.0f}%"
-    return f"{sign}{a:g}"
+        return f"{sign}{magnitude:.0f}%"
+    return f"{sign}{magnitude:g}"
 
 
-def compare_rows(a: ResourceUsage, b: ResourceUsage) -> list[tuple[str, str, str, str, str, str]]:
+def compare_rows(usage_a: ResourceUsage, usage_b: ResourceUsage) -> list[tuple[str, str, str, str, str, str]]:
     """(figure, A, B, B − A, change %, which is better) for each figure, in the user's units; then the code
     blocks of either session (`sessions compare` has every block figure)."""
-    out = [_compare_row(f.label, f.kind, f.better, f.get(a), f.get(b)) for f in FIGURES]
-    ea, eb = a.exit_code, b.exit_code
+    out = [_compare_row(fig.label, fig.kind, fig.better, fig.get(usage_a), fig.get(usage_b)) for fig in FIGURES]
+    ea, eb = usage_a.exit_code, usage_b.exit_code
     ok_a, ok_b = ea == 0, eb == 0
     verdict = "same" if ok_a == ok_b else ("A" if ok_a else "B")
     out.append(("exit code", str(ea if ea is not None else "-"), str(eb if eb is not None else "-"), "", "", verdict))
-    blocks_a, blocks_b = {x.name: x for x in a.blocks}, {x.name: x for x in b.blocks}
-    for name in [*blocks_a, *(n for n in blocks_b if n not in blocks_a)]:
+    blocks_a, blocks_b = (
+        {block.name: block for block in usage_a.blocks},
+        {block.name: block for block in usage_b.blocks},
+    )
+    for name in [*blocks_a, *(name for name in blocks_b if name not in blocks_a)]:
         ba, bb = blocks_a.get(name), blocks_b.get(name)
         for label, kind, better, get in BLOCK_FIGURES:
-            va, vb = (get(x) if x is not None else None for x in (ba, bb))
+            va, vb = (get(block) if block is not None else None for block in (ba, bb))
             out.append(_compare_row(f"block {escape_controls(name[:40])}: {label}", kind, better, va, vb))
     return out
 
 
 BLOCK_FIGURES: list[tuple[str, str, str | None, Callable[[BlockSummary], float | None]]] = [
-    ("calls", "count", None, lambda x: x.calls),
-    ("time", "seconds", "lower", lambda x: x.duration.total),
-    ("peak RAM", "bytes", "lower", lambda x: x.peak_ram),
-    ("CPU time", "seconds", "lower", lambda x: x.cpu_seconds),
+    ("calls", "count", None, lambda block: block.calls),
+    ("time", "seconds", "lower", lambda block: block.duration.total),
+    ("peak RAM", "bytes", "lower", lambda block: block.peak_ram),
+    ("CPU time", "seconds", "lower", lambda block: block.cpu_seconds),
 ]
 
 
@@ -268,7 +279,7 @@ def _compare_row(
 def count_session_files(store_dir: Path) -> int:
     try:
         with os.scandir(store_dir) as it:
-            return sum(1 for e in it if e.name.endswith(store.SUFFIX))
+            return sum(1 for entry in it if entry.name.endswith(store.SUFFIX))
     except OSError:
         return 0
 

@@ -85,19 +85,19 @@ def format_of(path: str | Path) -> str:
 
 def parse_pixel_size(text: str) -> tuple[int, int]:
     """`WIDTHxHEIGHT` in pixels, e.g. 1200x800, each 300 to 20000."""
-    m = re.fullmatch(r"\s*(\d{1,6})\s*[xX×]\s*(\d{1,6})\s*", text or "")
-    if not m:
+    match = re.fullmatch(r"\s*(\d{1,6})\s*[xX×]\s*(\d{1,6})\s*", text or "")
+    if not match:
         raise PlotError(f"--size must be WIDTHxHEIGHT in pixels, e.g. 1200x800, not {text!r}")
-    w, h = int(m.group(1)), int(m.group(2))
-    if not (MIN_SIZE <= w <= MAX_SIZE and MIN_SIZE <= h <= MAX_SIZE):
-        raise PlotError(f"--size {w}x{h}: each side must be {MIN_SIZE} to {MAX_SIZE} pixels")
-    return w, h
+    width, height = int(match.group(1)), int(match.group(2))
+    if not (MIN_SIZE <= width <= MAX_SIZE and MIN_SIZE <= height <= MAX_SIZE):
+        raise PlotError(f"--size {width}x{height}: each side must be {MIN_SIZE} to {MAX_SIZE} pixels")
+    return width, height
 
 
 def check_size(size: object) -> tuple[int, int]:
     """The API's `size=(width, height)`, as --size checks it: huge or empty figures fail late and badly."""
     sides = size if isinstance(size, tuple) and len(size) == 2 else ()
-    if not sides or not all(type(v) is int and MIN_SIZE <= v <= MAX_SIZE for v in sides):
+    if not sides or not all(type(side) is int and MIN_SIZE <= side <= MAX_SIZE for side in sides):
         raise PlotError(f"size must be (width, height) in pixels, each {MIN_SIZE} to {MAX_SIZE}, not {size!r}")
     return int(sides[0]), int(sides[1])
 
@@ -121,7 +121,7 @@ class _Axis:
         return cls(1.0, "seconds since start")
 
     def xs(self, ts: Sequence[float | None]) -> list[float]:
-        return [float(t or 0.0) / self.divisor for t in ts]
+        return [float(elapsed or 0.0) / self.divisor for elapsed in ts]
 
 
 def figure(session: Session, size: tuple[int, int] | None = None, *, title: str | None = None) -> Any:
@@ -134,12 +134,12 @@ def figure(session: Session, size: tuple[int, int] | None = None, *, title: str 
     cols = TimelineColumns.of_session(session)
     gpus = cols.gpus
     n_panels = 4 if gpus else 2
-    w, h = check_size(size) if size is not None else (DEFAULT_WIDTH, HEADER_HEIGHT + PANEL_HEIGHT * n_panels)
-    fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
+    width, height = check_size(size) if size is not None else (DEFAULT_WIDTH, HEADER_HEIGHT + PANEL_HEIGHT * n_panels)
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_panels, 1, sharex=True, squeeze=False)[:, 0]
     fig.suptitle(_title(session, title), fontsize=10, x=0.01, ha="left")
-    end = max([float(t or 0) for t in cols.t] + [_duration(session)])
+    end = max([float(elapsed or 0) for elapsed in cols.t] + [_duration(session)])
     axis = _Axis.for_length(end)
     _ram_panel(axes[0], session, cols, axis)
     _cpu_panel(axes[1], session, cols, axis)
@@ -172,11 +172,11 @@ def _legend_blocks(ax: Any, names: list[tuple[str, str]]) -> None:
 
 
 def _duration(session: Session) -> float:
-    u = session.summary
-    if u is not None:
-        return float(u.compute_time.time if u.compute_time.unit == "seconds" else 0.0)
-    m = session.meta
-    return (m.end_time or m.start_time) - m.start_time
+    usage = session.summary
+    if usage is not None:
+        return float(usage.compute_time.time if usage.compute_time.unit == "seconds" else 0.0)
+    meta = session.meta
+    return (meta.end_time or meta.start_time) - meta.start_time
 
 
 def _shown(text: str, limit: int | None = None) -> str:
@@ -188,20 +188,20 @@ def _shown(text: str, limit: int | None = None) -> str:
 
 
 def _title(session: Session, title: str | None = None) -> str:
-    m = session.meta
-    cmd = title if title is not None else command_line(m.command) or "-"
+    meta = session.meta
+    cmd = title if title is not None else command_line(meta.command) or "-"
     if len(cmd) > 90:
         cmd = cmd[:89] + "…"
     cmd = _shown(cmd)
-    line2 = f"session {_shown(m.id)} on {_shown(m.host or '?')}"
-    u = session.summary
-    if u is not None:
+    line2 = f"session {_shown(meta.id)} on {_shown(meta.host or '?')}"
+    usage = session.summary
+    if usage is not None:
         line2 += (
-            f" · {human_seconds(_duration(session))} · peak RAM {human_bytes(u.max_ram.combined.total_rss)}"
-            f" ({u.max_ram.peak_source})"
+            f" · {human_seconds(_duration(session))} · peak RAM {human_bytes(usage.max_ram.combined.total_rss)}"
+            f" ({usage.max_ram.peak_source})"
         )
-        if u.gpus:
-            line2 += f" · peak GPU memory {human_bytes(u.max_gpu_ram.combined)}"
+        if usage.gpus:
+            line2 += f" · peak GPU memory {human_bytes(usage.max_gpu_ram.combined)}"
     return f"{cmd}\n{line2}"
 
 
@@ -213,12 +213,12 @@ def _legend(ax: Any) -> None:
 def _bytes_axis(ax: Any) -> None:
     from matplotlib.ticker import FuncFormatter
 
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v) if v > 0 else "0"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: human_bytes(value) if value > 0 else "0"))
 
 
 def _line(ax: Any, xs: list[float], ys: Sequence[float | None], gid: str, **kw: Any) -> Any:
     nan = float("nan")
-    (line,) = ax.plot(xs, [nan if v is None else float(v) for v in ys], **kw)
+    (line,) = ax.plot(xs, [nan if value is None else float(value) for value in ys], **kw)
     line.set_gid(gid)
     return line
 
@@ -227,16 +227,16 @@ def _ram_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
     xs = axis.xs(cols.t)
     _line(ax, xs, cols.tree_ram, "series-tree_ram", color=COLORS["tree_ram"], lw=1.8, label="tree RAM (Σ PSS)")
     _line(ax, xs, cols.private, "series-private", color=COLORS["private"], lw=1.2, label="private (Σ USS)")
-    if any(v for v in cols.descendants):  # with one process the main process's line is the tree's
+    if any(value for value in cols.descendants):  # with one process the main process's line is the tree's
         _line(ax, xs, cols.main_rss, "series-main_rss", color=COLORS["main_rss"], lw=1, label="main process RSS")
     ax.set_title("RAM of the process tree", fontsize=9, loc="left")
     _bytes_axis(ax)
-    u = session.summary
-    seen = max([float(v) for v in cols.tree_ram if v is not None] + [0.0])
-    if u is not None:
-        peak = u.max_ram.combined.total_rss
+    usage = session.summary
+    seen = max([float(value) for value in cols.tree_ram if value is not None] + [0.0])
+    if usage is not None:
+        peak = usage.max_ram.combined.total_rss
         seen = max(seen, peak)
-        ax.axhline(peak, color=COLORS["tree_ram"], ls=":", lw=1, label=f"reported peak ({u.max_ram.peak_source})")
+        ax.axhline(peak, color=COLORS["tree_ram"], ls=":", lw=1, label=f"reported peak ({usage.max_ram.peak_source})")
         ax.get_lines()[-1].set_gid("peak-ram")
         _top_processes(ax, session, axis)
         _alert_levels(ax, session, seen)
@@ -248,58 +248,65 @@ def _ram_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) ->
 def _top_processes(ax: Any, session: Session, axis: _Axis) -> None:
     """The largest processes by peak RSS, each a dashed segment at its peak across its lifetime (the
     timeline keeps the tree's totals, not every process's curve)."""
-    u = session.summary
-    if u is None or len(u.processes) < 2:
+    usage = session.summary
+    if usage is None or len(usage.processes) < 2:
         return
-    start = u.start_time or session.meta.start_time
-    top = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:TOP_PROCESSES]
-    for rank, p in enumerate(top):
-        x0, x1 = (max(0.0, p.first_seen - start) / axis.divisor, max(0.0, p.last_seen - start) / axis.divisor)
-        label = f"peak of {_shown(p.name, 20)} ({p.pid})"
-        (seg,) = ax.plot([x0, x1], [p.peak_rss] * 2, ls="--", lw=1, color=f"C{4 + rank}", label=label)
-        seg.set_gid(f"process-{p.pid}")
+    start = usage.start_time or session.meta.start_time
+    top = sorted(usage.processes, key=lambda proc: proc.peak_rss, reverse=True)[:TOP_PROCESSES]
+    for rank, process in enumerate(top):
+        x0, x1 = (
+            max(0.0, process.first_seen - start) / axis.divisor,
+            max(0.0, process.last_seen - start) / axis.divisor,
+        )
+        label = f"peak of {_shown(process.name, 20)} ({process.pid})"
+        (seg,) = ax.plot([x0, x1], [process.peak_rss] * 2, ls="--", lw=1, color=f"C{4 + rank}", label=label)
+        seg.set_gid(f"process-{process.pid}")
 
 
 def _alert_levels(ax: Any, session: Session, seen: float) -> None:
-    u = session.summary
-    if u is None or not u.alerts.mem_limit:
+    usage = session.summary
+    if usage is None or not usage.alerts.mem_limit:
         return
-    a = u.alerts
-    for kind, pct in (("warning", a.warn_at), ("critical", a.critical_at)):
-        level = a.mem_limit * pct / 100 if a.mem_limit else 0
+    alerts = usage.alerts
+    for kind, pct in (("warning", alerts.warn_at), ("critical", alerts.critical_at)):
+        level = alerts.mem_limit * pct / 100 if alerts.mem_limit else 0
         if 0 < level <= LEVELS_SHOWN_UP_TO * max(seen, 1.0):
-            ax.axhline(level, color=COLORS[kind], ls="-.", lw=1, label=f"{kind} {pct:g}% of {human_bytes(a.mem_limit)}")
+            ax.axhline(
+                level, color=COLORS[kind], ls="-.", lw=1, label=f"{kind} {pct:g}% of {human_bytes(alerts.mem_limit)}"
+            )
             ax.get_lines()[-1].set_gid(f"level-{kind}")
 
 
 def _cpu_panel(ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) -> None:
     xs = axis.xs(cols.t)
     _line(ax, xs, cols.cpu_percent, "series-cpu_percent", color=COLORS["cpu"], lw=1.5, label="tree CPU")
-    if any(v for v in cols.descendants):
+    if any(value for value in cols.descendants):
         _line(ax, xs, cols.main_cpu_percent, "series-main_cpu_percent", color="#8c564b", lw=1, label="main process")
-    u = session.summary
-    requested = u.slurm.requested.cpus if u is not None and u.slurm is not None else None
+    usage = session.summary
+    requested = usage.slurm.requested.cpus if usage is not None and usage.slurm is not None else None
     if requested:
         ax.axhline(requested * 100, color="#444444", ls="--", lw=1, label=f"requested: {requested} cores")
         ax.get_lines()[-1].set_gid("requested-cpus")
     ax.set_title("CPU, % of one core (100% = one core busy)", fontsize=9, loc="left")
-    cpu = [float(v) for v in cols.cpu_percent if v is not None]
+    cpu = [float(value) for value in cols.cpu_percent if value is not None]
     ax.set_ylim(0, max([100.0, *cpu, (requested or 0) * 100.0]) * HEADROOM)
     _legend(ax)
 
 
 def _gpu_panels(mem_ax: Any, util_ax: Any, session: Session, cols: TimelineColumns, axis: _Axis) -> None:
     xs = axis.xs(cols.t)
-    u = session.summary
-    names = {g.index: _shown(g.name) + (" (simulated)" if g.simulated and "simulated" not in g.name.lower() else "")
-             for g in (u.gpus if u else [])}  # fmt: skip
-    for n, i in enumerate(cols.gpus):
+    usage = session.summary
+    names: dict[int, str] = {}
+    for gpu in usage.gpus if usage else []:
+        unsaid = gpu.simulated and "simulated" not in gpu.name.lower()
+        names[gpu.index] = _shown(gpu.name) + (" (simulated)" if unsaid else "")
+    for nth, i in enumerate(cols.gpus):
         label = f"GPU {i} {names.get(i, '')}".strip()
-        _line(mem_ax, xs, cols.gpu_memory_of(i), f"series-gpu{i}_memory", color=f"C{n}", lw=1.4, label=label)
-        _line(util_ax, xs, cols.gpu_util_of(i), f"series-gpu{i}_util", color=f"C{n}", lw=1.2, label=label)
+        _line(mem_ax, xs, cols.gpu_memory_of(i), f"series-gpu{i}_memory", color=f"C{nth}", lw=1.4, label=label)
+        _line(util_ax, xs, cols.gpu_util_of(i), f"series-gpu{i}_util", color=f"C{nth}", lw=1.2, label=label)
     mem_ax.set_title("GPU memory held by the tree, per GPU", fontsize=9, loc="left")
     _bytes_axis(mem_ax)
-    mem = [float(v) for i in cols.gpus for v in cols.gpu_memory_of(i) if v is not None]
+    mem = [float(value) for i in cols.gpus for value in cols.gpu_memory_of(i) if value is not None]
     mem_ax.set_ylim(0, max([MIN_BYTES_AXIS, *mem]) * HEADROOM)
     util_ax.set_title("GPU utilization, per GPU (% of time a kernel ran)", fontsize=9, loc="left")
     util_ax.set_ylim(0, 100 * HEADROOM)
@@ -314,27 +321,27 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, labels: Pan
     start = session.meta.start_time
     events = session.events
     hues: dict[str, str] = {}
-    for k, (name, t0, t1) in enumerate(block_runs(events, start, end)):
+    for nth, (name, t0, t1) in enumerate(block_runs(events, start, end)):
         hue = hues.setdefault(name, BLOCK_HUES[len(hues) % len(BLOCK_HUES)])  # one colour per block name
         span = ax.axvspan(t0 / axis.divisor, max(t1, t0) / axis.divisor, color=hue, alpha=0.13, lw=0)
-        span.set_gid(f"block-{k}")
+        span.set_gid(f"block-{nth}")
         if labels is not None:
             text = ax.text(t0 / axis.divisor, ROW_Y, f" {_shown(name, 24)}", transform=ax.get_xaxis_transform(),
                            fontsize=7, va="bottom", color=hue)  # fmt: skip
             labels.block(text, name, hue)
     counts: dict[str, int] = {}
-    for e in events:
-        if e.type not in ("mark", "warning", "critical", "oom", "gpu_lost"):
+    for event in events:
+        if event.type not in ("mark", "warning", "critical", "oom", "gpu_lost"):
             continue
-        k = counts[e.type] = counts.get(e.type, -1) + 1
-        x = elapsed_at(e, start) / axis.divisor
-        wide = e.type == "oom"
-        line = ax.axvline(x, color=COLORS[e.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
-        line.set_gid(f"{'mark' if e.type == 'mark' else 'event-' + e.type}-{k}")
-        if labels is not None and e.type in ("oom", "mark", "critical", "warning"):
-            text = "OOM" if wide else _shown(e.name or e.type, 20) if e.type == "mark" else e.type
-            labels.top(ax.text(x, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
-                               color=COLORS[e.type], rotation=90 if e.type == "mark" else 0))  # fmt: skip
+        nth = counts[event.type] = counts.get(event.type, -1) + 1
+        at = elapsed_at(event, start) / axis.divisor
+        wide = event.type == "oom"
+        line = ax.axvline(at, color=COLORS[event.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
+        line.set_gid(f"{'mark' if event.type == 'mark' else 'event-' + event.type}-{nth}")
+        if labels is not None and event.type in ("oom", "mark", "critical", "warning"):
+            text = "OOM" if wide else _shown(event.name or event.type, 20) if event.type == "mark" else event.type
+            labels.top(ax.text(at, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
+                               color=COLORS[event.type], rotation=90 if event.type == "mark" else 0))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- files

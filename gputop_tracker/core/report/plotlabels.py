@@ -54,16 +54,16 @@ def _place(fig: Any, ax: Any, labels: PanelLabels) -> list[tuple[str, str]]:
         if box.x0 < panel.x0 - PAD or box.x1 > panel.x1 + PAD:  # past the panel: over the legend or the axis
             return False
         grown = box.padded(PAD / 2)
-        if any(grown.overlaps(p) for p in placed):
+        if any(grown.overlaps(box) for box in placed):
             return False
         placed.append(grown)
         return True
 
-    for text in sorted(labels.tops, key=lambda t: t.get_position()[0]):
+    for text in sorted(labels.tops, key=lambda label: label.get_position()[0]):
         text.set_visible(True)
         text.set_visible(fits(text))
     shown: dict[str, str] = {}
-    for text, name, hue in sorted(labels.blocks, key=lambda b: b[0].get_position()[0]):
+    for text, name, hue in sorted(labels.blocks, key=lambda block_label: block_label[0].get_position()[0]):
         text.set_visible(True)
         for row in range(ROWS):
             text.set_y(ROW_Y + row * ROW_STEP)

@@ -42,16 +42,16 @@ class _Fmt:
             return human
         return f"{value / RAM_UNITS[unit]:.3f} {unit}"
 
-    def ram(self, v: float | None) -> str:
-        return self._in(v, self.ram_unit, human_bytes(v))
+    def ram(self, size: float | None) -> str:
+        return self._in(size, self.ram_unit, human_bytes(size))
 
-    def gpu(self, v: float | None) -> str:
-        return self._in(v, self.gpu_ram_unit, human_bytes(v))
+    def gpu(self, size: float | None) -> str:
+        return self._in(size, self.gpu_ram_unit, human_bytes(size))
 
-    def time(self, s: float) -> str:
+    def time(self, seconds: float) -> str:
         if self.time_unit is None:
-            return human_seconds(s)
-        return f"{s / TIME_UNITS[self.time_unit]:.4f} {self.time_unit}"
+            return human_seconds(seconds)
+        return f"{seconds / TIME_UNITS[self.time_unit]:.4f} {self.time_unit}"
 
 
 def table(rows: list[list[str]], align: str) -> list[str]:
@@ -59,15 +59,15 @@ def table(rows: list[list[str]], align: str) -> list[str]:
     return _table(rows, align)
 
 
-def _pct(p: float | None) -> str:
-    return "-" if p is None else f"{p:.1f}%"
+def _pct(percent: float | None) -> str:
+    return "-" if percent is None else f"{percent:.1f}%"
 
 
 GAP = "  "  # between two columns of a table, whatever the widths of their figures
 
 
 def _widths(rows: list[list[str]]) -> list[int]:
-    return [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(len(r) for r in rows))]
+    return [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(len(row) for row in rows))]
 
 
 def _table(rows: list[list[str]], align: str, widths: list[int] | None = None) -> list[str]:
@@ -77,54 +77,68 @@ def _table(rows: list[list[str]], align: str, widths: list[int] | None = None) -
     widths = widths or _widths(rows)
     out = []
     for row in rows:
-        cells = [c.rjust(w) if a == ">" else c.ljust(w) for c, w, a in zip(row, widths, align, strict=False)]
+        cells = [
+            cell.rjust(width) if side == ">" else cell.ljust(width)
+            for cell, width, side in zip(row, widths, align, strict=False)
+        ]
         out.append(GAP.join(cells).rstrip())
     return out
 
 
 def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes: int = 10) -> str:
     """An aligned, human report with the same figures as the JSON (human units unless a unit is given)."""
-    f = _Fmt(units.ram, units.gpu_ram, units.time)
-    u = usage
-    lines = [*_head_lines(u, f), "", *_ram_lines(u, f), *probe_line(u), "", *_cpu_lines(u), "", *_gpu_lines(u, f)]
-    lines += _process_lines(u, f, max_processes)
-    lines += job_lines(u)
-    lines += block_lines(u.blocks, f)
-    alerts = [e for e in u.events if e.type in ALERT_TYPES]
+    fmt = _Fmt(units.ram, units.gpu_ram, units.time)
+    lines = [
+        *_head_lines(usage, fmt),
+        "",
+        *_ram_lines(usage, fmt),
+        *probe_line(usage),
+        "",
+        *_cpu_lines(usage),
+        "",
+        *_gpu_lines(usage, fmt),
+    ]
+    lines += _process_lines(usage, fmt, max_processes)
+    lines += job_lines(usage)
+    lines += block_lines(usage.blocks, fmt)
+    alerts = [event for event in usage.events if event.type in ALERT_TYPES]
     if alerts:
         lines += ["", f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)"]
         lines += events_lines(alerts, limit=20)
-    if u.notes:
-        lines += ["", "Notes", *(f"  - {escape_controls(n)}" for n in u.notes)]
-    if u.session_path:
-        lines += ["", f"Session saved: {escape_controls(u.session_path)}"]
+    if usage.notes:
+        lines += ["", "Notes", *(f"  - {escape_controls(note)}" for note in usage.notes)]
+    if usage.session_path:
+        lines += ["", f"Session saved: {escape_controls(usage.session_path)}"]
     return "\n".join(lines) + "\n"
 
 
-def _status(u: ResourceUsage) -> str:
-    if u.mode == "attach":
-        return {"exited": "target exited", "stopped": "tracking stopped; target still running"}.get(u.status, u.status)
-    if u.exit_signal:
-        return f"killed by signal {u.exit_signal} (exit code {u.exit_code})"
-    if u.exit_code is not None:
-        return f"exited with code {u.exit_code}"
-    return u.status
+def _status(usage: ResourceUsage) -> str:
+    if usage.mode == "attach":
+        return {"exited": "target exited", "stopped": "tracking stopped; target still running"}.get(
+            usage.status, usage.status
+        )
+    if usage.exit_signal:
+        return f"killed by signal {usage.exit_signal} (exit code {usage.exit_code})"
+    if usage.exit_code is not None:
+        return f"exited with code {usage.exit_code}"
+    return usage.status
 
 
-def _head_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+def _head_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
     """The title, the command (one printable line), how it ended and how it was sampled."""
     title = "gputop-track report"
-    if u.session_id:
-        title += f" — session {u.session_id}"
-    cmd = command_line(u.command) or "-"
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(u.start_time)) if u.start_time else "-"
+    if usage.session_id:
+        title += f" — session {usage.session_id}"
+    cmd = command_line(usage.command) or "-"
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(usage.start_time)) if usage.start_time else "-"
     return [
         title,
         "=" * len(title),
         f"{'command':<14}{cmd}",
-        f"{'status':<14}{_status(u)}   (pid {u.pid}, {u.mode}, host {u.host})",
-        f"{'wall time':<14}{f.time(u.compute_time.time)}   started {started}, "
-        f"{_count(u.n_samples, 'sample')} every {u.interval:g} s, {_count(u.n_processes, 'process', 'processes')} seen",
+        f"{'status':<14}{_status(usage)}   (pid {usage.pid}, {usage.mode}, host {usage.host})",
+        f"{'wall time':<14}{fmt.time(usage.compute_time.time)}   started {started}, "
+        f"{_count(usage.n_samples, 'sample')} every {usage.interval:g} s, "
+        f"{_count(usage.n_processes, 'process', 'processes')} seen",
     ]
 
 
@@ -137,13 +151,13 @@ def short_label(label: str) -> str:
     return f"exact ({first if first not in ('the', 'one', 'two') else 'single process'})"
 
 
-def _ram_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+def _ram_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
     """The RAM peaks table, then single figures with a description in its name and total columns."""
-    ram = u.max_ram
-    src = u.sources
+    ram = usage.max_ram
+    src = usage.sources
     ram_rows = [["RAM (peaks)", "total", "private", "shared", "how measured"]]
     reasons: list[str] = []
-    for name, v, how in (
+    for name, peaks, how in (
         ("main", ram.main, src.get("max_ram.main.total_rss", "")),
         ("descendants", ram.descendants, src.get("max_ram.descendants.total_rss", "")),
         ("combined", ram.combined, src.get("max_ram.combined.total_rss", "")),
@@ -152,44 +166,50 @@ def _ram_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
         if short != how:
             reasons.append(f"  [{len(reasons) + 1}] {name}: {how}")
             short += f" [{len(reasons)}]"
-        if not v.total_rss and (u.n_processes == 0 or "not seen" in how):  # never read: no figure, not 0 B
+        if not peaks.total_rss and (usage.n_processes == 0 or "not seen" in how):  # never read: no figure, not 0 B
             ram_rows.append([f"  {name}", "-", "-", "-", short])
         else:
-            ram_rows.append([f"  {name}", f.ram(v.total_rss), f.ram(v.private_rss), f.ram(v.shared_rss), short])
+            ram_rows.append(
+                [f"  {name}", fmt.ram(peaks.total_rss), fmt.ram(peaks.private_rss), fmt.ram(peaks.shared_rss), short]
+            )
     extra: list[list[str]] = []
     if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
-        extra.append(["  combined ≤", f.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
+        extra.append(["  combined ≤", fmt.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
     else:
-        sampled = f.ram(ram.combined_sampled) if u.n_processes else "-"
+        sampled = fmt.ram(ram.combined_sampled) if usage.n_processes else "-"
         extra.append(["  combined (Σ)", sampled, "largest Σ PSS seen in one sample"])
     if ram.cgroup_peak is not None and ram.peak_source != "cgroup":
-        extra.append(["  job cgroup", f.ram(ram.cgroup_peak), "peak of the job's memory cgroup (page cache included)"])
-    extra.append(["  system", f.ram(ram.system), f"of {f.ram(ram.system_capacity)} (whole machine, sampled)"])
+        extra.append(
+            ["  job cgroup", fmt.ram(ram.cgroup_peak), "peak of the job's memory cgroup (page cache included)"]
+        )
+    extra.append(["  system", fmt.ram(ram.system), f"of {fmt.ram(ram.system_capacity)} (whole machine, sampled)"])
     widths = _widths(ram_rows + [row[:2] for row in extra])
     lines = _table(ram_rows, "<>>><", widths) + _table(extra, "<><", [*widths[:2], 0])
-    if u.smaps_max_age is not None:
-        lines.append(f"  private/shared from smaps_rollup, refreshed at least every {max(u.smaps_max_age, 1.0):.0f} s")
+    if usage.smaps_max_age is not None:
+        lines.append(
+            f"  private/shared from smaps_rollup, refreshed at least every {max(usage.smaps_max_age, 1.0):.0f} s"
+        )
     if reasons:
-        lines += ["  how measured:", *(escape_controls(r) for r in reasons)]
+        lines += ["  how measured:", *(escape_controls(reason) for reason in reasons)]
     return lines
 
 
-def _cpu_lines(u: ResourceUsage) -> list[str]:
-    cpu = u.cpu_utilization
-    ct = u.cpu_time
+def _cpu_lines(usage: ResourceUsage) -> list[str]:
+    cpu = usage.cpu_utilization
+    ct = usage.cpu_time
     lines = [
         "CPU",
         f"  {'CPU time':<16}user {ct.user:.2f} s + system {ct.system:.2f} s = {ct.total:.2f} s "
         f"({ct.mean_percent:.0f}% of one core on average; {ct.source})",
     ]
     cpu_rows = [["  utilization", "max", "mean", f"(100% = one core; {cpu.n_expected_cores} cores expected)"]]
-    for name, p in (
+    for name, percents in (
         ("main", cpu.main),
         ("descendants", cpu.descendants),
         ("combined", cpu.combined),
         ("system", cpu.system),
     ):
-        cpu_rows.append([f"    {name}", _pct(p.max_sum_percent), _pct(p.mean_sum_percent)])
+        cpu_rows.append([f"    {name}", _pct(percents.max_sum_percent), _pct(percents.mean_sum_percent)])
     lines += _table(cpu_rows, "<>><")
     lines.append(
         f"  {'threads (peak)':<16}main {cpu.main_n_threads}, descendants {cpu.descendants_n_threads}, "
@@ -198,76 +218,79 @@ def _cpu_lines(u: ResourceUsage) -> list[str]:
     return lines
 
 
-def _gpu_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+def _gpu_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
     lines = ["GPU"]
-    if u.gpu_note:
-        lines.append(f"  {escape_controls(u.gpu_note)}")
-    if not u.gpus:
-        if not u.gpu_note:
+    if usage.gpu_note:
+        lines.append(f"  {escape_controls(usage.gpu_note)}")
+    if not usage.gpus:
+        if not usage.gpu_note:
             lines.append("  no GPU found")
-        return lines + _allocator_lines(u, f)
-    g = u.max_gpu_ram
+        return lines + _allocator_lines(usage, fmt)
+    gpu_ram = usage.max_gpu_ram
     lines.append(
-        f"  {'GPU memory':<16}main {f.gpu(g.main)}, descendants {f.gpu(g.descendants)}, "
-        f"combined {f.gpu(g.combined)} (peaks{_gpu_peak_labels(u)})"
+        f"  {'GPU memory':<16}main {fmt.gpu(gpu_ram.main)}, descendants {fmt.gpu(gpu_ram.descendants)}, "
+        f"combined {fmt.gpu(gpu_ram.combined)} (peaks{_gpu_peak_labels(usage)})"
     )
-    if g.accounting is not None:
-        state = "on: exact per-process peaks" if g.accounting else "off (see the notes)"
+    if gpu_ram.accounting is not None:
+        state = "on: exact per-process peaks" if gpu_ram.accounting else "off (see the notes)"
         lines.append(f"  {'NVML accounting':<16}{state}")
-    gu = u.gpu_utilization.gpu_percentages
+    gu = usage.gpu_utilization.gpu_percentages
     lines.append(
         f"  {'utilization':<16}max {_pct(gu.max_sum_percent)}, mean {_pct(gu.mean_sum_percent)} "
-        f"(sum over {u.gpu_utilization.n_expected_gpus} counted of {u.gpu_utilization.system_gpu_count} GPUs)"
+        f"(sum over {usage.gpu_utilization.n_expected_gpus} counted of {usage.gpu_utilization.system_gpu_count} GPUs)"
     )
-    if u.gpu_energy_j is not None:
+    if usage.gpu_energy_j is not None:
         lines.append(
-            f"  {'energy':<16}{u.gpu_energy_j:.1f} J = {u.gpu_energy_wh or 0:.4f} Wh "
+            f"  {'energy':<16}{usage.gpu_energy_j:.1f} J = {usage.gpu_energy_wh or 0:.4f} Wh "
             "(counted GPUs, first to last reading)"
         )
-    lines += _allocator_lines(u, f)
-    for gs in u.gpus:
-        lines += _gpu_device_lines(gs, f)
+    lines += _allocator_lines(usage, fmt)
+    for gs in usage.gpus:
+        lines += _gpu_device_lines(gs, fmt)
     return lines
 
 
-def _allocator_lines(u: ResourceUsage, f: _Fmt) -> list[str]:
+def _allocator_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
     """The GPU allocators' own peaks (probe): main's per device, the descendants' summed per device."""
-    al = u.max_gpu_ram.allocator
+    al = usage.max_gpu_ram.allocator
     if al is None:
         return []
     lines = []
     for who, entries in (("main", al.main), ("descendants", al.descendants)):
-        for a in entries:
-            n = f", {a.processes} processes" if a.processes and a.processes > 1 else ""
-            kind = "at exit" if a.at_exit else "peak"
-            how = "lower bound" if a.at_exit else "exact" if who == "main" or a.processes == 1 else "upper bound"
+        for alloc in entries:
+            count = f", {alloc.processes} processes" if alloc.processes and alloc.processes > 1 else ""
+            kind = "at exit" if alloc.at_exit else "peak"
+            how = (
+                "lower bound" if alloc.at_exit else "exact" if who == "main" or alloc.processes == 1 else "upper bound"
+            )
             lines.append(
-                f"  {'allocator':<16}{who} {escape_controls(a.framework)} {escape_controls(a.device)}: "
-                f"{kind} allocated {f.gpu(a.peak_allocated)}, reserved {f.gpu(a.peak_reserved)} ({how}{n})"
+                f"  {'allocator':<16}{who} {escape_controls(alloc.framework)} {escape_controls(alloc.device)}: "
+                f"{kind} allocated {fmt.gpu(alloc.peak_allocated)}, reserved {fmt.gpu(alloc.peak_reserved)} "
+                f"({how}{count})"
             )
     return lines
 
 
-def probe_line(u: ResourceUsage) -> list[str]:
+def probe_line(usage: ResourceUsage) -> list[str]:
     """Whether the in-process probe was on and who reported."""
-    pr = u.probe
+    pr = usage.probe
     if pr is None:
         return []
     if not pr.enabled:
         return [f"  probe           off{': ' + escape_controls(pr.note) if pr.note else ''}"]
-    pids = ", ".join(str(p) for p in pr.reported[:8]) + (" …" if len(pr.reported) > 8 else "")
+    pids = ", ".join(str(pid) for pid in pr.reported[:8]) + (" …" if len(pr.reported) > 8 else "")
     line = f"  probe           on: {len(pr.reported)} Python processes reported their peaks at exit"
     line += f" (PIDs {pids})" if pids else ""
     out = [line]
-    for w in pr.without_probe[:5]:
-        out.append(f"                  PID {w.pid} ({escape_controls(w.name)}): {w.reason}, no probe")
+    for without in pr.without_probe[:5]:
+        out.append(f"                  PID {without.pid} ({escape_controls(without.name)}): {without.reason}, no probe")
     return out
 
 
-def _gpu_peak_labels(u: ResourceUsage) -> str:
+def _gpu_peak_labels(usage: ResourceUsage) -> str:
     """ ", sampled" when every GPU peak is sampled; else what main, descendants and combined each are."""
-    labels = {k: u.sources.get(f"max_gpu_ram.{k}", "sampled") for k in ("main", "descendants", "combined")}
-    if all(v.startswith("sampled") and "elimination" not in v for v in labels.values()):
+    labels = {key: usage.sources.get(f"max_gpu_ram.{key}", "sampled") for key in ("main", "descendants", "combined")}
+    if all(label.startswith("sampled") and "elimination" not in label for label in labels.values()):
         # where the GPU memory watcher read them: its rate ("sampled at 50 Hz", and where it slowed down)
         head, _, rest = labels["main"].partition(" (")
         rate = head + rest.partition(")")[2]
@@ -276,16 +299,18 @@ def _gpu_peak_labels(u: ResourceUsage) -> str:
             if len(set(labels.values())) == 1 and head.startswith("sampled at ")
             else ", sampled"
         )
-    return "".join(f"; {k}: {escape_controls(v)}" for k, v in labels.items())
+    return "".join(f"; {key}: {escape_controls(label)}" for key, label in labels.items())
 
 
-def _gpu_device_lines(gs: GpuSummary, f: _Fmt) -> list[str]:
+def _gpu_device_lines(gs: GpuSummary, fmt: _Fmt) -> list[str]:
     """One GPU (or MIG instance): its peaks and utilization, details, GPM metrics, unattributed memory."""
-    flags = [x for x, on in (("simulated", gs.simulated), ("LOST", gs.lost), ("not counted", not gs.counted)) if on]
+    flags = [
+        flag for flag, on in (("simulated", gs.simulated), ("LOST", gs.lost), ("not counted", not gs.counted)) if on
+    ]
     label = gs.name if gs.mig_parent is None else f"MIG on GPU {gs.mig_parent}"
     lines = [
-        f"    [{gs.index}] {label:<20} tree peak {f.gpu(gs.tree_peak_memory):>11}  "
-        f"device peak {f.gpu(gs.peak_memory_used):>11} of {f.gpu(gs.memory_total)}  "
+        f"    [{gs.index}] {label:<20} tree peak {fmt.gpu(gs.tree_peak_memory):>11}  "
+        f"device peak {fmt.gpu(gs.peak_memory_used):>11} of {fmt.gpu(gs.memory_total)}  "
         f"util mean {_pct(gs.mean_utilization)} max {_pct(gs.max_utilization)}"
         + (f"  ({', '.join(flags)})" if flags else ""),
         "        " + _gpu_details(gs),
@@ -303,68 +328,68 @@ def _gpu_device_lines(gs: GpuSummary, f: _Fmt) -> list[str]:
     if gpm:
         lines.append("        GPM: " + "; ".join(gpm))
     if gs.peak_unattributed_memory:
-        lines.append(f"        unattributed (PIDs not mappable here) peak {f.gpu(gs.peak_unattributed_memory)}")
+        lines.append(f"        unattributed (PIDs not mappable here) peak {fmt.gpu(gs.peak_unattributed_memory)}")
     return lines
 
 
-def _process_lines(u: ResourceUsage, f: _Fmt, max_processes: int) -> list[str]:
+def _process_lines(usage: ResourceUsage, fmt: _Fmt, max_processes: int) -> list[str]:
     """The largest processes by peak RSS, as a table sized from its content (names escaped)."""
-    if not u.processes:
+    if not usage.processes:
         return []
-    shown = sorted(u.processes, key=lambda p: p.peak_rss, reverse=True)[:max_processes]
-    more = len(u.processes) - len(shown)
+    shown = sorted(usage.processes, key=lambda proc: proc.peak_rss, reverse=True)[:max_processes]
+    more = len(usage.processes) - len(shown)
     proc_rows = [["pid", "name", "peak RSS", "source", "CPU s", "threads", "GPU", "exit"]]
     for proc in shown:
         proc_rows.append(
             [
                 str(proc.pid),
                 escape_controls(proc.name[:15]),
-                f.ram(proc.peak_rss),
+                fmt.ram(proc.peak_rss),
                 short_label(proc.peak_rss_source),
                 f"{proc.cpu_seconds:.2f}",
                 str(proc.peak_threads),
-                f.gpu(proc.peak_gpu_memory),
+                fmt.gpu(proc.peak_gpu_memory),
                 "" if proc.exit_code is None else str(proc.exit_code),
             ]
         )
-    lines = ["", f"Processes (largest {len(shown)} of {len(u.processes)} by peak RSS)"]
+    lines = ["", f"Processes (largest {len(shown)} of {len(usage.processes)} by peak RSS)"]
     lines += ["  " + line for line in _table(proc_rows, "><><>>>>")]
     if more > 0:
         lines.append(f"  … and {more} more (see the JSON report or `gputop-track sessions show`)")
     return lines
 
 
-def _sampled(b: BlockSummary, figure: str) -> str:
-    return "*" if getattr(b, figure) is not None and b.sources.get(figure, "").startswith("sampled") else ""
+def _sampled(block: BlockSummary, figure: str) -> str:
+    return "*" if getattr(block, figure) is not None and block.sources.get(figure, "").startswith("sampled") else ""
 
 
-def _short_time(f: _Fmt, s: float) -> str:
-    return f"{s * 1000:.1f} ms" if f.time_unit is None and s < 1 else f.time(s)
+def _short_time(fmt: _Fmt, seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if fmt.time_unit is None and seconds < 1 else fmt.time(seconds)
 
 
-def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[str]:
+def block_lines(blocks: list[BlockSummary], fmt: _Fmt, limit: int = 50) -> list[str]:
     """The code blocks (`with block()`, `@tracked`) as a table: exact figures plain, sampled ones starred."""
     if not blocks:
         return []
     rows = [
         ["block", "calls", "total", "mean", "max", "peak RAM", "private", "tree RAM", "GPU RAM", "CPU s", "CPU", "GPU"]
     ]
-    for b in blocks[:limit]:
-        d = b.duration
+    for block in blocks[:limit]:
+        duration = block.duration
         rows.append(
             [
-                escape_controls(b.name[:40]),
-                str(b.calls),
-                _short_time(f, d.total),
-                _short_time(f, d.mean),
-                _short_time(f, d.max),
-                f.ram(b.peak_ram) + _sampled(b, "peak_ram"),
-                f.ram(b.peak_private) + _sampled(b, "peak_private"),
-                f.ram(b.tree_peak_ram) + _sampled(b, "tree_peak_ram"),
-                f.gpu(b.peak_gpu_ram) + _sampled(b, "peak_gpu_ram"),
-                f"{b.cpu_seconds:.2f}",
-                _pct(b.mean_cpu_percent),
-                _pct(b.mean_gpu_utilization) + _sampled(b, "mean_gpu_utilization"),
+                escape_controls(block.name[:40]),
+                str(block.calls),
+                _short_time(fmt, duration.total),
+                _short_time(fmt, duration.mean),
+                _short_time(fmt, duration.max),
+                fmt.ram(block.peak_ram) + _sampled(block, "peak_ram"),
+                fmt.ram(block.peak_private) + _sampled(block, "peak_private"),
+                fmt.ram(block.tree_peak_ram) + _sampled(block, "tree_peak_ram"),
+                fmt.gpu(block.peak_gpu_ram) + _sampled(block, "peak_gpu_ram"),
+                f"{block.cpu_seconds:.2f}",
+                _pct(block.mean_cpu_percent),
+                _pct(block.mean_gpu_utilization) + _sampled(block, "mean_gpu_utilization"),
             ]
         )
     lines = [
@@ -374,21 +399,21 @@ def block_lines(blocks: list[BlockSummary], f: _Fmt, limit: int = 50) -> list[st
     lines += ["  " + line for line in _table(rows, "<>>>>>>>>>>>")]
     if len(blocks) > limit:
         lines.append(f"  … and {len(blocks) - limit} more (see the JSON report)")
-    return lines + _block_allocator_lines(blocks[:limit], f)
+    return lines + _block_allocator_lines(blocks[:limit], fmt)
 
 
-def _block_allocator_lines(blocks: list[BlockSummary], f: _Fmt) -> list[str]:
+def _block_allocator_lines(blocks: list[BlockSummary], fmt: _Fmt) -> list[str]:
     """The GPU allocators' peak allocated per block: exact, or a bracket (at least … at most)."""
     out = []
-    for b in blocks:
-        for a in b.gpu_allocator:
+    for block in blocks:
+        for alloc in block.gpu_allocator:
             figure = (
-                f.gpu(a.peak_allocated)
-                if a.exact
-                else f"{f.gpu(a.peak_allocated)} to {f.gpu(a.peak_allocated_max)} (bracket)"
+                fmt.gpu(alloc.peak_allocated)
+                if alloc.exact
+                else f"{fmt.gpu(alloc.peak_allocated)} to {fmt.gpu(alloc.peak_allocated_max)} (bracket)"
             )
-            where = escape_controls(f"{a.framework} {a.device}")
-            out.append(f"    {escape_controls(b.name[:40])}: {where} {figure}")
+            where = escape_controls(f"{alloc.framework} {alloc.device}")
+            out.append(f"    {escape_controls(block.name[:40])}: {where} {figure}")
     return ["  GPU allocator, peak allocated during the block (never reset):", *out] if out else []
 
 
@@ -396,10 +421,10 @@ def blocks_text(blocks: list[BlockSummary]) -> list[str]:
     """The Blocks table in human units, then where each figure comes from (the history's Blocks tab)."""
     lines = block_lines(blocks, _Fmt(None, None, None))[1:]
     lines += ["", "Sources (duration, CPU time: exact)"]
-    for b in blocks:
-        name = escape_controls(b.name[:40])
-        peak, others = b.sources.get("peak_ram", "?"), b.sources.get("peak_private", "?")
-        tree = b.sources.get("tree_peak_ram", "?")
+    for block in blocks:
+        name = escape_controls(block.name[:40])
+        peak, others = block.sources.get("peak_ram", "?"), block.sources.get("peak_private", "?")
+        tree = block.sources.get("tree_peak_ram", "?")
         lines.append(f"  {name}: peak RAM {peak}; tree RAM {tree}; others {others}")
     return lines
 
@@ -410,11 +435,11 @@ ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # events.ALERT_TYPES (
 def events_lines(events: list[Event], limit: int = 1000) -> list[str]:
     """One line per event: time since the start, type, message (and an OOM dump's directory)."""
     out = []
-    for e in events[:limit]:
-        text = escape_controls(" ".join(e.message.split()))
-        if e.dump:
-            text += f"  [dump: {e.dump}]"
-        out.append(f"  {'+' + human_seconds(e.elapsed):>11}  {e.type:<15} {text}")
+    for event in events[:limit]:
+        text = escape_controls(" ".join(event.message.split()))
+        if event.dump:
+            text += f"  [dump: {event.dump}]"
+        out.append(f"  {'+' + human_seconds(event.elapsed):>11}  {event.type:<15} {text}")
     if len(events) > limit:
         out.append(f"  … and {len(events) - limit} more")
     return out
@@ -439,6 +464,6 @@ def _gpu_details(gs: GpuSummary) -> str:
     return ", ".join(parts)
 
 
-def _count(n: int, one: str, many: str = "") -> str:
+def _count(count: int, one: str, many: str = "") -> str:
     """'1 sample', '3 samples'."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
+    return f"{count} {one if count == 1 else many or one + 's'}"

@@ -12,41 +12,46 @@ from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.store import sessions as store
 
 
-def _list_status(e: store.Entry) -> str:
-    if e.session is None:
+def _list_status(entry: store.Entry) -> str:
+    if entry.session is None:
         return "unreadable"
-    if e.running:
+    if entry.running:
         return "running"
-    return "stale" if e.session.meta.status == "running" else e.session.meta.status
+    return "stale" if entry.session.meta.status == "running" else entry.session.meta.status
 
 
-def listing_item(e: store.Entry) -> dict[str, object]:
+def listing_item(entry: store.Entry) -> dict[str, object]:
     """One session of `sessions list -f json`: its metadata and headline figures, or why it cannot be read."""
-    item: dict[str, object] = {"id": e.id, "path": str(e.path), "status": _list_status(e), "error": e.error}
-    if e.session is not None:
-        u = e.session.summary
-        item["meta"] = e.session.meta.model_dump(mode="json")
-        item["duration_seconds"] = u.compute_time.time if u else None
-        item["peak_ram_bytes"] = u.max_ram.combined.total_rss if u else None
-        item["peak_gpu_ram_bytes"] = u.max_gpu_ram.combined if u and u.gpus else None
+    item: dict[str, object] = {
+        "id": entry.id,
+        "path": str(entry.path),
+        "status": _list_status(entry),
+        "error": entry.error,
+    }
+    if entry.session is not None:
+        usage = entry.session.summary
+        item["meta"] = entry.session.meta.model_dump(mode="json")
+        item["duration_seconds"] = usage.compute_time.time if usage else None
+        item["peak_ram_bytes"] = usage.peak_ram_read if usage else None
+        item["peak_gpu_ram_bytes"] = usage.max_gpu_ram.combined if usage and usage.gpus else None
     return item
 
 
-def _list_row(e: store.Entry) -> list[str]:
+def _list_row(entry: store.Entry) -> list[str]:
     """The cells of one `sessions list` row: seven, or three (id, UNREADABLE, the reason) for an unreadable file."""
-    sid = escape_controls(e.id)
-    if e.session is None:
-        return [sid, "UNREADABLE", escape_controls(e.error or "")]
-    s = e.session
-    u = s.summary
+    sid = escape_controls(entry.id)
+    if entry.session is None:
+        return [sid, "UNREADABLE", escape_controls(entry.error or "")]
+    session = entry.session
+    usage = session.summary
     return [
         sid,
-        _list_status(e),
-        human_seconds(u.compute_time.time) if u else "-",
-        "" if s.meta.exit_code is None else str(s.meta.exit_code),
-        human_bytes(u.max_ram.combined.total_rss) if u else "-",
-        human_bytes(u.max_gpu_ram.combined) if u and u.gpus else "-",
-        command_line(s.meta.command) or "-",
+        _list_status(entry),
+        human_seconds(usage.compute_time.time) if usage else "-",
+        "" if session.meta.exit_code is None else str(session.meta.exit_code),
+        human_bytes(peak) if usage and (peak := usage.peak_ram_read) is not None else "-",
+        human_bytes(usage.max_gpu_ram.combined) if usage and usage.gpus else "-",
+        command_line(session.meta.command) or "-",
     ]
 
 
@@ -62,20 +67,20 @@ def listing_text(listing: Listing) -> str:
     if not listing.entries:
         return f"no sessions in {escape_controls(str(listing.store_dir))}\n"
     rows = [["id", "status", "duration", "exit", "peak RAM", "peak GPU", "command"]]
-    rows += [_list_row(e) for e in listing.entries]
-    full = [r for r in rows if len(r) == 7]
-    widths = [max(len(r[i]) for r in (rows if i < 2 else full)) for i in range(6)]
-    room = max(shutil.get_terminal_size().columns - sum(w + 2 for w in widths), 20) if listing.trunc else 0
+    rows += [_list_row(entry) for entry in listing.entries]
+    full = [row for row in rows if len(row) == 7]
+    widths = [max(len(row[i]) for row in (rows if i < 2 else full)) for i in range(6)]
+    room = max(shutil.get_terminal_size().columns - sum(width + 2 for width in widths), 20) if listing.trunc else 0
     lines = []
-    for r in rows:
-        if len(r) < 7:  # unreadable: id, UNREADABLE, the reason
-            lines.append(f"{r[0]:<{widths[0]}}  {r[1]}  {r[2]}")
+    for session_cells in rows:
+        if len(session_cells) < 7:  # unreadable: id, UNREADABLE, the reason
+            lines.append(f"{session_cells[0]:<{widths[0]}}  {session_cells[1]}  {session_cells[2]}")
             continue
-        cmd = r[6][: room - 1] + "…" if listing.trunc and len(r[6]) > room else r[6]
+        cmd = session_cells[6][: room - 1] + "…" if listing.trunc and len(session_cells[6]) > room else session_cells[6]
         cells = [
-            r[0].ljust(widths[0]),
-            r[1].ljust(widths[1]),
-            *(c.rjust(w) for c, w in zip(r[2:6], widths[2:6], strict=True)),
+            session_cells[0].ljust(widths[0]),
+            session_cells[1].ljust(widths[1]),
+            *(cell.rjust(width) for cell, width in zip(session_cells[2:6], widths[2:6], strict=True)),
             cmd,
         ]
         lines.append("  ".join(cells).rstrip())

@@ -166,8 +166,10 @@ class SummaryBuilder:
         critical_at: float = 95.0,
         recorder: FlightRecorder | None = None,
         event_sink: EventSink | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.main_pid = main_pid
+        self.clock = clock  # when a reap or an end is told us (a fixed clock makes a scripted run replay exactly)
         self.command = list(command)
         self.mode = mode
         self.interval = interval
@@ -289,7 +291,7 @@ class SummaryBuilder:
         if p is None and pid != self.main_pid:
             self.unseen_reaped += 1
             name, ppid = who[:2] if who else ("?", 0)
-            p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, time.time())
+            p = self.procs[pid] = ProcessStats.unseen(pid, ppid, name, self.clock())
             self.events.add("process_started", p.first_seen, f"process {pid} ({name}) started", pid=pid, name=name)
             p.peak_rss = maxrss
         # no more than our own fork copy: says nothing about the command, so it bounds no process of the tree
@@ -297,7 +299,7 @@ class SummaryBuilder:
         self.reaped_maxrss[pid] = 0 if polluted else maxrss
         if pid == self.main_pid:
             self.main_maxrss = maxrss  # even when polluted: at least main's own peak (an upper bound of it)
-        _exit_event(self.events, pid, p, exit_code)
+        _exit_event(self.events, pid, p, exit_code, self.clock())
         if p is not None:
             p.reaped = True
             p.rusage_maxrss = maxrss
@@ -311,6 +313,8 @@ class SummaryBuilder:
 
     def vanished(self, pids: Collection[int], alive: Collection[int]) -> None:
         """Processes that disappeared since the last sample without us reaping them (their parent did)."""
+        if not pids:  # most samples: nothing to do (the sets below cost a few µs at each)
+            return
         parent_of = {pid: p.ppid for pid in pids if (p := self.procs.get(pid)) is not None}
         self.ledger.vanish(pids, parent_of, alive, {pid for pid, p in self.procs.items() if p.autoreaps})
         for pid in pids:
@@ -319,7 +323,7 @@ class SummaryBuilder:
                 self.vanished_by_others += 1
                 if p.hwm_at_attach is None:
                     p.peak_source = "VmHWM at its last sample (a lower bound)"
-            _exit_event(self.events, pid, p, None)
+            _exit_event(self.events, pid, p, None, self.clock())
 
     def close(self, alive: Collection[int]) -> None:
         """Tracking ends: every process seen that is not alive now, and whose end we did not see (it died after
@@ -1009,7 +1013,7 @@ def _run_facts(b: SummaryBuilder) -> dict[str, Any]:
 # --------------------------------------------------------------------------- per-sample helpers
 
 
-def _exit_event(events: EventLog, pid: int, p: ProcessStats | None, code: int | None) -> None:
+def _exit_event(events: EventLog, pid: int, p: ProcessStats | None, code: int | None, now: float) -> None:
     """A process_exited event, once per process: exit code or signal where we reaped it, else just 'exited'."""
     if p is not None:
         if p.exit_reported:
@@ -1027,7 +1031,7 @@ def _exit_event(events: EventLog, pid: int, p: ProcessStats | None, code: int | 
         msg = f"process {pid} ({name}) exited with code {code}"
     events.add(
         "process_exited",
-        time.time(),
+        now,
         msg,
         pid=pid,
         name=name,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import socket
 import sys
@@ -141,10 +140,10 @@ class FlightRecorder:
 
 
 def environment(limits: dict[str, Any]) -> dict[str, Any]:
-    uname = platform.uname()
+    uname = os.uname()  # platform.uname()'s figures, without loading platform into the sampler
     return {
         "host": socket.gethostname(),
-        "kernel": f"{uname.system} {uname.release}",
+        "kernel": f"{uname.sysname} {uname.release}",
         "machine": uname.machine,
         "python": sys.version.split()[0],
         "gputop_tracker": __version__,

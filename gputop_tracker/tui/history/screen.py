@@ -94,11 +94,11 @@ class _HistoryScreenBase(Screen[None]):
         and remapped as they are); a live view's own keys under it are left out."""
         rows: dict[tuple[str, str], list[str]] = {}
         for active in self.active_bindings.values():
-            b = active.binding
-            if active.node is self.app or b.system or b.action == "keys_help":
+            binding = active.binding
+            if active.node is self.app or binding.system or binding.action == "keys_help":
                 continue
-            text = b.tooltip or b.description
-            rows.setdefault((b.action, text), []).append(self.app.get_key_display(b))
+            text = binding.tooltip or binding.description
+            rows.setdefault((binding.action, text), []).append(self.app.get_key_display(binding))
         lines = [f"[b]{escape(' '.join(keys))}[/b]  {escape(text)}" for (_a, text), keys in rows.items()]
         title = f"[b]{escape((type(self).__doc__ or 'Keys').splitlines()[0])}[/b]"
         self.app.push_screen(HelpScreen("\n".join([title, "", *lines, "", "Press escape or ? to close."])))
@@ -140,38 +140,44 @@ class SessionDetailScreen(_HistoryScreenBase):
         self.store_dir = store_dir
 
     def compose(self) -> ComposeResult:
-        s = self.entry.session
-        if s is None:
+        session = self.entry.session
+        if session is None:
             yield Static(Text(f"session {self.entry.id} is unreadable: {self.entry.error}", style="red"))
             yield Footer()
             return
-        yield Static(_title(s), classes="history-title")
-        yield Static(headline(s), classes="history-headline")
-        if (job := job_headline(s.summary)) is not None:  # a cluster job: how much of its request it used
+        yield Static(_title(session), classes="history-title")
+        yield Static(headline(session), classes="history-headline")
+        if (job := job_headline(session.summary)) is not None:  # a cluster job: how much of its request it used
             yield Static(job, classes="history-headline", id="history-job")
         with TabbedContent(initial="charts"):
             with TabPane("Charts", id="charts"), VerticalScroll(), Grid(classes="history-charts"):
-                yield from session_charts(s)
+                yield from session_charts(session)
             with TabPane("Summary", id="summary"), ScrollableContainer():
-                text = report.to_text(s.summary, max_processes=50) if s.summary else "no summary saved yet\n"
-                if s.events:  # the event timeline, after the report (sessions from before events have none)
-                    text += "\n".join(["", f"Events ({len(s.events)})", *report.events_lines(s.events)]) + "\n"
+                text = (
+                    report.to_text(session.summary, max_processes=50) if session.summary else "no summary saved yet\n"
+                )
+                if session.events:  # the event timeline, after the report (sessions from before events have none)
+                    text += (
+                        "\n".join(["", f"Events ({len(session.events)})", *report.events_lines(session.events)]) + "\n"
+                    )
                 yield Static(Text(text.rstrip("\n"), no_wrap=True), classes="history-report")
             with TabPane("Processes", id="processes"):
                 yield DataTable(id="processes-table", cursor_type="row", zebra_stripes=True)
             with TabPane("Output", id="output"):
                 yield OutputPane(id="history-output")
-            if s.summary is not None and s.summary.blocks:  # code blocks (`with block()`, `@tracked`)
+            if session.summary is not None and session.summary.blocks:  # code blocks (`with block()`, `@tracked`)
                 with TabPane("Blocks", id="blocks"), ScrollableContainer():
-                    yield Static(Text("\n".join(report.blocks_text(s.summary.blocks)), no_wrap=True), id="blocks-text")
+                    yield Static(
+                        Text("\n".join(report.blocks_text(session.summary.blocks)), no_wrap=True), id="blocks-text"
+                    )
         yield Footer()
 
     def on_mount(self) -> None:
-        s = self.entry.session
-        if s is None:
+        session = self.entry.session
+        if session is None:
             return
         self._load_output()
-        if s.summary is None:
+        if session.summary is None:
             return
         table = self.query_one("#processes-table", DataTable)
         for label, right in (
@@ -191,27 +197,30 @@ class SessionDetailScreen(_HistoryScreenBase):
             ("command line", False),
         ):
             table.add_column(Text(label, justify="right" if right else "left"), key=label)
-        for p in sorted(s.summary.processes, key=lambda p: p.peak_rss, reverse=True):
+        for process in sorted(session.summary.processes, key=lambda process: process.peak_rss, reverse=True):
             numbers = [
-                str(p.pid),
-                str(p.ppid),
+                str(process.pid),
+                str(process.ppid),
                 None,
                 None,
-                human_bytes(p.peak_rss),
-                human_bytes(p.peak_private),
-                human_bytes(p.peak_pss),
-                human_bytes(p.peak_gpu_memory) if p.peak_gpu_memory else "-",
-                f"{p.cpu_seconds:.1f}",
-                percent_or_dash(p.max_cpu_percent),
-                str(p.peak_threads),
+                human_bytes(process.peak_rss),
+                human_bytes(process.peak_private),
+                human_bytes(process.peak_pss),
+                human_bytes(process.peak_gpu_memory) if process.peak_gpu_memory else "-",
+                f"{process.cpu_seconds:.1f}",
+                percent_or_dash(process.max_cpu_percent),
+                str(process.peak_threads),
                 None,
-                "" if p.exit_code is None else str(p.exit_code),
+                "" if process.exit_code is None else str(process.exit_code),
                 None,
             ]
-            texts = {2: p.role, 3: p.name, 11: p.peak_rss_source, 13: " ".join(p.cmdline)[:200]}
+            texts = {2: process.role, 3: process.name, 11: process.peak_rss_source, 13: " ".join(process.cmdline)[:200]}
             table.add_row(
-                *(Text(n, justify="right") if n is not None else Text(texts[i]) for i, n in enumerate(numbers)),
-                key=str(p.pid),
+                *(
+                    Text(number, justify="right") if number is not None else Text(texts[i])
+                    for i, number in enumerate(numbers)
+                ),
+                key=str(process.pid),
             )
 
     def _load_output(self) -> None:
@@ -219,10 +228,10 @@ class SessionDetailScreen(_HistoryScreenBase):
         pane = self.query_one("#history-output", OutputPane)
         path = self.entry.path.with_name(f"{self.entry.id}.output.log") if self.entry.path else None
         try:
-            with open(path or "", "rb") as f:
-                size = f.seek(0, 2)
-                f.seek(max(0, size - OUTPUT_TAIL))
-                data = f.read()
+            with open(path or "", "rb") as file:
+                size = file.seek(0, 2)
+                file.seek(max(0, size - OUTPUT_TAIL))
+                data = file.read()
         except OSError:
             pane.write("no output saved for this session (only live-view runs keep it)\n")
             return
@@ -237,8 +246,8 @@ class SessionDetailScreen(_HistoryScreenBase):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "tab" and parameters == ("blocks",):  # listed only when the run had code blocks
-            s = self.entry.session
-            return bool(s is not None and s.summary is not None and s.summary.blocks)
+            session = self.entry.session
+            return bool(session is not None and session.summary is not None and session.summary.blocks)
         return True
 
     def action_export(self) -> None:
@@ -248,51 +257,54 @@ class SessionDetailScreen(_HistoryScreenBase):
 OUTPUT_TAIL = 256_000  # bytes of a saved output log the Output tab shows
 
 
-def headline(s: Session) -> Text:
+def headline(session: Session) -> Text:
     """What the run came to, before any chart: exit status, duration to the ms, peaks, CPU-seconds."""
-    m, u = s.meta, s.summary
-    t = Text()  # wraps between figures on a narrow terminal (two lines at most)
-    status = u.status if u is not None else m.status
-    code = u.exit_code if u is not None else m.exit_code
-    sig = u.exit_signal if u is not None else None
-    if m.status == "running":
-        t.append("running (not finished)", style="bold yellow")
+    meta, usage = session.meta, session.summary
+    text = Text()  # wraps between figures on a narrow terminal (two lines at most)
+    status = usage.status if usage is not None else meta.status
+    code = usage.exit_code if usage is not None else meta.exit_code
+    sig = usage.exit_signal if usage is not None else None
+    if meta.status == "running":
+        text.append("running (not finished)", style="bold yellow")
     elif status in ("detached", "stopped"):
-        t.append(status, style="bold yellow")
+        text.append(status, style="bold yellow")
     elif sig:
-        t.append(f"killed by signal {sig} (exit {code})", style="bold red")
+        text.append(f"killed by signal {sig} (exit {code})", style="bold red")
     elif code == 0:
-        t.append("exit 0", style="bold green")
+        text.append("exit 0", style="bold green")
     elif code is None:
-        t.append(status, style="bold")
+        text.append(status, style="bold")
     else:
-        t.append(f"exit {code}", style="bold red")
-    if u is None:
-        return t
-    wall = u.compute_time.time
-    t.append(f" · {wall:.3f} s" if wall < 60 else f" · {human_seconds(wall)} ({wall:.3f} s)")
-    t.append(" · peak RAM ", style="dim")
-    t.append(human_bytes(u.max_ram.combined.total_rss), style="bold")
-    if u.gpus:
-        t.append(" · peak GPU ", style="dim")
-        t.append(human_bytes(u.max_gpu_ram.combined), style="bold")
-        if any(g.simulated for g in u.gpus):
-            t.append(" SIMULATED", style="bold magenta")
-    t.append(" · CPU ", style="dim")
-    t.append(f"{u.cpu_time.total:.3f} s", style="bold")
-    cores = u.cpu_utilization.n_expected_cores or u.cpu_utilization.system_core_count or 1
-    t.append(f" ({u.cpu_time.mean_percent:.0f}% of a core, {u.cpu_time.mean_percent / cores:.0f}% of {cores})")
-    return t
+        text.append(f"exit {code}", style="bold red")
+    if usage is None:
+        return text
+    wall = usage.compute_time.time
+    text.append(f" · {wall:.3f} s" if wall < 60 else f" · {human_seconds(wall)} ({wall:.3f} s)")
+    text.append(" · peak RAM ", style="dim")
+    peak = usage.peak_ram_read
+    text.append(human_bytes(peak) if peak is not None else "- (ended before a sample)", style="bold")
+    if usage.gpus:
+        text.append(" · peak GPU ", style="dim")
+        text.append(human_bytes(usage.max_gpu_ram.combined), style="bold")
+        if any(gpu.simulated for gpu in usage.gpus):
+            text.append(" SIMULATED", style="bold magenta")
+    text.append(" · CPU ", style="dim")
+    text.append(f"{usage.cpu_time.total:.3f} s", style="bold")
+    cores = usage.cpu_utilization.n_expected_cores or usage.cpu_utilization.system_core_count or 1
+    text.append(
+        f" ({usage.cpu_time.mean_percent:.0f}% of a core, {usage.cpu_time.mean_percent / cores:.0f}% of {cores})"
+    )
+    return text
 
 
-def _title(s: Session) -> Text:
-    m = s.meta
-    t = Text(overflow="fold")  # the command in full: it may take two lines
-    t.append(escape_controls(" ".join(m.command)) or "-", style="bold")
-    when = local_time(m.start_time, "%Y-%m-%d %H:%M:%S") if m.start_time else "-"
-    t.append(f"  {when} on {m.host or '?'}  ", style="dim")
-    t.append(m.id, style="dim")
-    return t
+def _title(session: Session) -> Text:
+    meta = session.meta
+    text = Text(overflow="fold")  # the command in full: it may take two lines
+    text.append(escape_controls(" ".join(meta.command)) or "-", style="bold")
+    when = local_time(meta.start_time, "%Y-%m-%d %H:%M:%S") if meta.start_time else "-"
+    text.append(f"  {when} on {meta.host or '?'}  ", style="dim")
+    text.append(meta.id, style="dim")
+    return text
 
 
 class CompareScreen(_HistoryScreenBase):
@@ -303,10 +315,10 @@ class CompareScreen(_HistoryScreenBase):
         Binding("x", "swap", "Swap A/B", id="history.swap"),
     ]
 
-    def __init__(self, a: store.Entry, b: store.Entry) -> None:
+    def __init__(self, entry_a: store.Entry, entry_b: store.Entry) -> None:
         super().__init__(classes="history-screen")
-        self.a = load_full(a)
-        self.b = load_full(b)
+        self.a = load_full(entry_a)
+        self.b = load_full(entry_b)
 
     def compose(self) -> ComposeResult:
         sa, sb = self.a.session, self.b.session
@@ -516,8 +528,8 @@ class HistoryScreen(_HistoryScreenBase):
     def _read(self) -> tuple[list[store.Entry], float]:
         t0 = time.perf_counter()
         entries = store.list_entries(self.store_dir, timeline=False)
-        for e in entries:
-            _ = e.running  # checks a pid
+        for entry in entries:
+            _ = entry.running  # checks a pid
         return entries, time.perf_counter() - t0
 
     @work(thread=True, group="history-load", exclusive=True, exit_on_error=False)
@@ -525,11 +537,11 @@ class HistoryScreen(_HistoryScreenBase):
         self.post_message(self.Loaded(*self._read()))
 
     def on_history_screen_loaded(self, message: Loaded) -> None:
-        self.rows = [Row.of(e) for e in message.entries]
+        self.rows = [Row.of(entry) for entry in message.entries]
         self.load_seconds = message.seconds
         self.loaded = True
-        known = {r.id for r in self.rows}
-        self.marked = [m for m in self.marked if m in known]
+        known = {row.id for row in self.rows}
+        self.marked = [sid for sid in self.marked if sid in known]
         self._rebuild()
 
     # -- table
@@ -537,10 +549,10 @@ class HistoryScreen(_HistoryScreenBase):
     def _columns_for(self, width: int) -> list[tuple[Column, int]]:
         """Each column with its width: the command gets what the others leave (the start is shorter when narrow)."""
         narrow = width < NARROW
-        widths = {c.key: (14 if c.key == "start" and narrow else c.width) for c in COLUMNS}
-        fixed = sum(w + 2 for k, w in widths.items() if k != "command")
+        widths = {column.key: (14 if column.key == "start" and narrow else column.width) for column in COLUMNS}
+        fixed = sum(width + 2 for key, width in widths.items() if key != "command")
         widths["command"] = max(16, min(60, width - fixed - 2 - 2))  # its cell padding, the scroll bar
-        return [(c, widths[c.key]) for c in COLUMNS]
+        return [(column, widths[column.key]) for column in COLUMNS]
 
     def _rebuild(self, width: int | None = None) -> None:
         table = self.query_one("#history-table", DataTable)
@@ -549,52 +561,54 @@ class HistoryScreen(_HistoryScreenBase):
         narrow = width < NARROW
         cursor_id = self._cursor_id()
         table.clear(columns=True)
-        for c, w in self._columns_for(width):
-            label = c.label
-            if c.key == self.sort_key:
+        for column, column_width in self._columns_for(width):
+            label = column.label
+            if column.key == self.sort_key:
                 label += " ▼" if self.sort_reverse else " ▲"
-            table.add_column(Text(label, justify="right" if c.right else "left"), width=w, key=c.key)
+            table.add_column(
+                Text(label, justify="right" if column.right else "left"), width=column_width, key=column.key
+            )
         self._narrow = narrow
         rows = filter_rows(self.rows, self.query_one("#history-filter", Input).value)
         self.shown = grouped(rows, self.sort_key, self.sort_reverse, self.expanded, self.group_jobs)
         start_fmt = "%m-%d %H:%M:%S" if narrow else "%Y-%m-%d %H:%M:%S"
-        for r in self.shown:
-            table.add_row(*self._cells(r, start_fmt), key=r.id)
+        for row in self.shown:
+            table.add_row(*self._cells(row, start_fmt), key=row.id)
         if cursor_id is not None and cursor_id in table.rows:
             table.move_cursor(row=table.get_row_index(cursor_id), animate=False)
         self._status()
 
-    def _cells(self, r: Row, start_fmt: str) -> list[ListCell]:
-        mark = ListCell("✓", "bold green") if r.id in self.marked else ListCell("")
-        start = ListCell(local_time(r.start, start_fmt) if r.start else "?")
-        if r.error is not None:
+    def _cells(self, row: Row, start_fmt: str) -> list[ListCell]:
+        mark = ListCell("✓", "bold green") if row.id in self.marked else ListCell("")
+        start = ListCell(local_time(row.start, start_fmt) if row.start else "?")
+        if row.error is not None:
             blank = ListCell("")
-            error = [ListCell(f"unreadable: {r.error}", "red"), blank, ListCell("error", "red", right=True)]
-            return [mark, start, *error, blank, blank, blank, blank, ListCell(r.id, "dim")]
-        exit_style = {"running": "bold green", "stale": "yellow", "0": ""}.get(r.exit, "red")
-        command = ListCell(r.command or "-")
-        if r.simulated:  # a demo's GPU figures, not a measurement
-            command = ListCell(f"[sim] {r.command}", "magenta")
-        if is_group(r):
-            command = ListCell(group_label(r, r.job in self.expanded), "bold")
-        elif r.depth:
-            command = ListCell(f"  └ {r.job_part or r.id}: {r.command}")
+            error = [ListCell(f"unreadable: {row.error}", "red"), blank, ListCell("error", "red", right=True)]
+            return [mark, start, *error, blank, blank, blank, blank, ListCell(row.id, "dim")]
+        exit_style = {"running": "bold green", "stale": "yellow", "0": ""}.get(row.exit, "red")
+        command = ListCell(row.command or "-")
+        if row.simulated:  # a demo's GPU figures, not a measurement
+            command = ListCell(f"[sim] {row.command}", "magenta")
+        if is_group(row):
+            command = ListCell(group_label(row, row.job in self.expanded), "bold")
+        elif row.depth:
+            command = ListCell(f"  └ {row.job_part or row.id}: {row.command}")
         return [
             mark,
             start,
             command,
-            ListCell(list_duration(r.duration) if r.duration is not None else "-", right=True),
-            ListCell(r.exit or "-", exit_style, right=True),
-            ListCell(human_bytes(r.peak_ram) if r.peak_ram is not None else "-", right=True),
-            ListCell(_gpu_cell(r), "magenta" if r.simulated else "", right=True),
-            ListCell(percent_or_dash(r.cpu), right=True),
-            ListCell(_gpu_util_cell(r), "magenta" if r.simulated else "", right=True),
-            ListCell(r.host),
+            ListCell(list_duration(row.duration) if row.duration is not None else "-", right=True),
+            ListCell(row.exit or "-", exit_style, right=True),
+            ListCell(human_bytes(row.peak_ram) if row.peak_ram is not None else "-", right=True),
+            ListCell(_gpu_cell(row), "magenta" if row.simulated else "", right=True),
+            ListCell(percent_or_dash(row.cpu), right=True),
+            ListCell(_gpu_util_cell(row), "magenta" if row.simulated else "", right=True),
+            ListCell(row.host),
         ]
 
     def _status(self) -> None:
-        n_bad = sum(r.error is not None for r in self.rows)
-        n_run = sum(r.running for r in self.rows)
+        n_bad = sum(row.error is not None for row in self.rows)
+        n_run = sum(row.running for row in self.rows)
         parts = [f"{len(self.rows)} sessions in {self.store_dir}"]
         if n_run:
             parts.append(f"{n_run} running")
@@ -606,7 +620,7 @@ class HistoryScreen(_HistoryScreenBase):
         parts.append(f"sorted by {col.label} {'▼' if self.sort_reverse else '▲'}")
         if self.marked:
             parts.append(f"marked {len(self.marked)}/2")
-        n_jobs = sum(is_group(r) for r in self.shown)
+        n_jobs = sum(is_group(row) for row in self.shown)
         if n_jobs:
             parts.append(f"{n_jobs} job{'s' if n_jobs > 1 else ''} grouped: ⏎ opens, g ungroups, j filters")
         self.query_one("#history-status", Static).update(Text(" · ".join(parts), no_wrap=True, overflow="ellipsis"))
@@ -623,7 +637,7 @@ class HistoryScreen(_HistoryScreenBase):
 
     def _cursor_row(self) -> Row | None:
         sid = self._cursor_id()
-        return next((r for r in self.shown if r.id == sid), None)
+        return next((row for row in self.shown if row.id == sid), None)
 
     def on_resize(self, event: Resize) -> None:
         super().on_resize(event)
@@ -739,13 +753,15 @@ class HistoryScreen(_HistoryScreenBase):
             self.marked.append(row.id)
             del self.marked[:-2]  # a third mark replaces the oldest
         table = self.query_one("#history-table", DataTable)
-        for r in self.shown:
-            table.update_cell(r.id, "mark", ListCell("✓", "bold green") if r.id in self.marked else ListCell(""))
+        for shown_row in self.shown:
+            table.update_cell(
+                shown_row.id, "mark", ListCell("✓", "bold green") if shown_row.id in self.marked else ListCell("")
+            )
         table.action_cursor_down()
         self._status()
 
     def action_compare(self) -> None:
-        by_id = {r.id: r for r in self.rows}
+        by_id = {row.id: row for row in self.rows}
         ids = list(self.marked)
         if len(ids) == 1:
             cur = self._cursor_row()
@@ -755,8 +771,8 @@ class HistoryScreen(_HistoryScreenBase):
             self.notify("mark two sessions with space, then press c", severity="warning", markup=False)
             return
         # A is the earlier run, B the later: "did the change help?" reads B against A
-        a, b = sorted((by_id[i] for i in ids), key=lambda r: (r.start or 0, r.id))
-        self.app.push_screen(CompareScreen(a.entry, b.entry))
+        earlier, later = sorted((by_id[i] for i in ids), key=lambda row: (row.start or 0, row.id))
+        self.app.push_screen(CompareScreen(earlier.entry, later.entry))
 
     def action_export(self) -> None:
         row = self._session_row()
@@ -785,8 +801,8 @@ class HistoryScreen(_HistoryScreenBase):
             msg = e.strerror if isinstance(e, OSError) else str(e)
             self.notify(f"cannot delete {row.id}: {msg}", severity="error", markup=False)
             return
-        self.rows = [r for r in self.rows if r.id != row.id]
-        self.shown = [r for r in self.shown if r.id != row.id]
+        self.rows = [kept for kept in self.rows if kept.id != row.id]
+        self.shown = [kept for kept in self.shown if kept.id != row.id]
         if row.id in self.marked:
             self.marked.remove(row.id)
         if row.job:  # its job's row sums it up: redraw it
@@ -820,19 +836,19 @@ def run_history(store_dir: Path) -> int:
     return 0
 
 
-def _gpu_cell(r: Row) -> str:
+def _gpu_cell(row: Row) -> str:
     """Peak GPU memory (magenta, and `[sim]` before the command, when the GPUs were simulated)."""
-    return human_bytes(r.peak_gpu) if r.peak_gpu is not None else "-"
+    return human_bytes(row.peak_gpu) if row.peak_gpu is not None else "-"
 
 
-def _gpu_util_cell(r: Row) -> str:
+def _gpu_util_cell(row: Row) -> str:
     """Mean utilization per GPU, with ×N for N GPUs (a sum of two read as 146 %)."""
-    if r.gpu_util is None:
+    if row.gpu_util is None:
         return "-"
-    return percent_or_dash(r.gpu_util) + (f"×{r.n_gpus}" if r.n_gpus > 1 else "")
+    return percent_or_dash(row.gpu_util) + (f"×{row.n_gpus}" if row.n_gpus > 1 else "")
 
 
-def list_duration(s: float) -> str:
+def list_duration(seconds: float) -> str:
     """A run's duration in the list: under a second to the millisecond (a 0.02 s run read `0s`), else as the
     chart axes write it."""
-    return f"{s:.3f}s" if s < 1 else short_time(s)
+    return f"{seconds:.3f}s" if seconds < 1 else short_time(seconds)
