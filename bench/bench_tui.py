@@ -10,7 +10,10 @@ the same load) and <= 60 MB. A loaded machine raises the figure: compare with ma
 `--warmup 25` measures after the simulated GPUs' memory has levelled off (the first 20 s it rises, and the
 GPU memory chart redraws at each new peak); `--warmup 540` after the charts' ring is full (512 points).
 `--profile FILE` also records where the TUI spends its CPU with py-spy (speedscope format; `pip install
-py-spy`, needs ptrace rights). To compare two checkouts, run each with `PYTHONPATH=<checkout>` in turn.
+py-spy`, needs ptrace rights; BENCH_SPY_FORMAT=raw for collapsed stacks, BENCH_SPY_RATE=1000 for more samples:
+the view uses ~10 ms of CPU a second, 200 Hz catches few). To compare two checkouts, run each in turn with
+`PYTHONPATH=<checkout>` from a directory outside both (`python -m` puts the current directory first), the
+two alternated: the figure moves by 0.1-0.2 points with the machine's load.
 """
 
 from __future__ import annotations
