@@ -36,6 +36,13 @@ def test_the_live_view_screen_gets_it_and_no_other() -> None:
     assert type(use_line_compositor(screen)._compositor) is Other
 
 
+def test_a_textual_it_was_not_compared_with_keeps_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gputop_tracker.tui.live.line_compositor as module
+
+    monkeypatch.setattr(module, "textual_version", "9.0.0")
+    assert type(use_line_compositor(Screen())._compositor) is Compositor
+
+
 async def test_partial_updates_equal_textuals(monkeypatch: pytest.MonkeyPatch) -> None:
     console = Console(force_terminal=True, color_system="truecolor", width=200, legacy_windows=False)
     ours_only = LineCompositor.render_partial_update
