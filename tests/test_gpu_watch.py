@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fakenvml.fake import CONFIG_ENV, H100_COSTS, HOLD_SOURCE, LOG_ENV, FakeNvml, GiB, MiB, build, device, read_call_log
 
+from gputop_tracker.core.blocks.stats import BlockStats
 from gputop_tracker.core.gpu.watch import GpuWatcher
 
 # ------------------------------------------------------------------ the rules, on synthetic reads
@@ -78,6 +79,34 @@ def test_block_peak_over_its_own_span() -> None:
     # a run between two reads that differ: the reads around it stand in, and it says so (reads == 0)
     short = w.block_peak(10, {10}, 1.345, 1.355)
     assert short is not None and short.reads == 0 and short.process == 8000
+
+
+def test_a_run_no_read_fell_in_waits_for_the_next_read() -> None:
+    """A run that ended before the watcher's next read (a slow watcher on a loaded machine) takes its GPU peak
+    once that read comes: the context it created (read just after) is its figure, not the read before it."""
+    w = watcher()
+    stats = BlockStats()
+    stats.gpu_watch = w
+    w.record(1.00, {}, {})  # before the block: not on the GPU yet
+    start = {"k": "s", "pid": 10, "id": 1, "name": "context", "t": 1.05}
+    end = {"k": "e", "pid": 10, "id": 1, "name": "context", "t": 1.06, "dur": 0.01, "cpu": 0.01}
+    stats.feed([start, end], _NoEvents(), lambda: False)
+    assert stats.summary()[0]["peak_gpu_ram"] is None  # no read since it started: it waits
+    w.record(1.30, {0: {10: 512 * MiB}}, {0: 512 * MiB})  # the next read: the context it left
+    (ctx,) = stats.summary()
+    assert ctx["peak_gpu_ram"] == 512 * MiB and "1 of 1 runs shorter" in ctx["sources"]["peak_gpu_ram"]
+    # once the watcher has stopped no read will come: a waiting run takes the reads around it
+    start2 = {"k": "s", "pid": 10, "id": 2, "name": "late", "t": 2.0}
+    end2 = {"k": "e", "pid": 10, "id": 2, "name": "late", "t": 2.01, "dur": 0.01, "cpu": 0.0}
+    stats.feed([start2, end2], _NoEvents(), lambda: False)
+    w.stop()
+    late = {b["name"]: b for b in stats.summary()}["late"]
+    assert late["peak_gpu_ram"] == 512 * MiB
+
+
+class _NoEvents:
+    def add(self, *args: Any, **kw: Any) -> None:
+        pass
 
 
 def test_reads_are_kept_from_the_oldest_open_block_on() -> None:

@@ -232,6 +232,8 @@ class BlockStats:
         self.version = 0  # bumped by every message: the live view's table is sent again only when it moved
         self.allocators = BlockAllocators()  # the GPU allocators' figures at block boundaries
         self.gpu_watch: Any = None  # the GPU memory watcher (`watch.GpuWatcher`), where one runs
+        # ended runs waiting for the watcher's next read to take their GPU peak: (agg, run, pid, end, duration)
+        self._gpu_pending: list[tuple[_Agg, _Run, int, float, float]] = []
         self.tree: Container[int] = ()  # the tracked tree's pids (the summary's process table)
 
     def feed(self, msgs: Sequence[dict[str, Any]], events: Any, sample_now: Callable[[], bool]) -> bool:
@@ -293,9 +295,11 @@ class BlockStats:
         self._keep_gpu_reads()
 
     def _keep_gpu_reads(self) -> None:
-        """The watcher keeps its reads from the oldest open run's start (a run's GPU peak is taken at its end)."""
+        """The watcher keeps its reads from the oldest open or waiting run's start (its GPU peak is taken once it
+        has ended and a read came at or after its start)."""
         if self.gpu_watch is not None:
-            self.gpu_watch.keep_since(min((r.start for r in self.open.values()), default=None))
+            starts = [r.start for r in self.open.values()] + [item[1].start for item in self._gpu_pending]
+            self.gpu_watch.keep_since(min(starts, default=None))
 
     def _closed(self, run: _Run) -> int | None:
         """The run left `open`: the job cgroup's peak over it (None: no exact figure)."""
@@ -327,17 +331,32 @@ class BlockStats:
             events.add("block_end", m["t"], f"block {name!r} ended after {duration:.3f} s", pid=pid, name=name)
 
     def _gpu_over(self, agg: _Agg, run: _Run, pid: int, end: float, duration: float) -> None:
-        """The run's GPU memory from the watcher's reads over [start, end] (nothing without a watcher)."""
-        watch = self.gpu_watch
-        if watch is None:
+        """The run's GPU memory from the watcher's reads over [start, end] (nothing without a watcher). A run no
+        read fell in, ended before the watcher's next read, waits for that read (the one just after it)."""
+        if self.gpu_watch is None:
             return
-        peak = watch.block_peak(pid, self.tree, run.start, end)
-        self._keep_gpu_reads()  # after: the reads of this run are kept until it has taken its peak
-        if peak is not None:
-            agg.add_gpu_watched(peak, duration < watch.period, watch.label())
+        self._gpu_pending.append((agg, run, pid, end, duration))
+        self.settle_gpu()
+
+    def settle_gpu(self) -> None:
+        """The runs whose reads are all in (a read during each, or the one after it) take their GPU peak."""
+        watch = self.gpu_watch
+        if watch is None or not self._gpu_pending:
+            return
+        waiting = []
+        for agg, run, pid, end, duration in self._gpu_pending:
+            if not watch.has_read_since(run.start):
+                waiting.append((agg, run, pid, end, duration))
+                continue
+            peak = watch.block_peak(pid, self.tree, run.start, end)
+            if peak is not None:
+                agg.add_gpu_watched(peak, duration < watch.period, watch.label())
+        self._gpu_pending = waiting
+        self._keep_gpu_reads()  # after: the reads of a run are kept until it has taken its peak
 
     def sample(self, readings: Sequence[Any], gpus: Sequence[Any]) -> None:
         """One sample of the tree while runs are open: each run's process figures (and the GPUs')."""
+        self.settle_gpu()
         by_pid = {r.handle.pid: r for r in readings}
         util = sum(g.utilization_gpu for g in gpus if g.utilization_gpu is not None and g.mig_parent is None)
         # the tree's total as the summary counts it (summary.TreeFigures.total)
@@ -356,6 +375,7 @@ class BlockStats:
 
     def summary(self) -> list[dict[str, Any]]:
         """The `blocks` list of the report, in order of first start."""
+        self.settle_gpu()
         items = sorted(self.aggs.items(), key=lambda kv: kv[1].first)
         source = self.windows.source if self.windows is not None else None
         out = [agg.as_dict(name, source) for name, agg in items]

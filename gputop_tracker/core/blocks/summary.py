@@ -40,6 +40,8 @@ class BlocksSummaryBuilder(SummaryBuilder):
         out = super().add(now, readings, gpus, host, want_sample=want_sample)
         if self.blocks.open:  # code blocks running now: their process's figures
             self.blocks.sample(readings, gpus)
+        else:  # ended runs still waiting for the GPU watcher's next read
+            self.blocks.settle_gpu()
         return out
 
     def live_blocks(self, now: float) -> dict[str, Any] | None:

@@ -124,6 +124,7 @@ class GpuWatcher:
         self.passes = 0
         self._first = self._last = 0.0  # wall times of the first and the latest pass
         self.failures = 0
+        self.stopped = False
 
     # ------------------------------------------------------------------ the thread
 
@@ -132,6 +133,7 @@ class GpuWatcher:
         self._thread.start()
 
     def stop(self) -> None:
+        self.stopped = True  # no read comes after this
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
@@ -221,6 +223,12 @@ class GpuWatcher:
         """Keep the history from `t` on (the oldest open code block's start); None: the last KEEP seconds."""
         with self._lock:
             self._keep_since = t
+
+    def has_read_since(self, start: float) -> bool:
+        """A read fell at or after `start`: for a run that started then and has ended, `block_peak` has a read
+        during it or the one just after it (else only the one before: wait for the next, unless stopped)."""
+        with self._lock:
+            return self.stopped or (self.passes > 0 and self._last >= start)
 
     def block_peak(self, pid: int, tree: Container[int], start: float, end: float) -> BlockPeak | None:
         """The highest GPU memory of `pid` and of the tree over [start, end] (wall clock). When no read fell in
