@@ -435,7 +435,9 @@ def test_without_the_watcher_the_lists_are_read_once_a_second(tmp_path: Path, fa
     assert len(lists) <= 2 + (lists[-1] - lists[0]) / 1.0
 
 
-def test_process_utilization_is_read_only_while_the_tree_is_on_the_gpu(tmp_path: Path, fake_lib: Path) -> None:
+def test_process_utilization_is_read_only_while_the_tree_is_on_the_gpu(
+    tmp_path: Path, fake_lib: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from fakenvml.fake import call_counts, loaded_in_process
 
     from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
@@ -446,25 +448,24 @@ def test_process_utilization_is_read_only_while_the_tree_is_on_the_gpu(tmp_path:
     fake.procutils = [{"dev": 0, "pid": 1, "sm": 50, "mem": 5}]
     fake.write()
     log = tmp_path / "calls.log"
-    os.environ[LOG_ENV] = str(log)
-    try:
-        with loaded_in_process(fake_lib, fake.path):
-            b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
-            b.read([me])  # a slow sample: the tree holds nothing on the GPU
-            fake.processes.append({"dev": 0, "pid": me, "mem": 200 * MiB})
-            fake.procutils.append({"dev": 0, "pid": me, "sm": 70, "mem": 9})
-            fake.write()
-            b._procs_due = 0.0
-            r = b.read([me])[0]
-            b.close()
-    finally:
-        del os.environ[LOG_ENV]
+    monkeypatch.setenv(LOG_ENV, str(log))
+    with loaded_in_process(fake_lib, fake.path):
+        b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
+        b.read([me])  # a slow sample: the tree holds nothing on the GPU
+        fake.processes.append({"dev": 0, "pid": me, "mem": 200 * MiB})
+        fake.procutils.append({"dev": 0, "pid": me, "sm": 70, "mem": 9})
+        fake.write()
+        b._procs_due = 0.0
+        r = b.read([me])[0]
+        b.close()
     assert r.processes == {1: 100 * MiB, me: 200 * MiB}
     assert r.process_sm_util[me] == 70.0
     assert call_counts(log)["nvmlDeviceGetProcessUtilization"] <= 2  # one pynvml call (size, then the list)
 
 
-def test_process_lists_longer_than_the_first_buffer_are_read_whole(tmp_path: Path, fake_lib: Path) -> None:
+def test_process_lists_longer_than_the_first_buffer_are_read_whole(
+    tmp_path: Path, fake_lib: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One C call into a buffer with room for 32; 50 processes: a second call with room for them all."""
     from fakenvml.fake import call_counts, loaded_in_process
 
@@ -475,14 +476,11 @@ def test_process_lists_longer_than_the_first_buffer_are_read_whole(tmp_path: Pat
     fake.processes.append({"dev": 0, "pid": 10_000, "mem": "NA", "graphics": 1})  # WDDM-style: no figure
     fake.write()
     log = tmp_path / "calls.log"
-    os.environ[LOG_ENV] = str(log)
-    try:
-        with loaded_in_process(fake_lib, fake.path):
-            b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
-            r = b.read([])[0]
-            b.close()
-    finally:
-        del os.environ[LOG_ENV]
+    monkeypatch.setenv(LOG_ENV, str(log))
+    with loaded_in_process(fake_lib, fake.path):
+        b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
+        r = b.read([])[0]
+        b.close()
     assert r.processes == {10_000 + i: (i + 1) * MiB for i in range(50)}
     calls = call_counts(log)
     assert calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 2  # too small, then whole
