@@ -137,6 +137,49 @@ def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.Monke
         proc.wait()
 
 
+def test_pages_mapped_while_smaps_is_walked_are_not_counted_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """statm is read before smaps_rollup is walked. Pages the process maps in between are in the walk's USS; were
+    the statm before the walk the baseline, the growth after it would count them a second time and the carried
+    forward USS would pass the kernel's (seen under load: a Python process's 8 KiB stdin buffer)."""
+    from gputop_tracker.core.sampling import procfs
+
+    proc = subprocess.Popen([PY, "-c", ALLOCATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    tree = ProcessTree(proc.pid, exclude={os.getpid()})
+    walk = procfs.read_smaps_rollup
+
+    def allocate(n: int) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(f"{n}\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ok"
+
+    def allocate_then_walk(pid: int) -> tuple[int, int] | None:
+        allocate(20_000_000)  # after the statm read of this sample, before the walk
+        return walk(pid)
+
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tree.discover()
+        t0 = time.monotonic()
+        (r,) = tree.read(t0)  # first read: statm, then the walk
+        allocate(1_000_000)  # statm moves, so the next sample reads statm and walks again
+        with monkeypatch.context() as m:
+            m.setattr(procfs, "read_smaps_rollup", allocate_then_walk)
+            (r,) = tree.read(t0 + 2.0)
+        uss = walk(proc.pid)[0]  # type: ignore[index]
+        (r,) = tree.read(t0 + 2.1)  # nothing moved since the walk's end, but the walk was not settled
+        assert r.bound and uss - (1 << 20) <= r.private <= uss
+        allocate(10_000_000)
+        (r,) = tree.read(t0 + 2.2)  # grown since the walk, a re-read not due: carried forward
+        uss = walk(proc.pid)[0]  # type: ignore[index]
+        assert r.bound and uss - (1 << 20) <= r.private <= uss, (r.private, uss)
+    finally:
+        tree.close()
+        proc.kill()
+        proc.wait()
+
+
 # A subreaper (as the sampler is) starts a root that forks from a second thread, and a child of it that
 # double-forks (its grandchild, orphaned, comes to us); then it looks for the tree both ways — the threads'
 # `children` files and the /proc listing — and tells what each found, and which one listed /proc.

@@ -123,6 +123,7 @@ class ProcHandle:
         "smaps_anon",
         "smaps_due",
         "smaps_rss",
+        "smaps_settled",
         "smaps_shared",
         "smaps_stale",
         "smaps_time",
@@ -170,6 +171,7 @@ class ProcHandle:
         self.smaps_shared = 0  # statm shared (file + shmem pages) then
         self.smaps_rss = 0  # statm resident then
         self.smaps_time = 0.0
+        self.smaps_settled = False  # statm did not move while smaps_rollup was walked: unchanged means exact
         self.smaps_due = 0.0
         self.smaps_stale = False  # a fork since the read: its PSS (and, if it forked, its USS) may have fallen
         self.forked = False  # it forked since the read: its private pages are now shared with the child
@@ -326,7 +328,7 @@ def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shm
         r.pss = r.private
         r.shared = r.pss_shared = 0
         r.bound = True
-    elif anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged since the read: its figures
+    elif h.smaps_settled and anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged: its figures
         r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
         r.private = h.uss if h.uss < h.pss else h.pss
     else:
@@ -638,7 +640,12 @@ class ProcessTree:
         return (
             self._smaps_tokens > SMAPS_BURST / 2
             and now >= h.smaps_due
-            and (anon != h.smaps_anon or file_shmem != h.smaps_shared or now - h.smaps_time >= SMAPS_IDLE_PERIOD)
+            and (
+                anon != h.smaps_anon
+                or file_shmem != h.smaps_shared
+                or not h.smaps_settled
+                or now - h.smaps_time >= SMAPS_IDLE_PERIOD
+            )
         )
 
     def _refill_smaps(self, now: float) -> None:
@@ -658,9 +665,19 @@ class ProcessTree:
         if got is None:
             return
         h.uss, h.pss = got
-        h.smaps_anon = anon
-        h.smaps_shared = shared
-        h.smaps_rss = anon + shared
+        # statm was read before the walk; the process may have mapped or freed pages in between. Read it again
+        # after: the figures the walk saw lie between the two, so the baseline the next readings grow from is
+        # taken on the side that keeps them lower bounds (the most anonymous and file pages, the least RSS).
+        try:
+            after = os.pread(h.statm_fd, 256, 0).split()
+            rss_after, shared_after = int(after[1]) * PAGE_SIZE, int(after[2]) * PAGE_SIZE
+        except (OSError, ValueError, IndexError):
+            rss_after, shared_after = anon + shared, shared
+        anon_after = rss_after - shared_after
+        h.smaps_settled = anon_after == anon and shared_after == shared
+        h.smaps_anon = max(anon, anon_after)
+        h.smaps_shared = max(shared, shared_after)
+        h.smaps_rss = min(anon + shared, rss_after)
         h.smaps_time = now
 
     def oldest_smaps_age(self, now: float) -> float | None:
