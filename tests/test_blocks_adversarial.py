@@ -488,6 +488,50 @@ def test_a_tracker_never_closes_the_files_that_took_its_pipes_numbers(tmp_path: 
         assert (tmp_path / "files" / f"f{i}").read_bytes() == b"mine\n"
 
 
+READER_OPENS = """
+import sys, threading, time
+opened = []
+
+
+def hook(event, args):
+    if threading.current_thread().name == "gputop-tracker-events" and event in ("open", "os.listdir", "os.scandir"):
+        opened.append(f"{event} {args[0]}")
+
+
+sys.addaudithook(hook)
+from gputop_tracker import Tracker
+from gputop_tracker.api.blocks import block
+
+t = Tracker(sleep_time=0.1, save=False, prometheus_textfile=sys.argv[1])
+t.on_sample(lambda sample: None)
+t.on_event(lambda event: None)
+t.start()
+with block("grow"):
+    b = bytearray(50_000_000)
+    b[::4096] = b"1" * len(b[::4096])
+    time.sleep(0.5)
+usage = t.stop()
+print(len(usage.blocks), len(opened))
+print("\\n".join(opened[:5]))
+"""
+
+
+def test_the_trackers_reader_thread_opens_no_file(tmp_path: Path) -> None:
+    """The reader thread validated each message kind's first line itself: pydantic built the model then and
+    looked for plugins, reading every installed package's metadata (158 files). A program that closed every fd
+    meanwhile and opened its own got one of them closed by that thread (seen: 1 run in 30 under load). Every
+    validator is now built before the thread starts; it reads its pipe only (samples, events, blocks, the
+    exporter it feeds)."""
+    script = tmp_path / "prog.py"
+    script.write_text(READER_OPENS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "x.prom")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    blocks_seen, opened = proc.stdout.split("\n", 1)[0].split()
+    assert int(blocks_seen) >= 1 and int(opened) == 0, proc.stdout
+
+
 def test_a_tmpdir_that_cannot_be_used_falls_back_to_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
     """TMPDIR naming a directory that is gone (a job's scratch, cleaned): no FIFO, blocks silently off. Now the
     next usable place is taken, as tempfile does."""

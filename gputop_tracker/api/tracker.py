@@ -40,6 +40,7 @@ from gputop_tracker.core.sampling.channel import (
     SamplerHandle,
     Started,
     Summary,
+    prepare,
     start_spawned,
 )
 from gputop_tracker.core.summary.events import is_oom_exception
@@ -210,6 +211,7 @@ class Tracker:
         self._handle = start_spawned(self._cfg)
         _SAMPLERS.add(self._handle.pid)
         try:  # a failure, or a Ctrl-C while the sampler loads: it must not track on until we exit
+            prepare(self._cfg.stream_samples)  # while the sampler loads: the reader thread then opens no file
             if (failure := self._await_started(self._handle.messages())) is not None:
                 raise TrackerError(failure)
         except BaseException:

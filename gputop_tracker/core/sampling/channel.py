@@ -103,6 +103,19 @@ def _decode_streamed(line: bytes) -> Message | None:
     return None
 
 
+def prepare(streamed: bool) -> None:
+    """Build now, in the calling thread, every validator `decode` will use (the models build theirs on first
+    use, and pydantic then looks for plugins: it reads every installed package's metadata). A Tracker's reader
+    thread then reads only its pipe: a file it opened while the program closed every fd and opened its own would
+    be the program's file by the time the thread closed it."""
+    from gputop_tracker.core.model.models import Event, LiveBlocks, ResourceUsage, Sample
+
+    for model in (Sample, ResourceUsage, Event, LiveBlocks):
+        model.model_rebuild(force=True)
+    if streamed:
+        _adapters()
+
+
 def decode(line: bytes) -> Message:
     """One line from the sampler, validated (pydantic) where it carries figures."""
     from gputop_tracker.core.model.models import Event, LiveBlocks, ResourceUsage, Sample
