@@ -96,6 +96,7 @@ class Tracker:
 
     _failure: Failed | None = None
     _stopped = False
+    _owner = 0  # the process that started it: only it stops the sampler (a forked child has a copy of us)
     _reader: threading.Thread | None = None
     _exporter: Exporter | None = None  # Prometheus (`prometheus=`): bound at start()
 
@@ -209,6 +210,7 @@ class Tracker:
         # (else counted, and waited for by wait_descendants until that Tracker stops: never, when it is outer)
         self._cfg.exclude = sorted(_SAMPLERS)
         self._handle = start_spawned(self._cfg)
+        self._owner = os.getpid()
         _SAMPLERS.add(self._handle.pid)
         try:  # a failure, or a Ctrl-C while the sampler loads: it must not track on until we exit
             prepare(self._cfg.stream_samples)  # while the sampler loads: the reader thread then opens no file
@@ -288,6 +290,11 @@ class Tracker:
     def stop(self) -> ResourceUsage:
         if self._handle is None:
             raise TrackerError("this Tracker was never started")
+        if self._in_forked_child():
+            raise TrackerError(
+                f"this Tracker was started by process {self._owner}, not this one (a forked child): only it can stop"
+                " it, and it goes on tracking this process too"
+            )
         if self._stopped:
             return self.resource_usage
         self._report_blocks(False)
@@ -366,7 +373,14 @@ class Tracker:
     def __enter__(self) -> Tracker:
         return self.start()
 
+    def _in_forked_child(self) -> bool:
+        return self._owner != 0 and os.getpid() != self._owner
+
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self._in_forked_child():
+            # a child forked inside `with Tracker():` leaving the block (sys.exit, an exception, its end): its
+            # parent's tracking goes on. Stopping here once ended the parent's session at the child's exit.
+            return
         if exc_type is None:
             self.stop()
             return
