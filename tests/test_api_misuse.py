@@ -5,7 +5,6 @@ against what the program read from the kernel itself."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -312,18 +312,8 @@ class Tracker:
         self._handle.wait()
         _SAMPLERS.discard(self._handle.pid)
         self._close_blocks()  # the sampler is done with the FIFO
-        if self._failure is not None and self._usage is None:
-            raise TrackerError(self._failure.message)
         if self._usage is None:
-            if self._handle.exit_status == -signal.SIGKILL:  # by us (a stop() interrupted meanwhile too)
-                raise TrackerError(
-                    "the sampler was killed: it did not finish within join_timeout × n_join_attempts "
-                    f"({self.join_timeout:g} s), or the kernel's OOM killer ended it; its session keeps the figures "
-                    "of its last checkpoint"
-                )
-            if self._handle.lost:
-                raise TrackerError("this program closed the pipe to the sampler (every fd closed?): no summary")
-            raise TrackerError("the sampler process ended without a summary")
+            raise self._no_summary(self._handle)
         if self.resource_usage_file is not None:
             from gputop_tracker.core.store.sessions import write_output
 
@@ -331,6 +321,20 @@ class Tracker:
             write_output(self.resource_usage_file, data, make_dirs=True)  # as it always did: its directory made
         self._stopped = True  # only now: a stop() interrupted before (Ctrl-C) is finished by the next
         return self.resource_usage
+
+    def _no_summary(self, handle: SamplerHandle) -> TrackerError:
+        """Why the sampler ended without a summary."""
+        if self._failure is not None:
+            return TrackerError(self._failure.message)
+        if handle.exit_status == -signal.SIGKILL:  # by us (a stop() interrupted meanwhile too)
+            return TrackerError(
+                "the sampler was killed: it did not finish within join_timeout × n_join_attempts "
+                f"({self.join_timeout:g} s), or the kernel's OOM killer ended it; its session keeps the figures "
+                "of its last checkpoint"
+            )
+        if handle.lost:
+            return TrackerError("this program closed the pipe to the sampler (every fd closed?): no summary")
+        return TrackerError("the sampler process ended without a summary")
 
     def _report_blocks(self, on: bool) -> None:
         """Code blocks of this process (and of the children it starts from now on) report to the sampler while

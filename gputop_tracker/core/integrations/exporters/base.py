@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import socket
 import stat
@@ -180,6 +183,11 @@ def check_textfile(path: str, flag: str = "--prometheus-textfile") -> None:
             f"{flag} {path}: exists and is not a textfile written by gputop-track (it would be replaced and"
             " removed at the end): name a new file"
         )
+    if textfile_in_use(path):
+        raise ExportError(
+            f"{flag} {path}: another gputop-track run is writing it now (each would replace the other's figures):"
+            " name a file of this run's own (e.g. with the PID, or ${SLURM_JOB_ID}-${SLURM_LOCALID})"
+        )
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ExportError(f"{flag} {path}: directory not writable: {directory}")
     try:  # access() says yes to root everywhere, and on /proc, /sys or a read-only mount: try it
@@ -212,3 +220,25 @@ def is_our_textfile(path: str) -> bool:
     finally:
         os.close(fd)
     return head == TEXTFILE_MARK
+
+
+def hold_textfile(fd: int) -> None:
+    """The writer's mark on a textfile it put in place: a shared lock, held while the fd is open (a run that is
+    killed loses it with its fds). Where the file system has no locks, no mark: nothing is refused for it."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
+def textfile_in_use(path: str) -> bool:
+    """Some process (another run, or another Tracker of this program) holds path's textfile as its writer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        return e.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)  # our own test lock goes with it
+    return False

@@ -8,6 +8,8 @@ carries the `session` label so several runs on one node never collide.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import errno
 import heapq
 import os
@@ -21,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
@@ -32,7 +34,9 @@ from gputop_tracker.core.integrations.exporters.base import (
     ExportError,
     ExportOptions,
     SessionInfo,
+    hold_textfile,
     parse_address,
+    textfile_in_use,
 )
 from gputop_tracker.core.integrations.exporters.latest import LatestFigures, Snapshot
 from gputop_tracker.core.model.models import GpuSample
@@ -266,7 +270,9 @@ def _bind_failure(e: OSError, flag: str, address: Address) -> str:
 
 class TextfileWriter:
     """Rewrites FILE atomically (a temporary file renamed over it) every TEXTFILE_PERIOD seconds, and at once
-    when the first sample arrives; removes it at the end, so node_exporter never serves a finished run."""
+    when the first sample arrives; removes it at the end (or at this process's exit, should a Tracker never be
+    stopped), so node_exporter never serves a finished run. Each file it puts there is held open with a shared
+    lock from before it appears under the name: another run naming the same FILE sees it in use and leaves it."""
 
     def __init__(self, path: str, registry: CollectorRegistry, period: float = TEXTFILE_PERIOD) -> None:
         self.path = os.path.abspath(path)
@@ -279,11 +285,13 @@ class TextfileWriter:
         self._told_at = 0.0
         # the file this run last put at path, held open: its inode cannot be reused for another file meanwhile
         self._written = -1
+        self._pid = os.getpid()
         self.report: Callable[[str], None] = _to_stderr
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="gputop-prometheus-textfile", daemon=True)
         self._thread.start()
+        atexit.register(self._at_exit)
 
     def poke(self) -> None:
         self._wake.set()
@@ -296,8 +304,7 @@ class TextfileWriter:
 
     def write(self) -> None:
         try:
-            write_to_textfile(self.path, self.registry)
-            written = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            written = self._replace()
         except OSError as e:
             now = time.monotonic()
             if not self._failed or now - self._told_at >= REPORT_AGAIN:  # not a line a period; tracking goes on
@@ -311,10 +318,36 @@ class TextfileWriter:
             if old >= 0:
                 os.close(old)
 
+    def _replace(self) -> int:
+        """The figures written to a new file, locked, then renamed over path; its fd (kept open, the lock held)."""
+        if self._written < 0 and textfile_in_use(self.path):  # another run started on it since we checked
+            raise OSError(errno.EBUSY, "another gputop-track run is writing it (this run's figures are not written)")
+        data = generate_latest(self.registry)
+        temporary = f"{self.path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # not *.prom: the collector skips it
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.fchmod(fd, 0o644)  # node_exporter's user reads it, whatever our umask
+            hold_textfile(fd)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.replace(temporary, self.path)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        return fd
+
+    def _at_exit(self) -> None:
+        if os.getpid() == self._pid:  # a forked child's exit leaves the parent's file alone
+            self.close()
+
     def close(self) -> None:
+        atexit.unregister(self._at_exit)
         self._stopping = True
         self._wake.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10.0)
         if self._written >= 0:
             remove_if_ours(self.path, self._written)
