@@ -74,3 +74,87 @@ def test_a_child_forked_inside_with_tracker_does_not_stop_its_parents_tracking(t
     assert float(r["hwm"]) > 300e6 and float(r["peak"]) >= 0.98 * float(r["hwm"]), r
     if how == "stop":
         assert "CHILD this Tracker was started by process" in proc.stdout, proc.stdout
+
+
+SIMULATED_UUID = "GPU-51a1a7ed-0000-4000-8000-00000000000{}"  # the simulated GPUs' UUIDs, by index
+
+
+@pytest.mark.parametrize(
+    "gpus", [SIMULATED_UUID.format(1), f" {SIMULATED_UUID.format(1)} ", [SIMULATED_UUID.format(1)], {1}, ("1",)]
+)
+def test_gpu_uuids_as_one_str_or_a_collection_count_that_gpu(gpus: object) -> None:
+    """`gpu_uuids="GPU-…"` (one UUID, not in a set) was joined letter by letter into `G,P,U,-,…`: the report said
+    "'G' matches more than one GPU" and counted the wrong GPUs. Now a str is one UUID (or a --gpus list)."""
+    import time
+
+    from gputop_tracker import Tracker
+
+    with Tracker(sleep_time=0.1, simulate_gpus=2, save=False, gpu_uuids=gpus) as t:  # type: ignore[arg-type]
+        time.sleep(0.3)
+    data = t.to_json()
+    assert [g["counted"] for g in data["gpus"]] == [False, True], data["notes"]
+    assert not [n for n in data["notes"] if "matches" in n], data["notes"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ram_unit", 5),
+        ("gpu_ram_unit", 3.0),
+        ("time_unit", 1),
+        ("gpu_uuids", 0),
+        ("gpu_uuids", [None]),
+        ("gpu_uuids", [""]),
+        ("gpu_uuids", b"GPU-0"),
+        ("request", 5),
+        ("prometheus", 9464),
+        ("prometheus_textfile", 5),
+        ("resource_usage_file", 5),
+        ("store", 5),
+        ("save", "no"),
+        ("probe", "off"),
+        ("wait_descendants", None),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_one_value_error_naming_it(name: str, value: object) -> None:
+    """`ram_unit=5`, `prometheus=9464` or `request=5` raised AttributeError from inside ("'int' object has no
+    attribute 'strip'"); `save="no"` meant yes and `store=5` saved into ./5. Now: ValueError naming the argument."""
+    from gputop_tracker import Tracker
+
+    with pytest.raises(ValueError) as info:
+        Tracker(**{name: value})  # type: ignore[arg-type]
+    message = str(info.value)
+    assert name in message and "\n" not in message, message
+    assert type(info.value).__module__.startswith(("gputop_tracker", "builtins")), type(info.value)
+
+
+def test_a_store_or_usage_file_that_cannot_be_written_is_refused_before_the_work(tmp_path: Path) -> None:
+    """`store="/etc/passwd"` tracked on and said "session NOT saved" only in the summary's notes; a
+    `resource_usage_file` that names a directory raised IsADirectoryError from inside stop(), after the work."""
+    from gputop_tracker import Tracker
+
+    a_file = tmp_path / "file"
+    a_file.write_text("mine\n")
+    with pytest.raises(ValueError, match="not a directory"):
+        Tracker(store=a_file / "sessions")
+    Tracker(store=a_file, save=False)  # nothing is saved: nothing to refuse
+    with pytest.raises(ValueError, match="is a directory"):
+        Tracker(resource_usage_file=tmp_path)
+    with pytest.raises(ValueError, match="not a directory"):
+        Tracker(resource_usage_file=a_file / "usage.json")
+    assert a_file.read_text() == "mine\n"
+
+
+def test_a_usage_file_that_cannot_be_written_at_stop_is_a_tracker_error_and_the_figures_stay(tmp_path: Path) -> None:
+    """Its directory turned into a file during the run: stop() raised FileExistsError from inside; now a
+    TrackerError in one line, and the figures are still there (stop() again returns them)."""
+    from gputop_tracker import Tracker
+    from gputop_tracker.api.tracker import TrackerError
+
+    out = tmp_path / "sub" / "usage.json"
+    t = Tracker(sleep_time=0.1, save=False, resource_usage_file=out).start()
+    (tmp_path / "sub").write_text("a file now\n")
+    with pytest.raises(TrackerError, match="cannot write resource_usage_file") as info:
+        t.stop()
+    assert "\n" not in str(info.value)
+    assert t.stop().n_samples >= 1 and t.resource_usage is not None

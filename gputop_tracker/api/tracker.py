@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,6 +88,62 @@ class TrackerError(RuntimeError):
     pass
 
 
+def _gpu_list(gpu_uuids: object) -> str | None:
+    """`gpu_uuids` as the CLI's `--gpus` list: a set or list of UUIDs (or indices), or one str (a UUID, or a
+    comma-separated list as for `--gpus`); None or empty: every GPU. A str was joined letter by letter."""
+    if gpu_uuids is None:
+        return None
+    if isinstance(gpu_uuids, str):
+        return gpu_uuids.strip() or None
+    if not isinstance(gpu_uuids, Iterable) or isinstance(gpu_uuids, bytes | Mapping):
+        raise ValueError(f"gpu_uuids must be a set or list of GPU UUIDs, not {gpu_uuids!r}")
+    items = list(gpu_uuids)
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, str | int) or (isinstance(item, int) and item < 0):
+            raise ValueError(f"gpu_uuids must hold GPU UUIDs (or indices), not {item!r}")
+    named = [str(item).strip() for item in items if str(item).strip()]
+    if items and not named:
+        raise ValueError(f"gpu_uuids names no GPU: {gpu_uuids!r} (None: every GPU)")
+    return ",".join(named) or None
+
+
+def _request(request: object) -> dict[str, int] | None:
+    """`request=`: "mem=16G,cpus=4" or {"mem_bytes": …, "cpus": …}; None or "" for none."""
+    if request is None or request == "":
+        return None
+    if not isinstance(request, str | Mapping):
+        raise ValueError(f"request must be a str such as 'mem=16G,cpus=4' or a dict, not {request!r}")
+    return slurm.check_request(request)
+
+
+def _store(store: object, save: bool) -> str | None:
+    """A store named by the caller, where a session can be saved (checked now: else the run's end said only
+    "session NOT saved"); None: the default store."""
+    from gputop_tracker.core.store.sessions import check_store
+
+    name = validate.optional_path("store", store)
+    if name is not None and save:
+        check_store(Path(name))  # OutputError, a ValueError
+    return name
+
+
+def _usage_file(name: object) -> Path | None:
+    """`resource_usage_file`, checked now: it is written only at stop(), after the work. Its directory is made
+    when missing (as it always was), so the nearest one that exists must be a writable directory."""
+    path = validate.optional_path("resource_usage_file", name)
+    if path is None:
+        return None
+    if os.path.isdir(path):
+        raise ValueError(f"resource_usage_file {path}: is a directory")
+    existing = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        why = "not a directory" if not os.path.isdir(existing) else "not writable"
+        raise ValueError(f"resource_usage_file {path}: cannot be written ({existing} is {why})")
+    return Path(path)
+
+
 class Tracker:
     """Tracks a process (this one by default) and all its descendants between start() and stop().
 
@@ -149,9 +205,15 @@ class Tracker:
         validate.integer("n_join_attempts", n_join_attempts, 0)
         if process_id is not None:
             validate.integer("process_id", process_id, 1)
-        self.units = Units.parse(ram_unit, gpu_ram_unit, time_unit)
+        self.units = Units.parse(
+            validate.optional_text("ram_unit", ram_unit, "megabytes"),
+            validate.optional_text("gpu_ram_unit", gpu_ram_unit, "megabytes"),
+            validate.optional_text("time_unit", time_unit, "hours"),
+        )
         self.process_id = process_id if process_id is not None else os.getpid()
-        self.resource_usage_file = Path(resource_usage_file) if resource_usage_file else None
+        self.resource_usage_file = _usage_file(resource_usage_file)
+        save = validate.flag("save", save)
+        store_dir = _store(store, save)
         self.join_timeout = join_timeout * max(n_join_attempts, 1)
         self.disable_logs = disable_logs
         self._cfg = EngineConfig(
@@ -159,11 +221,11 @@ class Tracker:
             pid=self.process_id,
             interval=sleep_time,
             n_expected_cores=n_expected_cores,
-            gpus=",".join(gpu_uuids) if gpu_uuids else None,
+            gpus=_gpu_list(gpu_uuids),
             simulate_gpus=simulate_gpus,
             gpu_backend=validate.choice("gpu_backend", gpu_backend, validate.GPU_BACKENDS),
             gpu_poll=float(gpu_poll),
-            store=str(store) if store else None,
+            store=store_dir,
             save=save,
             mem_limit=parse_byte_size(mem_limit) if mem_limit is not None else None,
             warn_at=warn_at,
@@ -171,10 +233,10 @@ class Tracker:
             flight_seconds=flight_seconds,
             oom_dumps=oom_dumps,
             oom_dump_mb=oom_dump_mb,
-            wait_descendants=bool(wait_descendants),
-            probe=bool(probe),
+            wait_descendants=validate.flag("wait_descendants", wait_descendants),
+            probe=validate.flag("probe", probe),
             control_stdin=True,
-            slurm=slurm.context_for("attach", self.process_id, slurm.check_request(request) if request else None),
+            slurm=slurm.context_for("attach", self.process_id, _request(request)),
         )
         self._export = ExportOptions.for_api(prometheus, prometheus_textfile, prometheus_top)  # ValueError now
         self._init_state()
@@ -298,7 +360,8 @@ class Tracker:
         if self._stopped:
             return self.resource_usage
         self._report_blocks(False)
-        self._handle.signal(STOP_SIGNAL)
+        if self._handle.exit_status is None:  # a stop() interrupted after the reap: its pid may be anyone's now
+            self._handle.signal(STOP_SIGNAL)
         if self._reader is not None:
             # The reader ends when the sampler has sent the summary and exited (end of its pipe): never close the
             # pipe under it (the summary would be lost on the way). Past `join_timeout` the sampler is stuck: it
@@ -314,13 +377,23 @@ class Tracker:
         self._close_blocks()  # the sampler is done with the FIFO
         if self._usage is None:
             raise self._no_summary(self._handle)
-        if self.resource_usage_file is not None:
-            from gputop_tracker.core.store.sessions import write_output
-
-            data = report.to_json(self._usage, self.units).encode()
-            write_output(self.resource_usage_file, data, make_dirs=True)  # as it always did: its directory made
         self._stopped = True  # only now: a stop() interrupted before (Ctrl-C) is finished by the next
+        self._write_usage_file()
         return self.resource_usage
+
+    def _write_usage_file(self) -> None:
+        if self.resource_usage_file is None or self._usage is None:
+            return
+        from gputop_tracker.core.store.sessions import write_output
+
+        data = report.to_json(self._usage, self.units).encode()
+        try:
+            write_output(self.resource_usage_file, data, make_dirs=True)  # as it always did: its directory made
+        except OSError as e:
+            raise TrackerError(
+                f"cannot write resource_usage_file {self.resource_usage_file}: {e.strerror or e}"
+                " (the figures are in tracker.resource_usage)"
+            ) from None
 
     def _no_summary(self, handle: SamplerHandle) -> TrackerError:
         """Why the sampler ended without a summary."""

@@ -8,6 +8,7 @@ Light on purpose: the CLI imports it before it forks the sampler.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 
 from gputop_tracker.core.model.config import MIN_INTERVAL
@@ -114,3 +115,30 @@ def check_pid(pid: object) -> int:
         name = head.split(b"(", 1)[-1].decode(errors="replace")
         raise ValueError(f"process {pid} ({name}) is a kernel thread: it has no memory or CPU time of a program")
     return pid
+
+
+def flag(name: str, value: object) -> bool:
+    """True or False (0 and 1 too): a string such as "no" is truthy, and would silently mean yes."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, not {value!r}")
+
+
+def optional_text(name: str, value: object, example: str) -> str | None:
+    """None or a str (a number or anything else is refused by name, not by whatever reads it first)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{name} must be a str such as {example!r}, not {value!r}")
+
+
+def optional_path(name: str, value: object) -> str | None:
+    """None, or a file name (str or os.PathLike); '' counts as not given, as it always did."""
+    if value is None:
+        return None
+    try:
+        path = os.fspath(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(f"{name} must be a path (str or pathlib.Path), not {value!r}") from None
+    if isinstance(path, bytes):
+        raise ValueError(f"{name} must be a path as str or pathlib.Path, not bytes {value!r}")
+    return path or None

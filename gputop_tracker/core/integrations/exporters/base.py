@@ -80,7 +80,14 @@ class ExportOptions:
         cls, prometheus: str | None, textfile: str | os.PathLike[str] | None, top_processes: int
     ) -> ExportOptions:
         """The API's `Tracker(prometheus=..., prometheus_textfile=..., prometheus_top=...)`, checked."""
-        textfile_name = os.fspath(textfile) if textfile is not None else None
+        if prometheus is not None and not isinstance(prometheus, str):  # 9464: the port, but on which interface?
+            raise ExportError(f"prometheus= is an address as a str, e.g. '127.0.0.1:9464', not {prometheus!r}")
+        try:
+            textfile_name = os.fspath(textfile) if textfile is not None else None
+        except TypeError:
+            raise ExportError(f"prometheus_textfile= must be a file name (str or Path), not {textfile!r}") from None
+        if isinstance(textfile_name, bytes):
+            raise ExportError(f"prometheus_textfile= must be a file name as str or Path, not bytes {textfile!r}")
         options = cls(prometheus, textfile_name, top_processes, "prometheus=", "prometheus_textfile=")
         options.check()
         return options
