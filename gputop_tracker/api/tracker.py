@@ -26,7 +26,7 @@ from gputop_tracker.core.integrations.exporters.base import (
     SessionInfo,
     command_of,
 )
-from gputop_tracker.core.model import validate
+from gputop_tracker.core.model import paths, validate
 from gputop_tracker.core.model.config import EngineConfig
 from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
 from gputop_tracker.core.model.units import Units, parse_byte_size
@@ -123,7 +123,7 @@ def _store(store: object, save: bool) -> str | None:
 
     name = validate.optional_path("store", store)
     if name is not None and save:
-        check_store(Path(name))  # OutputError, a ValueError
+        check_store(paths.store_dir(name))  # as the sampler will name it (~ expanded); OutputError, a ValueError
     return name
 
 
