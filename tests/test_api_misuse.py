@@ -158,3 +158,23 @@ def test_a_usage_file_that_cannot_be_written_at_stop_is_a_tracker_error_and_the_
         t.stop()
     assert "\n" not in str(info.value)
     assert t.stop().n_samples >= 1 and t.resource_usage is not None
+
+
+def test_a_misspelt_event_type_or_a_callback_that_is_not_one_is_refused() -> None:
+    """`on_event(cb, types="warnings")` never fired (no event is of that type) and said nothing; `on_event("oom")`
+    (arguments swapped) printed an error for each event. Now both are a ValueError when registered."""
+    from gputop_tracker import Tracker
+
+    t = Tracker(save=False)
+    with pytest.raises(ValueError, match="unknown event type 'warnings'"):
+        t.on_event(print, types="warnings")
+    with pytest.raises(ValueError, match="unknown event type 'OOM'"):
+        t.on_event(print, types=["warning", "OOM"])
+    with pytest.raises(ValueError, match="function"):
+        t.on_event("oom")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="function"):
+        t.on_sample(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown event type"):
+        t.events(type="peaks")
+    assert t.on_event(print, types=("warning", "critical")) is print
+    assert t.events(type="warning") == []

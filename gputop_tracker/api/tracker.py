@@ -43,7 +43,7 @@ from gputop_tracker.core.sampling.channel import (
     prepare,
     start_spawned,
 )
-from gputop_tracker.core.summary.events import is_oom_exception
+from gputop_tracker.core.summary.events import EVENT_TYPES, is_oom_exception
 
 if TYPE_CHECKING:
     from gputop_tracker.core.model.models import Session
@@ -105,6 +105,19 @@ def _gpu_list(gpu_uuids: object) -> str | None:
     if items and not named:
         raise ValueError(f"gpu_uuids names no GPU: {gpu_uuids!r} (None: every GPU)")
     return ",".join(named) or None
+
+
+def _event_types(name: str, types: object) -> frozenset[str] | None:
+    """Event types to keep (None: all); a misspelt one ("warnings") would silently match nothing."""
+    if types is None:
+        return None
+    wanted = frozenset([types] if isinstance(types, str) else types) if isinstance(types, str | Iterable) else None
+    if wanted is None or not wanted:
+        raise ValueError(f"{name} must be an event type or a list of them ({', '.join(EVENT_TYPES)}), not {types!r}")
+    unknown = sorted(str(t) for t in wanted if t not in EVENT_TYPES)
+    if unknown:
+        raise ValueError(f"{name}: unknown event type {', '.join(map(repr, unknown))}: one of {', '.join(EVENT_TYPES)}")
+    return wanted
 
 
 def _request(request: object) -> dict[str, int] | None:
@@ -470,9 +483,12 @@ class Tracker:
 
     def on_event(self, callback: EventCallback, types: str | Iterable[str] | None = None) -> EventCallback:
         """Call `callback(event)` for every new event (of `types` only, if given: "warning", "critical", "oom",
-        "gpu_lost", "peak", "process_started", "process_exited", "start", "stop"). Callbacks run on the
-        tracker's reader thread: keep them short. Returns the callback, so it can be used as a decorator."""
-        wanted = frozenset([types] if isinstance(types, str) else types) if types is not None else None
+        "gpu_lost", "peak", "process_started", "process_exited", "start", "stop", "block_start", "block_end",
+        "mark"; another is a ValueError). Callbacks run on the tracker's reader thread: keep them short. Returns
+        the callback, so it can be used as a decorator."""
+        if not callable(callback):
+            raise ValueError(f"on_event() takes a function to call with each event, not {callback!r}")
+        wanted = _event_types("types", types)
         with self._lock:
             self._callbacks.append((callback, wanted))
         return callback
@@ -481,6 +497,8 @@ class Tracker:
         """Call `callback(sample)` with every sample (`models.Sample`: the tree's totals, each process, each
         GPU) as it is taken, on the reader thread. Register before start(): samples are sent to this process
         only when asked (the notebook's live display uses it)."""
+        if not callable(callback):
+            raise ValueError(f"on_sample() takes a function to call with each sample, not {callback!r}")
         if self._handle is not None:
             raise TrackerError("on_sample() must be called before start()")
         self._cfg.stream_samples = True
@@ -497,7 +515,7 @@ class Tracker:
         else:
             with self._lock:
                 found = list(self._events)
-        wanted = {type} if isinstance(type, str) else set(type) if type is not None else None
+        wanted = _event_types("type", type)
         return [
             e
             for e in found
