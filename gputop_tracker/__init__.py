@@ -9,9 +9,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from gputop_tracker.api.blocks import block, mark, tracked
-    from gputop_tracker.api.tracker import Tracker
+    from gputop_tracker.api.tracker import Tracker, TrackerError
 
-__all__ = ["Tracker", "__version__", "block", "load_ipython_extension", "mark", "tracked"]
+__all__ = ["Tracker", "TrackerError", "__version__", "block", "load_ipython_extension", "mark", "tracked"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -23,10 +23,10 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `gputop-track --headless` does not pay for the API's imports at start-up.
-    if name == "Tracker":
-        from gputop_tracker.api.tracker import Tracker
+    if name in ("Tracker", "TrackerError"):  # `except TrackerError` needs it where Tracker comes from
+        from gputop_tracker.api import tracker
 
-        return Tracker
+        return getattr(tracker, name)
     if name in ("block", "tracked", "mark"):  # code blocks (light: standard library only)
         from gputop_tracker.api import blocks
 

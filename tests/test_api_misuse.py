@@ -29,7 +29,7 @@ def _result(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
 FORKED_CHILD_LEAVES = """
     import json, os, sys, time
     from gputop_tracker import Tracker
-    from gputop_tracker.api.tracker import TrackerError
+    from gputop_tracker import TrackerError
 
     def hwm():
         return [int(ln.split()[1]) * 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:")][0]
@@ -148,8 +148,7 @@ def test_a_store_or_usage_file_that_cannot_be_written_is_refused_before_the_work
 def test_a_usage_file_that_cannot_be_written_at_stop_is_a_tracker_error_and_the_figures_stay(tmp_path: Path) -> None:
     """Its directory turned into a file during the run: stop() raised FileExistsError from inside; now a
     TrackerError in one line, and the figures are still there (stop() again returns them)."""
-    from gputop_tracker import Tracker
-    from gputop_tracker.api.tracker import TrackerError
+    from gputop_tracker import Tracker, TrackerError
 
     out = tmp_path / "sub" / "usage.json"
     t = Tracker(sleep_time=0.1, save=False, resource_usage_file=out).start()
@@ -178,3 +177,13 @@ def test_a_misspelt_event_type_or_a_callback_that_is_not_one_is_refused() -> Non
         t.events(type="peaks")
     assert t.on_event(print, types=("warning", "critical")) is print
     assert t.events(type="warning") == []
+
+
+def test_tracker_error_comes_from_where_tracker_does() -> None:
+    """`except TrackerError` needed `gputop_tracker.api.tracker`, a path the README never gave."""
+    import gputop_tracker
+    from gputop_tracker import Tracker, TrackerError
+
+    assert issubclass(TrackerError, RuntimeError) and "TrackerError" in gputop_tracker.__all__
+    with pytest.raises(TrackerError):
+        Tracker().stop()
