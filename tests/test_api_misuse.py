@@ -5,6 +5,7 @@ against what the program read from the kernel itself."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -187,3 +188,16 @@ def test_tracker_error_comes_from_where_tracker_does() -> None:
     assert issubclass(TrackerError, RuntimeError) and "TrackerError" in gputop_tracker.__all__
     with pytest.raises(TrackerError):
         Tracker().stop()
+
+
+def test_a_relative_usage_file_is_written_where_it_was_named_though_the_program_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was written relative to the directory the program was in at stop(): after a chdir, somewhere else."""
+    from gputop_tracker import Tracker
+
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with Tracker(sleep_time=0.1, save=False, resource_usage_file="usage.json"):
+        os.chdir(tmp_path / "elsewhere")
+    assert (tmp_path / "usage.json").exists() and not (tmp_path / "elsewhere" / "usage.json").exists()

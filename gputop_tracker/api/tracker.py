@@ -154,7 +154,7 @@ def _usage_file(name: object) -> Path | None:
     if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
         why = "not a directory" if not os.path.isdir(existing) else "not writable"
         raise ValueError(f"resource_usage_file {path}: cannot be written ({existing} is {why})")
-    return Path(path)
+    return Path(os.path.abspath(path))  # where the caller meant at construction: the program may chdir
 
 
 class Tracker:
