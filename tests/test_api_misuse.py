@@ -201,3 +201,21 @@ def test_a_relative_usage_file_is_written_where_it_was_named_though_the_program_
     with Tracker(sleep_time=0.1, save=False, resource_usage_file="usage.json"):
         os.chdir(tmp_path / "elsewhere")
     assert (tmp_path / "usage.json").exists() and not (tmp_path / "elsewhere" / "usage.json").exists()
+
+
+def test_a_relative_store_is_where_it_was_named_though_the_program_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`store="runs"` then a chdir: the session went to the new directory's runs/, and `session()` (reading the
+    relative path again from wherever the program was by then) said it cannot read the session."""
+    from gputop_tracker import Tracker
+
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    t = Tracker(sleep_time=0.1, store="runs")
+    os.chdir(tmp_path / "elsewhere")
+    with t:
+        os.chdir(tmp_path)
+    os.chdir(tmp_path / "elsewhere")
+    assert t.session().meta.id == t.session_id
+    assert list((tmp_path / "runs").glob("*.json")) and not (tmp_path / "elsewhere" / "runs").exists()

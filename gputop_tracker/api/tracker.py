@@ -135,9 +135,12 @@ def _store(store: object, save: bool) -> str | None:
     from gputop_tracker.core.store.sessions import check_store
 
     name = validate.optional_path("store", store)
-    if name is not None and save:
-        check_store(paths.store_dir(name))  # as the sampler will name it (~ expanded); OutputError, a ValueError
-    return name
+    if name is None:
+        return None
+    where = paths.store_dir(name).absolute()  # ~ expanded; absolute: the program may chdir before start or session()
+    if save:
+        check_store(where)  # OutputError, a ValueError
+    return str(where)
 
 
 def _usage_file(name: object) -> Path | None:
