@@ -71,3 +71,30 @@ def test_a_failing_cell_fails_the_magic_after_saving_its_session(tmp_path: Path)
     assert (proc.stdout + proc.stderr).count("UsageError: gputop:") == 5
     assert out["threads"] == []
     assert proc.stdout.count("gputop: tracking") == 5  # one line per tracked span, none per refresh
+
+
+def test_the_live_line_counts_the_cells_time_not_the_samplers_start_up() -> None:
+    """The live line said `tracking 0.38 s` for a cell the summary then timed at 0.04 s: it counted from before
+    the sampler was started (its start-up, a few tenths of a second, included)."""
+    import re
+    import time
+    from types import SimpleNamespace
+
+    from gputop_tracker.api.magics import Tracking
+
+    opts = SimpleNamespace(interval=0.1, gpus=None, mem_limit=None, store=None, no_plot=True)
+    tracking = Tracking(opts, live=False)  # type: ignore[arg-type]
+    before = time.monotonic()
+    tracking.start()
+    started = time.monotonic()
+    try:
+        deadline = started + 60
+        while not tracking.figures.n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        line = tracking.figures.line()
+        now = time.monotonic()
+    finally:
+        tracking.tracker.stop()
+    shown_s = float(re.search(r"tracking ([\d.]+) s ", line).group(1))  # type: ignore[union-attr]
+    assert started - before > 0.05, "the sampler started too fast to tell the two apart"
+    assert shown_s <= now - started + 0.02, (line, now - started, now - before)

@@ -190,6 +190,8 @@ class Tracking:
 
     def start(self) -> None:
         self.tracker.start()
+        with self.figures.lock:  # the cell's time: not the sampler's start-up before it (the summary's wall time)
+            self.figures.start = time.monotonic()
         self.handle = display(LiveLine(self.figures.line()), display_id=True)
         if not self.live:
             return
