@@ -120,6 +120,48 @@ def test_output_to_a_fifo_is_written_not_replaced(tmp_path: Path) -> None:
     assert json.loads(got[0])["exit_code"] == 0
 
 
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_json_report_to_stdout_by_name_stays_valid_json(tmp_path: Path, name: str) -> None:
+    """`-o -` wrote a file named `-`; `-o /dev/stdout` wrote the JSON into the pipe the command's own output
+    went to. Both are stdout now, as without -o: the report alone there, the command's output on stderr."""
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", name, "--", "echo", "from-the-command"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["exit_code"] == 0
+    assert "from-the-command" in proc.stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_text_report_to_the_file_stdout_is_keeps_the_command_output(tmp_path: Path) -> None:
+    """`gputop-track -o /dev/stdout -- cmd > log`: the report replaced log, and the command's output in it was
+    lost. The report now follows that output in the file, as `2>&1` would have put it."""
+    log = tmp_path / "log.txt"
+    with open(log, "w") as out:
+        proc = subprocess.run(
+            [PY, "-m", "gputop_tracker", "--headless", "-o", "/dev/stdout", "--", "echo", "from-the-command"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 0, proc.stderr
+    text = log.read_text()
+    assert text.startswith("from-the-command\n") and "gputop-track report" in text
+
+
+def test_sessions_output_dash_is_stdout(tmp_path: Path, store: Path) -> None:
+    assert track("--headless", "--", "true").returncode == 0
+    (session,) = store.glob("*.json")
+    proc = track("sessions", "export", session.stem, "-o", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["meta"]["id"] == session.stem and not (tmp_path / "-").exists()
+
+
 def test_sessions_export_and_events_to_a_fifo_and_symlink(tmp_path: Path, store: Path) -> None:
     assert track("--headless", "--", "true").returncode == 0
     (session,) = store.glob("*.json")

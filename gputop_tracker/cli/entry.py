@@ -357,6 +357,16 @@ def _check_what_to_track(args: argparse.Namespace, command: list[str]) -> None:
         _check_attach(args.attach)
 
 
+def _report_to_stdout(args: argparse.Namespace) -> None:
+    """`-o -`, or `-o` naming the very file our stdout is (`/dev/stdout`, `/proc/self/fd/1`, the file `>` opened):
+    the report goes to stdout as without `-o`, the text report included. Written through its name, a JSON report
+    on stdout would be mixed with the command's own output, and a regular file would be replaced by the report,
+    losing what the command wrote there."""
+    args.report_stdout = bool(args.output) and console.names_stdout(args.output)
+    if args.report_stdout:
+        args.output = None
+
+
 def _check_options(args: argparse.Namespace) -> int | None:
     """Options that go together, and every file the run will write, checked before anything starts; the memory
     limit in bytes (None: none)."""
@@ -383,6 +393,7 @@ def track(args: argparse.Namespace) -> int:
     if args.history:
         return _history(args, command)
     _check_what_to_track(args, command)
+    _report_to_stdout(args)
     mem_limit = _check_options(args)
     job = _job_context(args)
     if command and not command[0]:
@@ -673,7 +684,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
             if usage.session_path:
                 console.say(f"report written to {args.output}; session {usage.session_id}")
         return
-    if args.format == "text":
+    if args.format == "text" and not args.report_stdout:
         console.write_stderr(text)
         return
     try:
