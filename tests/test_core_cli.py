@@ -222,6 +222,28 @@ def test_attach_errors_are_one_line_exit_2() -> None:
         assert "Traceback" not in proc.stderr
 
 
+def test_attach_to_a_thread_id_is_one_line_naming_the_process(tmp_path: Path) -> None:
+    """A process whose second thread prints its TID (as `top -H` shows it), then waits for stdin to close."""
+    code = (
+        "import sys, threading\n"
+        "t = threading.Thread(target=lambda: (print(threading.get_native_id(), flush=True), sys.stdin.read()))\n"
+        "t.start(); t.join()\n"
+    )
+    job = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout is not None
+        tid = int(job.stdout.readline())
+        proc = track("--headless", "--no-save", "--attach", str(tid), timeout=30)
+    finally:
+        assert job.stdin is not None
+        job.stdin.close()
+        job.wait(10)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"gputop-track: error: {tid} is a thread of process {job.pid}, not a process: attach to {job.pid}\n"
+    )
+
+
 @pytest.mark.parametrize(
     "args",
     [
