@@ -537,3 +537,16 @@ def test_the_relay_ledger_counts_what_a_forked_sampler_passed_on() -> None:
     # the second SIGTERM and the SIGINT never reached the command; STOP_SIGNAL was the sampler's own
     assert ledger.unrelayed(RELAYABLE) == [signal.SIGTERM, signal.SIGINT]
     assert ledger.unrelayed(RELAYABLE) == []  # each passed on once
+
+
+@pytest.mark.parametrize(
+    "action", [["sessions", "list"], ["sessions", "job", "5"], ["advise"], ["sessions", "show", "x"]]
+)
+def test_a_store_that_is_a_file_is_one_line_and_exit_2(tmp_path: Path, action: list[str]) -> None:
+    """`advise --store FILE` ended in a traceback; `sessions list` and `sessions job` said `Not a directory`
+    with exit 1, where `sessions show` said it as bad input."""
+    not_a_dir = tmp_path / "store.txt"
+    not_a_dir.write_text("")
+    proc = track(*action, "--store", str(not_a_dir))
+    _one_error_line(proc)
+    assert proc.stderr == f"gputop-track: error: the store {not_a_dir} is not a directory\n"

@@ -345,6 +345,8 @@ def list_entries(store: Path, *, timeline: bool = True) -> list[Entry]:
         files = [p for p in store.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
     except FileNotFoundError:
         return []
+    except NotADirectoryError:  # bad input (`--store FILE`), as `find` says it
+        raise LookupError(f"the store {store} is not a directory") from None
     files.sort(key=lambda p: p.name, reverse=True)
     return [load(p, timeline=timeline) for p in files]
 
