@@ -73,10 +73,22 @@ class Launcher:
             if self.main_pid and self.main_exit is None:
                 try:
                     if not (sig == signal.SIGHUP and self.cfg.new_session and self._hang_up_group()):
-                        os.kill(self.main_pid, sig)
+                        self._send_to_command(sig)
                 except ProcessLookupError:
                     pass
             self.on_relayed(sig)
+
+    def _send_to_command(self, sig: int) -> None:
+        """SIGINT, SIGTERM and SIGHUP go to the command's whole process group where it leads one of its own (batch
+        jobs, pipes, `timeout`): without us, the signal sent to the job's group (or a terminal's Ctrl-C) reaches
+        every process of it. A shell script ends at SIGINT only when the child it waits for gets it too; sent to
+        the script alone, it ran on. SIGUSR1/2 (a checkpoint request), or a command in the terminal's job with
+        us (which got the terminal's signals itself), get it alone."""
+        own_group = self.cfg.process_group == 0 or self.cfg.new_session
+        if sig not in JOB_SIGNALS and own_group and os.getpgid(self.main_pid) == self.main_pid:
+            os.killpg(self.main_pid, sig)
+        else:
+            os.kill(self.main_pid, sig)
 
     def _hang_up_group(self) -> bool:
         """The command's session has no terminal (the live view's): our terminal's hang-up is its job's, which the
