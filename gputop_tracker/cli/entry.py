@@ -623,7 +623,7 @@ class SignalRelay:
             if self.reaped.is_set() or (not self.target and _exited(self.handle.pid)):
                 self.held.append(sig)
             elif self.target:
-                _send(self.target, sig)
+                _send_to_command(self.target, sig)
             else:
                 self.handle.signal(sig)
 
@@ -635,7 +635,7 @@ class SignalRelay:
             self.reaped.clear()
             # sent to the sampler as it died (SIGKILLed, not yet a zombie: nothing tells), never passed on
             for sig in [*self.handle.unrelayed(), *self.held]:
-                _send(pid, sig)
+                _send_to_command(pid, sig)
             self.held.clear()
 
     def leave_terminal_job(self) -> None:
@@ -659,9 +659,14 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def _send(pid: int, sig: int) -> None:
+def _send_to_command(pid: int, sig: int) -> None:
+    """As the sampler passes them on: SIGINT, SIGTERM, SIGHUP to the command's whole process group where it leads
+    one of its own (a shell script ends only when the child it waits for gets the signal too)."""
     try:
-        os.kill(pid, sig)
+        if sig not in JOB_SIGNALS and os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
     except ProcessLookupError:  # gone meanwhile: our wait ends with it
         pass
 
