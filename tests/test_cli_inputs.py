@@ -120,6 +120,48 @@ def test_output_to_a_fifo_is_written_not_replaced(tmp_path: Path) -> None:
     assert json.loads(got[0])["exit_code"] == 0
 
 
+def _finished_session(store: Path) -> bool:
+    for f in store.glob("*.json"):
+        try:
+            return json.loads(f.read_text())["meta"]["status"] != "running"
+        except (OSError, ValueError, KeyError):
+            return False
+    return False
+
+
+def test_output_to_a_fifo_nobody_reads_gives_way_to_ctrl_c(tmp_path: Path, store: Path) -> None:
+    """`-o FIFO` with no reader waits for one, as `>` does; but a Ctrl-C did nothing (the signal thread took it
+    while the main thread sat in open()): only SIGKILL ended it. Now the report goes to stderr, exit code the
+    command's."""
+    fifo = tmp_path / "nobody.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(fifo), "--", "sh", "-c", "exit 3"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _finished_session(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the run is over and saved: the report's open of the FIFO waits for a reader
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, err
+    first, report = err.split("\n", 1)
+    assert first == f"gputop-track: error: cannot write {fifo}: interrupted while waiting for a reader of the FIFO; " \
+        "report follows"  # fmt: skip
+    assert json.loads(report[: report.rindex("}") + 1])["exit_code"] == 3
+
+
 @pytest.mark.parametrize("name", ["-", "/dev/stdout"])
 def test_json_report_to_stdout_by_name_stays_valid_json(tmp_path: Path, name: str) -> None:
     """`-o -` wrote a file named `-`; `-o /dev/stdout` wrote the JSON into the pipe the command's own output

@@ -539,7 +539,8 @@ def _after_the_report(
     cfg: EngineConfig, args: argparse.Namespace, units: Units, usage: ResourceUsage, interrupted: list[int]
 ) -> int:
     """The report written (then a picture, if asked); the exit code: the command's, as a shell would give it."""
-    write_report(usage, args, units)
+    signals_before = len(interrupted)
+    write_report(usage, args, units, give_up=lambda: len(interrupted) > signals_before)
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)
     if args.plot is not None:  # after the report is out: a failed picture costs one line, never the report
@@ -671,9 +672,12 @@ def _send_to_command(pid: int, sig: int) -> None:
         pass
 
 
-def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
+def write_report(
+    usage: object, args: argparse.Namespace, units: Units, give_up: Callable[[], bool] | None = None
+) -> None:
     """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost.
-    A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code."""
+    A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code. `give_up`: a
+    Ctrl-C or SIGTERM came while `-o FIFO` waited for a reader (stderr gets the report then)."""
     from gputop_tracker.core.model.models import ResourceUsage
     from gputop_tracker.core.store.sessions import write_output
 
@@ -681,7 +685,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     text = formats.REPORT.render(args.format, usage, units)
     if args.output:
         try:
-            write_output(Path(args.output), text.encode())
+            write_output(Path(args.output), text.encode(), give_up=give_up)
         except OSError as e:
             console.error(f"cannot write {args.output}: {e.strerror}; report follows", console.EXIT_FAILURE)
             console.write_stderr(text)
