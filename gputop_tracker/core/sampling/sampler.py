@@ -368,14 +368,15 @@ class Engine:
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
-        s.builder.close(alive=TreeStop.alive_at_end(s))
+        alive = TreeStop.alive_at_end(s)  # notes what a stop from the view left running: once
+        s.builder.close(alive=alive)
         self.end.note_survivors(s.builder.note, self._descendants(s), s.builder.start_time)
         if self.stop_mirror is not None:
             self.stop_mirror.release()
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
-        s.builder.accounting_at_end(s.gpu.read_accounting_at_end(list(TreeStop.alive_at_end(s))))
+        s.builder.accounting_at_end(s.gpu.read_accounting_at_end([pid for pid in s.tree.handles if _alive(pid)]))
         self._finish(s.builder)
         s.close()
         return self.launcher.exit_code(default=0)
