@@ -391,3 +391,33 @@ async def test_a_store_path_with_brackets_is_shown_not_parsed(tmp_path: Path) ->
         for n in notes:  # as a toast draws it
             shown = Content.from_markup(n.message) if n.markup else Content(n.message)
             assert n.message == shown.plain
+
+
+async def test_the_output_pane_follows_the_tail_across_a_resize() -> None:
+    """A job printing a line a tenth of a second, the terminal made smaller: the pane stayed on the line it
+    showed then (a shorter pane scrolls further, so its end looked "scrolled back") and never moved again."""
+    src = FakeSource(2, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        n = 0
+        for size in [(40, 12), (60, 15), (80, 24), (200, 20), (50, 60), (40, 12)]:
+            out.write("".join(f"line {n + i}\n" for i in range(30)))
+            n += 30
+            await pilot.pause()
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            out.write(f"line {n}\n")
+            n += 1
+            await pilot.pause()
+            await pilot.pause()
+            last = round(out.scroll_y) + out.size.height - 1
+            assert out.scroll_y == out.max_scroll_y and out.lines[last] == f"line {n - 1}", (size, out.scroll_y)
+        # scrolled back by the user, a resize leaves the text being read where it is
+        out.scroll_to(y=5, animate=False, immediate=True)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        out.write("more\n")
+        await pilot.pause()
+        assert out.scroll_y == 5
