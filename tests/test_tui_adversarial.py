@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from fakesource import FakeSource
 from test_tui import settle
-from textual.widgets import Footer, Static
+from textual.geometry import Region
+from textual.widget import Widget
+from textual.widgets import Footer, Label, Static
 
 from gputop_tracker.core.model.text import clean_output
 from gputop_tracker.tui.live.app import LiveApp
@@ -253,7 +255,7 @@ async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -
     def help_text(app: object) -> str:
         screen = app.screen  # type: ignore[attr-defined]
         assert isinstance(screen, HelpScreen), screen
-        return str(screen.query_one(Static).render())
+        return "\n".join(_screen_text(screen.query_one(Static)))  # as shown
 
     history = HistoryApp(tmp_path / "empty")
     async with history.run_test(size=(80, 24)) as pilot:
@@ -421,3 +423,64 @@ async def test_the_output_pane_follows_the_tail_across_a_resize() -> None:
         out.write("more\n")
         await pilot.pause()
         assert out.scroll_y == 5
+
+
+def _screen_text(widget: Widget) -> list[str]:
+    strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return ["".join(seg.text for seg in strip).rstrip() for strip in strips]
+
+
+@pytest.mark.parametrize("size", [(40, 12), (60, 15), (80, 24)])
+async def test_dialogs_wrap_their_lines_and_stay_on_a_small_terminal(size: tuple[int, int]) -> None:
+    """At 60x15 the quit dialog cut every line at its edge ("SIGTERM to the command and every proc", "the
+    command keeps ru"); at 40x12 its buttons and bottom border were off the screen."""
+    from gputop_tracker.tui.widgets.panels import KillScreen, QuitScreen, SignalScreen
+
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py", "--epochs", "100"], store_dir=Path(src.store))
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        for key, kind in [("q", QuitScreen), ("k", SignalScreen), (None, KillScreen)]:
+            if key is None:
+                app.push_screen(KillScreen(3, 5.0, "PID 4242 (python3 train.py --epochs 100)"))
+            else:
+                await pilot.press(key)
+            await pilot.pause()
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, kind)
+            dialog = screen.query_one(".dialog")
+            assert screen.region.contains_region(dialog.region), (kind.__name__, dialog.region, size)
+            for label in dialog.query(Label).results():
+                assert label.region.right <= dialog.content_region.right, (kind.__name__, str(label.render()), size)
+            await pilot.press("escape")
+            await pilot.pause()
+
+
+async def test_the_help_wraps_beside_its_keys_and_its_keys_scroll_it() -> None:
+    """At 80x24 the help was cut off after "/ f4" with no way to read the rest (no key scrolled it), and its
+    lines, broken by hand for 90 columns, wrapped back to the dialog's left edge between the keys."""
+    from gputop_tracker.tui.widgets.panels import HelpScreen
+
+    src = FakeSource(2, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        dialog = app.screen.query_one("#help-dialog")
+        assert app.screen.region.contains_region(dialog.region)
+        lines = _screen_text(app.screen.query_one(Static))
+        sigkill = next(line for line in lines if "SIGTERM, then" in line)
+        assert sigkill.startswith("  "), lines  # beside the keys "q ctrl+c f10", not under them
+        assert dialog.max_scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert dialog.scroll_y == dialog.max_scroll_y
+        await pilot.press("home")
+        await pilot.pause()
+        assert dialog.scroll_y == 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
