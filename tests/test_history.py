@@ -15,11 +15,12 @@ import pytest
 from rich.text import Text
 from test_history_sessions import fill_store, make_session
 from textual.app import App
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, Static
 
 from gputop_tracker.core.report import render as report
-from gputop_tracker.core.report.listing import Row, compare_rows, filter_rows
+from gputop_tracker.core.report.listing import COLUMNS, Row, compare_rows, filter_rows
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.store.session_files import timeline_csv
 from gputop_tracker.tui.history.screen import (
@@ -614,3 +615,26 @@ async def test_home_and_end_move_the_cursor_in_the_list(store_dir: Path) -> None
         await pilot.press("end")
         await pilot.pause()
         assert table.cursor_row == table.row_count - 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (120, 30)])
+async def test_the_list_tells_sessions_apart_on_an_ordinary_terminal(tmp_path: Path, size: tuple[int, int]) -> None:
+    """Fifty `python3 -c x=bytearray(N)` runs at 80 columns: every command read "python3 -c x=by…" (the
+    command got 16 cells, at 120 columns too), and the table scrolled sideways for the columns past the edge.
+    The least needed columns (host, GPU util, mean CPU; the GPU's peak when no session has one) make room."""
+    for i in range(5):
+        command = ["python3", "-c", f"x = bytearray({i + 1} * 1000000)"]
+        store.save_session(tmp_path, make_session(i, n_gpus=0, command=command))
+    app = HistoryApp(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        assert table.virtual_size.width <= table.size.width, "the list scrolls sideways"
+        strips = table.render_lines(Region(0, 0, table.size.width, table.size.height))
+        shown = "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        for i in range(5):
+            assert f"python3 -c x = bytearray({i + 1}" in shown, shown
+        assert {"start", "command", "duration", "exit", "ram"} <= {str(key.value) for key in table.columns}
+        await pilot.resize_terminal(200, size[1])  # wide enough again: every column is back
+        await pilot.pause()
+        assert [str(key.value) for key in table.columns] == [column.key for column in COLUMNS]

@@ -54,6 +54,8 @@ from gputop_tracker.tui.widgets.panels import HelpScreen
 
 CSS_FILE = "history.tcss"
 NARROW = 100  # columns: under this the list and the detail use their compact layouts
+MIN_COMMAND = 27  # cells of the list's command column (what tells sessions apart) before others leave room
+OPTIONAL = ["host", "gpu_util", "cpu"]  # the list's columns that leave first, in this order, on a narrow terminal
 
 
 class ListCell:
@@ -507,6 +509,7 @@ class HistoryScreen(_HistoryScreenBase):
         self.load_seconds = 0.0
         self._narrow: bool | None = None
         self._built_width = 0  # the width the columns were fitted to: a resize fits them again
+        self._shown_keys: set[str] = set()  # the list's columns on screen (a narrow terminal leaves some out)
         self.group_jobs = True  # the sessions of one SLURM job as one row (g)
         self.expanded: set[str] = set()  # jobs whose group row is open (⏎), by job id
 
@@ -547,12 +550,23 @@ class HistoryScreen(_HistoryScreenBase):
     # -- table
 
     def _columns_for(self, width: int) -> list[tuple[Column, int]]:
-        """Each column with its width: the command gets what the others leave (the start is shorter when narrow)."""
+        """The columns shown, each with its width: the command gets what the others leave (the start is shorter
+        when narrow). Where it would get less than MIN_COMMAND, the columns of OPTIONAL leave first (the GPU's
+        peak too when no session has one): every command read "python3 -c x=by…" at 80 columns, and the table
+        scrolled sideways."""
         narrow = width < NARROW
         widths = {column.key: (14 if column.key == "start" and narrow else column.width) for column in COLUMNS}
-        fixed = sum(width + 2 for key, width in widths.items() if key != "command")
-        widths["command"] = max(16, min(60, width - fixed - 2 - 2))  # its cell padding, the scroll bar
-        return [(column, widths[column.key]) for column in COLUMNS]
+        optional = [*OPTIONAL, *(["gpu"] if not any(row.peak_gpu for row in self.rows) else [])]
+        shown = list(COLUMNS)
+        while True:
+            fixed = sum(widths[column.key] + 2 for column in shown if column.key != "command")
+            room = width - fixed - 2 - 2  # its cell padding, the scroll bar
+            if room >= MIN_COMMAND or not optional:
+                break
+            gone = optional.pop(0)
+            shown = [column for column in shown if column.key != gone]
+        widths["command"] = max(16, min(60, room))
+        return [(column, widths[column.key]) for column in shown]
 
     def _rebuild(self, width: int | None = None) -> None:
         table = self.query_one("#history-table", DataTable)
@@ -561,7 +575,9 @@ class HistoryScreen(_HistoryScreenBase):
         narrow = width < NARROW
         cursor_id = self._cursor_id()
         table.clear(columns=True)
-        for column, column_width in self._columns_for(width):
+        columns = self._columns_for(width)
+        self._shown_keys = {column.key for column, _width in columns}
+        for column, column_width in columns:
             label = column.label
             if column.key == self.sort_key:
                 label += " ▼" if self.sort_reverse else " ▲"
@@ -573,7 +589,10 @@ class HistoryScreen(_HistoryScreenBase):
         self.shown = grouped(rows, self.sort_key, self.sort_reverse, self.expanded, self.group_jobs)
         start_fmt = "%m-%d %H:%M:%S" if narrow else "%Y-%m-%d %H:%M:%S"
         for row in self.shown:
-            table.add_row(*self._cells(row, start_fmt), key=row.id)
+            cells = self._cells(row, start_fmt)
+            table.add_row(
+                *(c for column, c in zip(COLUMNS, cells, strict=True) if column.key in self._shown_keys), key=row.id
+            )
         if cursor_id is not None and cursor_id in table.rows:
             table.move_cursor(row=table.get_row_index(cursor_id), animate=False)
         self._status()
