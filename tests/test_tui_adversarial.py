@@ -484,3 +484,26 @@ async def test_the_help_wraps_beside_its_keys_and_its_keys_scroll_it() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.parametrize(
+    ("size", "gpus"), [((200, 20), 2), ((120, 30), 2), ((120, 40), 2), ((160, 50), 2), ((60, 15), 0), ((80, 24), 2)]
+)
+async def test_the_run_so_far_stays_on_screen_on_a_short_terminal(size: tuple[int, int], gpus: int) -> None:
+    """Wide and short (200x20), or 120x30 with two GPUs: the side panels stood beside a table a few rows high
+    and the run so far (peak RAM, CPU time, GPU memory) was below the screen's edge; at 60x15 the host line
+    wrapped and the summary under it was cut. The charts give way first, and where the panels cannot stand
+    beside the table they stack under it in their compact form."""
+    from gputop_tracker.tui.widgets.panels import SummaryPanel
+
+    src = FakeSource(6, n_gpus=gpus)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.pause()
+        side = app.query_one("#side")
+        summary = app.query_one("#summary", SummaryPanel)
+        assert side.max_scroll_y == 0, f"the side panels are {side.max_scroll_y} rows taller than their room"
+        assert "peak RAM" in str(summary.render())
+        assert side.region.contains_region(summary.region) and summary.region.height > 0
+        check_layout(app, size)
