@@ -394,7 +394,7 @@ def key_grid(rows: list[tuple[Text, Text]]) -> Table:
     of being cut at the dialog's edge or wrapping back under the keys."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True)
-    grid.add_column(ratio=1)
+    grid.add_column()  # measured at its whole length: the dialog is as wide as it may be before this wraps
     for key, what in rows:
         grid.add_row(key, what)
     return grid
