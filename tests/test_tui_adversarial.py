@@ -507,3 +507,33 @@ async def test_the_run_so_far_stays_on_screen_on_a_short_terminal(size: tuple[in
         assert "peak RAM" in str(summary.render())
         assert side.region.contains_region(summary.region) and summary.region.height > 0
         check_layout(app, size)
+
+
+@pytest.mark.parametrize("dialog", ["q", "k"])
+async def test_the_job_ending_while_a_dialog_is_open_closes_it(dialog: str) -> None:
+    """`gputop-track -- sleep 3`, q, and the job ends while the dialog is open: it went on saying "PID … is
+    still running" and offering to stop it; d then only said "waiting for the sampler…" and the view stayed. The
+    signal dialog stayed too: a t there would signal a PID of the ended tree, which may be another process's now."""
+    from gputop_tracker.tui.widgets.panels import QuitScreen, SignalScreen
+
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=["sleep", "3"], store_dir=Path(src.store))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press(dialog)
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen if dialog == "q" else SignalScreen)
+        src._end(exit_code=0)  # the job exits by itself
+        for _ in range(200):
+            if app.final is not None:
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen | SignalScreen), "a dialog about a run that ended"
+        await pilot.press("d", "s")  # the quit dialog's keys, pressed a moment too late, act on nothing
+        await pilot.pause()
+        assert src.signals == [] and src.tree_signals == [] and not src.stopped
+        await pilot.press("q")  # the run is over: q quits at once, with the command's exit code
+        await pilot.pause()
+    assert app.return_code == 0

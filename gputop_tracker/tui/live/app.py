@@ -581,6 +581,7 @@ class LiveApp(App[int]):
         self.query_one("#output", OutputPane).write(event.text)
 
     def _on_finished(self) -> None:
+        self.control.run_ended()
         self._redraw()
         if self.control.quit_choice is not None:
             self.source.close()
