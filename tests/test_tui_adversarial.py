@@ -537,3 +537,25 @@ async def test_the_job_ending_while_a_dialog_is_open_closes_it(dialog: str) -> N
         await pilot.press("q")  # the run is over: q quits at once, with the command's exit code
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_attached_the_header_and_the_quit_dialog_name_the_process() -> None:
+    """`--attach PID`: the header read "attached to 4242" and the quit dialog "PID 4242 is still running",
+    nothing saying what that process is, until it ended."""
+    from fakesource import MAIN_PID
+
+    from gputop_tracker.tui.widgets.panels import QuitScreen
+
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=None, mode="attach", store_dir=Path(src.store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        main = next(p for p in src.samples[-1].processes if p.pid == MAIN_PID)
+        shown = " ".join(main.cmdline)
+        head = str(app.query_one("#header", Static).content)
+        assert f"attached to {MAIN_PID}: {shown}" in head, head
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert shown in str(app.screen.query(Label).first().render())
+        await pilot.press("escape")

@@ -635,7 +635,7 @@ class LiveApp(App[int]):
             str(n),
             *extras,
         )
-        command = self.command or (self.final.command if self.final is not None else [])
+        command = self.shown_command()
         line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
         self.query_one("#header", Panel).show_lines([line1, line2])
 
@@ -668,6 +668,16 @@ class LiveApp(App[int]):
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
         if self.job_panel.display != had_job:  # the request's panel came: the side needs its rows
             self._apply_width(*self.view_size)
+
+    def shown_command(self) -> list[str]:
+        """The command line the header and the dialogs name: the one launched; attached, the process's own (from
+        the samples: "attached to 4242" alone said nothing of what was watched until it ended)."""
+        if self.command:
+            return self.command
+        if self.final is not None:
+            return self.final.command
+        procs = self.latest.processes if self.latest is not None else []
+        return next((p.cmdline or [p.name] for p in procs if p.pid == self.main_pid), [])
 
     def detached_line(self) -> str:
         return detached_text(self.main_pid or (self.final.pid if self.final else None), self.mode, self.output_path)

@@ -90,7 +90,7 @@ class RunControl:
 
     def target_text(self) -> str:
         """The tree's main process as the dialogs name it: PID and command line (cut to a dialog's width)."""
-        command = escape_controls(" ".join(self.app.command))
+        command = escape_controls(" ".join(self.app.shown_command()))
         if len(command) > 60:
             command = command[:59] + "…"
         pid = f"PID {self.app.main_pid}" if self.app.main_pid else ""
