@@ -559,3 +559,33 @@ async def test_attached_the_header_and_the_quit_dialog_name_the_process() -> Non
         assert isinstance(app.screen, QuitScreen)
         assert shown in str(app.screen.query(Label).first().render())
         await pilot.press("escape")
+
+
+async def test_a_terminal_too_small_says_so_and_the_view_comes_back() -> None:
+    """At 20x5 the view drew a few broken borders and the screen scrolled; at 100x6 a table with no row."""
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(20, 5)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        for size in [(20, 5), (100, 6), (39, 30)]:
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            await pilot.pause()
+            note = app.query_one("#too-small", Static)
+            assert note.display and note.region.height > 0
+            text = str(note.render())
+            assert text.startswith(f"Terminal too small ({size[0]}×{size[1]}). q quits."), text
+            assert not any(w.region.height for w in app.query("#header, #main, #charts, #output").results())
+            assert app.screen.max_scroll_y == 0
+        await pilot.resize_terminal(40, 12)  # the smallest the view is drawn at
+        await pilot.pause()
+        await pilot.pause()
+        assert not app.query_one("#too-small").region.height
+        check_layout(app, (40, 12))
+        assert app.query_one("#procs").has_focus
+        await pilot.press("q")
+        await pilot.pause()
+        from gputop_tracker.tui.widgets.panels import QuitScreen
+
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")

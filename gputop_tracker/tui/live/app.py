@@ -21,7 +21,7 @@ from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, Static
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.model.text import escape_controls
@@ -69,6 +69,7 @@ from gputop_tracker.tui.widgets.panels import (
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 NARROW = 100  # columns: below this the panels stack and the table drops a column
+MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of drawing pieces of itself
 # The screen is redrawn from the newest sample at most this often (htop: 1.5 s, nvitop: 2 s): at the default
 # 0.5 s interval every other sample is folded into the next draw (the charts and the summary keep every one),
 # which halves the view's CPU. Keys redraw at once.
@@ -402,6 +403,7 @@ class LiveApp(App[int]):
         prompt = Input(id="prompt")
         prompt.display = False
         yield prompt
+        yield Static(id="too-small")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -423,6 +425,7 @@ class LiveApp(App[int]):
         # during a resize self.size is still the old one: everything drawn from here on uses view_size
         self.view_size = (width, height if height is not None else self.view_size[1] or self.size.height)
         height = self.view_size[1]
+        self._too_small(width, height)
         narrow = width < NARROW or not wide_fits(height, self._side_need(False))
         self.set_class(narrow, "narrow")
         charts_h, output_h, side_h = fit_heights(height, narrow, self._side_need(narrow))
@@ -456,6 +459,20 @@ class LiveApp(App[int]):
     def _job_rows(self) -> int:
         u = self.final or self.progress
         return max(1, len(job_rows(u))) if u is not None else 1
+
+    def _too_small(self, width: int, height: int) -> None:
+        """Under MIN_SIZE the panels are not drawn (at 20x5 they were a few broken borders and a scrolling
+        screen): one plain sentence says why, and what still works."""
+        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        was = self.has_class("too-small")
+        self.set_class(small, "too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"Terminal too small ({width}×{height}). q quits. The command runs on, still sampled; the live "
+                f"view needs at least {MIN_SIZE[0]}×{MIN_SIZE[1]}."
+            )
+        elif was and self.focused is None:
+            self.query_one("#procs").focus()  # hidden, the table lost the focus: arrows move its rows again
 
     # ------------------------------------------------------------------ workers (off the UI thread)
 
