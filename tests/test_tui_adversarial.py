@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -589,3 +590,37 @@ async def test_a_terminal_too_small_says_so_and_the_view_comes_back() -> None:
 
         assert isinstance(app.screen, QuitScreen)
         await pilot.press("escape")
+
+
+def test_a_dumb_terminal_gets_the_headless_report(tmp_path: Path) -> None:
+    """TERM=dumb (Emacs' M-x shell, compile buffers): stdin and stdout are a pty, so the live view started and
+    wrote its escape sequences (alternate screen, cursor moves, mouse reporting) into a terminal that shows
+    them as text, and waited for a q that such a terminal user had no reason to press."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the tool on the pty, as a shell in a dumb terminal runs it
+        env = {**os.environ, "TERM": "dumb", "GPUTOP_TRACKER_STORE": str(tmp_path / "store")}
+        env.pop("COLUMNS", None)
+        env.pop("LINES", None)
+        os.execve(sys.executable, [sys.executable, "-m", "gputop_tracker", "--", "true"], env)
+    out = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the pty
+            break
+        if not chunk:
+            break
+        out += chunk
+        if b"\x1b[?1049h" in out:  # the live view started: it would wait for a q
+            os.kill(pid, signal.SIGTERM)
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert b"\x1b[?1049h" not in out and b"\x1b[?1000h" not in out, out[:300]
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    assert b"session " in out and b" saved: " in out, out  # the headless run's last line
