@@ -638,3 +638,24 @@ async def test_the_list_tells_sessions_apart_on_an_ordinary_terminal(tmp_path: P
         await pilot.resize_terminal(200, size[1])  # wide enough again: every column is back
         await pilot.pause()
         assert [str(key.value) for key in table.columns] == [column.key for column in COLUMNS]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+async def test_compare_opens_at_its_top_on_a_short_terminal(store_dir: Path, size: tuple[int, int]) -> None:
+    """At 80x24 the compare screen opened scrolled down: A's command line, the one that says which run A is,
+    was above the screen's edge."""
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=size) as pilot:
+        await _ready(pilot)
+        await pilot.press("down", "space", "space", "c")
+        await pilot.pause()
+        await pilot.pause()
+        cmp = app.screen
+        assert isinstance(cmp, CompareScreen)
+        heads = cmp.query(".history-title").results()
+        assert all(cmp.region.contains_region(h.region) for h in heads), [h.region for h in heads]
+        assert cmp.scroll_y == 0
+        await pilot.press("x")  # swapped, it opens at its top again
+        await pilot.pause()
+        await pilot.pause()
+        assert cmp.scroll_y == 0

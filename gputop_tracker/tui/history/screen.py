@@ -347,6 +347,8 @@ class CompareScreen(_HistoryScreenBase):
                 )
         yield Footer()
 
+    AUTO_FOCUS = ""  # none: focused in `_fill`, without the scroll that hid A's command line (below)
+
     def on_mount(self) -> None:
         self._fill()
 
@@ -373,6 +375,10 @@ class CompareScreen(_HistoryScreenBase):
                 Text(verdict, style=style),
                 key=label,
             )
+        # Taller than a short terminal (80x24), the screen scrolled to show the focused table whole, and A's
+        # command line (which run is A) went above the edge: it stays at its top; the charts are a scroll away.
+        self.set_focus(table, scroll_visible=False)
+        self.scroll_home(animate=False, immediate=True)
 
     def action_swap(self) -> None:
         self.a, self.b = self.b, self.a
