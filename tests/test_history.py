@@ -659,3 +659,23 @@ async def test_compare_opens_at_its_top_on_a_short_terminal(store_dir: Path, siz
         await pilot.pause()
         await pilot.pause()
         assert cmp.scroll_y == 0
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20), (160, 40)])
+async def test_a_long_command_leaves_the_start_and_the_id_in_the_title(tmp_path: Path, size: tuple[int, int]) -> None:
+    """A command of 30 long arguments filled the detail's two title lines: its start, host and id were cut off
+    with no sign that anything was."""
+    command = ["python3", "train_forever.py", *(f"--flag{i}={'v' * 20}" for i in range(30))]
+    session = make_session(1, command=command)
+    store.save_session(tmp_path, session)
+    app = HistoryApp(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await _ready(pilot)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, SessionDetailScreen)
+        title = app.screen.query_one(".history-title")
+        strips = title.render_lines(Region(0, 0, title.region.width, title.region.height))  # padding included
+        shown = "".join("".join(seg.text for seg in strip) for strip in strips)
+        assert session["meta"]["id"] in shown and "train_forever.py --flag0=" in shown and "…" in shown, shown

@@ -147,7 +147,7 @@ class SessionDetailScreen(_HistoryScreenBase):
             yield Static(Text(f"session {self.entry.id} is unreadable: {self.entry.error}", style="red"))
             yield Footer()
             return
-        yield Static(_title(session), classes="history-title")
+        yield TitleLine(session)
         yield Static(headline(session), classes="history-headline")
         if (job := job_headline(session.summary)) is not None:  # a cluster job: how much of its request it used
             yield Static(job, classes="history-headline", id="history-job")
@@ -299,14 +299,27 @@ def headline(session: Session) -> Text:
     return text
 
 
-def _title(session: Session) -> Text:
-    meta = session.meta
-    text = Text(overflow="fold")  # the command in full: it may take two lines
-    text.append(escape_controls(" ".join(meta.command)) or "-", style="bold")
-    when = local_time(meta.start_time, "%Y-%m-%d %H:%M:%S") if meta.start_time else "-"
-    text.append(f"  {when} on {meta.host or '?'}  ", style="dim")
-    text.append(meta.id, style="dim")
-    return text
+class TitleLine(Static):
+    """A session's command, start, host and id in at most two lines: a command too long for them is cut (…) so
+    the start, host and id stay on screen (a 30-argument command left only its first arguments)."""
+
+    def __init__(self, session: Session, prefix: Text | None = None) -> None:
+        super().__init__(classes="history-title")
+        self.prefix = prefix or Text()
+        self.command = escape_controls(" ".join(session.meta.command)) or "-"
+        meta = session.meta
+        when = local_time(meta.start_time, "%Y-%m-%d %H:%M:%S") if meta.start_time else "-"
+        self.suffix = Text.assemble((f"  {when} on {meta.host or '?'}  ", "dim"), (meta.id, "dim"))
+
+    def render(self) -> Text:
+        width = max(self.content_size.width, 1)
+        room = 2 * width - self.prefix.cell_len - self.suffix.cell_len
+        command = self.command if len(self.command) <= room else self.command[: max(room - 1, 1)] + "…"
+        text = Text.assemble(self.prefix, (command, "bold"), self.suffix)
+        if len(text.wrap(self.app.console, width)) <= 2:
+            return text
+        # broken at the width, not between words: a word wrap needs a third line the title does not have
+        return Text("\n").join(text.divide(range(width, len(text), width)))
 
 
 class CompareScreen(_HistoryScreenBase):
@@ -330,8 +343,8 @@ class CompareScreen(_HistoryScreenBase):
             yield Footer()
             return
         with Vertical(classes="history-compare-heads"):
-            yield Static(Text("A  ", style="bold cyan") + _title(sa), classes="history-title")
-            yield Static(Text("B  ", style="bold magenta") + _title(sb), classes="history-title")
+            yield TitleLine(sa, Text("A  ", style="bold cyan"))
+            yield TitleLine(sb, Text("B  ", style="bold magenta"))
         yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
         xa, ca = timeline_series(sa)
         xb, cb = timeline_series(sb)
