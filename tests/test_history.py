@@ -679,3 +679,23 @@ async def test_a_long_command_leaves_the_start_and_the_id_in_the_title(tmp_path:
         strips = title.render_lines(Region(0, 0, title.region.width, title.region.height))  # padding included
         shown = "".join("".join(seg.text for seg in strip) for strip in strips)
         assert session["meta"]["id"] in shown and "train_forever.py --flag0=" in shown and "…" in shown, shown
+
+
+@pytest.mark.parametrize("key", ["d", "e"])
+async def test_the_delete_and_export_dialogs_wrap_on_a_narrow_terminal(store_dir: Path, key: str) -> None:
+    """At 60x15 the delete dialog cut its lines at its edge, "this cannot be undone" included, and the export
+    dialog its help ("Path (ending in .csv: timeline as CSV; otherwise")."""
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _ready(pilot)
+        await pilot.press("down", "down", key)
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen if key == "d" else ExportScreen)
+        dialog = app.screen.query_one(".history-dialog")
+        for label in dialog.query(Label).results():
+            assert label.region.right <= dialog.content_region.right, (str(label.render()), label.region)
+        if key == "d":
+            shown = "".join(str(label.render()) for label in dialog.query(Label).results())
+            assert "cannot be undone" in shown
+        await pilot.press("escape")
