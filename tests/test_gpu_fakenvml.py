@@ -406,19 +406,20 @@ def test_backend_gpm_metrics_where_supported(nvml: tuple[Any, FakeNvml]) -> None
 def test_backend_processes_and_process_utilization_last_seen(nvml: tuple[Any, FakeNvml]) -> None:
     _, cfg = nvml
     me = os.getpid()
-    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB}, {"dev": 0, "pid": me, "mem": 24 * MiB, "graphics": 1}]
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB}, {"dev": 1, "pid": me, "mem": 24 * MiB, "graphics": 1}]
     cfg.procutils = [{"dev": 0, "pid": me, "sm": 77, "mem": 5}]
     cfg.write()
     b = backend()
     try:
-        r = b.read([me])[0]
-        assert r.processes == {me: 1024 * MiB}  # compute + graphics
+        r, r1 = b.read([me])
+        assert r.processes == {me: 1000 * MiB}
+        assert r1.processes == {me: 24 * MiB}  # the graphics list is read too
         assert r.process_sm_util == {me: 77.0}
         assert r.process_memory_util == {me: 5.0}
         b._procs_due = 0.0
         again = b.read([me])[0]
         assert again.process_sm_util == {}  # nothing newer than the kept timestamp (NOT_FOUND)
-        assert again.processes == {me: 1024 * MiB}
+        assert again.processes == {me: 1000 * MiB}
         time.sleep(0.01)
         cfg.procutils = [{"dev": 0, "pid": me, "sm": 12, "mem": 1}]
         cfg.write()
@@ -527,6 +528,43 @@ def test_mig_devices_have_their_own_memory_and_instance_ids(nvml: tuple[Any, Fak
         assert chosen == {"MIG-aaaa-1"} and not problems
         chosen, _ = resolve_gpu_selection(readings, "2")  # indices name physical GPUs only
         assert chosen == set()
+    finally:
+        b.close()
+
+
+def test_process_in_both_lists_counts_once(nvml: tuple[Any, FakeNvml]) -> None:
+    """A process with a compute and a graphics context (nvidia-smi's C+G) is in both lists with its whole figure:
+    summed, the tree's "lower bound" would be twice the truth."""
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB, "graphics": 2}, {"dev": 0, "pid": 1, "mem": MiB}]
+    cfg.write()
+    b = backend()
+    try:
+        b.start_watch(50)
+        assert b.read([me])[0].processes == {me: 1000 * MiB, 1: MiB}
+        b.stop_watch()
+        b.watcher = None
+        b._procs_due = 0.0
+        assert b.read([me])[0].processes == {me: 1000 * MiB, 1: MiB}
+    finally:
+        b.close()
+
+
+def test_memory_not_available_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNvml]) -> None:
+    """usedGpuMemory = NVML_VALUE_NOT_AVAILABLE (MIG, some containers, WDDM): the process is on the GPU, its
+    figure unknown; the report says so for that GPU (only for the tree's processes)."""
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": "NA"}, {"dev": 1, "pid": me, "mem": 3000 * MiB},
+                     {"dev": 1, "pid": 1, "mem": "NA"}]  # fmt: skip
+    cfg.write()
+    b = backend()
+    try:
+        r0, r1 = b.read([me])
+        assert r0.processes == {me: 0} and r1.processes[me] == 3000 * MiB
+        lines = [p for p in b.problems if "N/A" in p]
+        assert len(lines) == 1 and lines[0].startswith("GPU 0:") and "lower bound" in lines[0], b.problems
     finally:
         b.close()
 

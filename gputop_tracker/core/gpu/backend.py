@@ -346,6 +346,7 @@ class _Device(OpenedDevice):
     accounting: bool | None = None
     accounting_peaks: dict[int, int] = field(default_factory=dict)
     minor: int | None = None  # N of /dev/nvidiaN (the parent's for a MIG device)
+    no_figure: frozenset[int] = frozenset()  # listed pids whose usedGpuMemory NVML gives as not available
 
 
 class NvmlBackend(GpuBackend):
@@ -496,6 +497,7 @@ class NvmlBackend(GpuBackend):
                 self.problems.add(f"GPU {dev.index} ({dev.uuid}) fell off the bus (NVML: GPU is lost)")
             except Exception as e:  # never let one device stop the tracking of the others
                 self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
+        self._note_no_figure(pids)
         # pairing (containers) and accounting at the slow pace, and at once when the watcher saw new host PIDs
         if self._new_unmapped() or slow:
             self._extras.after_processes(out, pids)
@@ -504,6 +506,18 @@ class NvmlBackend(GpuBackend):
             self.process_query_s = cost
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
         return out
+
+    def _note_no_figure(self, pids: Sequence[int]) -> None:
+        """A note for each GPU where NVML lists a tracked process without its memory: counted as 0 there, so the
+        tree's figures on that GPU are lower bounds, never a silent zero. (On the sampler's thread: the watcher
+        only hands over the set.)"""
+        for dev in self._devices:
+            if dev.no_figure and not dev.no_figure.isdisjoint(pids):
+                self.problems.add(
+                    f"GPU {dev.index}: NVML gives no memory figure (N/A) for a tracked process there (as under MIG, "
+                    "in some containers, on WDDM): it counts as 0, so GPU memory of the tree on that GPU is a lower "
+                    "bound, and that process's own figure there is missing"
+                )
 
     def _new_unmapped(self) -> bool:
         """True when the process lists hold host PIDs (containers) other than at the last look."""
@@ -642,29 +656,34 @@ class NvmlBackend(GpuBackend):
             return
         procs: dict[int, int] = {}
         instances: dict[int, tuple[int, int]] = {}
-        unattributed = 0
         unmapped = False
         attributed: set[int] = set()
         unmapped_hosts: dict[int, int] = {}  # filled here, then handed over whole (the watcher's thread reads lists)
+        no_figure: set[int] = set()
         for fn in self._process_lists:
             for p in self._get(fn, dev.handle) or ():
                 used = getattr(p, "usedGpuMemory", None)
-                used = int(used) if used else 0  # None: not available (MIG on the parent, WDDM)
                 pid = self._pids(int(p.pid))
+                if used is None and pid is not None:  # not available (MIG on the parent, some containers, WDDM)
+                    no_figure.add(pid)
+                used = int(used) if used else 0
+                # A process with a compute and a graphics context is in both lists, each time with its whole
+                # figure (nvidia-smi shows it once, as C+G): the larger, never the sum, which could exceed the truth.
                 if pid is None:
                     unmapped = True
-                    unattributed += used
-                    unmapped_hosts[int(p.pid)] = unmapped_hosts.get(int(p.pid), 0) + used
+                    unmapped_hosts[int(p.pid)] = max(unmapped_hosts.get(int(p.pid), 0), used)
                     continue
                 if self._pids.is_paired(int(p.pid)):
                     attributed.add(pid)
-                procs[pid] = procs.get(pid, 0) + used
+                procs[pid] = max(procs.get(pid, 0), used)
                 gi = getattr(p, "gpuInstanceId", 0xFFFFFFFF)
                 ci = getattr(p, "computeInstanceId", 0xFFFFFFFF)
                 if gi != 0xFFFFFFFF:
                     instances[pid] = (int(gi), int(ci))
         dev.procs, dev.instances, dev.attributed = procs, instances, frozenset(attributed)
         dev.unmapped = unmapped_hosts
+        dev.no_figure = frozenset(no_figure)
+        unattributed = sum(unmapped_hosts.values())
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
 
     def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
