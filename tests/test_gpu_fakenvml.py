@@ -250,6 +250,26 @@ def test_job_given_one_of_two_gpus_efficiency_over_that_one(
     assert f"job's GPUs    {GPU1}" in shown.stdout, shown.stdout + shown.stderr
 
 
+@pytest.mark.parametrize(("flag", "counted"), [([], [True, False]), (["--gpus", "0,7,1"], [True, True])])
+def test_invalid_entry_of_cuda_visible_devices_hides_the_rest(
+    tmp_path: Path, fake_lib: Path, fake: FakeNvml, flag: list[str], counted: list[bool]
+) -> None:
+    """CUDA sees only the devices before an entry that names none: `0,7,1` on two GPUs is GPU 0 alone, and GPU 1
+    (another job's, perhaps) is not counted; `--gpus 0,7,1` is the user's own list: the bad item is skipped."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}
+    env["CUDA_VISIBLE_DEVICES"] = "0,7,1"
+    out = tmp_path / "r.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(out), "--interval", "0.1",
+         *flag, "--", "sleep", "0.3"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert [g["counted"] for g in rep["gpus"]] == counted
+    assert any("'7' matches no GPU" in n for n in rep["notes"]), rep["notes"]
+
+
 def test_short_uuid_and_gpus_flag(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
     """--gpus takes the short UUID form CUDA_VISIBLE_DEVICES takes, and wins over the variable."""
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}

@@ -127,3 +127,34 @@ def test_amd_selection_reads_rocm_variables(monkeypatch: pytest.MonkeyPatch) -> 
         none.reason == "every GPU: no --gpus and no ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES"
     )
     assert gpuselect.variables_for("nvidia") == ("CUDA_VISIBLE_DEVICES",)
+
+
+def eight_gpus() -> list[GpuReading]:
+    return [GpuReading(index=i, uuid=f"GPU-{i:08x}-1111-4000-8000-{i:012d}", name="H100") for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "runtime", "chosen"),
+    [
+        ("0,9,1", {0}, {0, 1}),  # CUDA: "only the devices whose index precedes the invalid index are visible"
+        ("2,foo,1", {2}, {1, 2}),
+        ("GPU-0000,3", set(), {3}),  # a short UUID that names two GPUs is no GPU for CUDA
+        ("3,GPU-00000005", {3, 5}, {3, 5}),
+        ("", set(), set()),
+        ("-1", set(), set()),
+        ("1,-1,2", {1}, {1}),
+    ],
+)
+def test_an_invalid_entry_hides_the_rest_from_the_job_not_from_gpus_flag(
+    spec: str, runtime: set[int], chosen: set[int]
+) -> None:
+    gpus = eight_gpus()
+    got, _ = resolve_gpu_selection(gpus, spec, as_runtime=True)
+    assert got == {gpus[i].uuid for i in runtime}
+    got, _ = resolve_gpu_selection(gpus, spec)
+    assert got == {gpus[i].uuid for i in chosen}
+
+
+def test_the_note_says_what_the_invalid_entry_hid() -> None:
+    _, problems = resolve_gpu_selection(eight_gpus(), "0,9,1, 2", as_runtime=True)
+    assert problems == ["'9' matches no GPU: the job's GPU runtime sees no GPU from there on (1,2 not counted)"]

@@ -871,8 +871,14 @@ def _nvml_reason_by_name(name: str, message: str) -> str:
     return reasons.get(name, f"NVML: {message}")
 
 
-def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+def resolve_gpu_selection(
+    readings: Sequence[GpuReading], spec: str, *, as_runtime: bool = False
+) -> tuple[set[str], list[str]]:
     """UUIDs chosen by a CUDA_VISIBLE_DEVICES-style list: indices, full or short UUIDs, MIG UUIDs.
+
+    `as_runtime`: the list is the variable the job's runtime reads, so it is read as CUDA (and ROCm) read it: an
+    entry that names no GPU (or several) hides it and every entry after it (`0,9,1` on 8 GPUs is GPU 0 alone).
+    Otherwise (`--gpus`, a scheduler's list) such an entry is skipped and the others kept.
 
     Returns (uuids, problems). NVML orders GPUs by PCI bus, not as CUDA does, so indices are taken as
     NVML indices of physical GPUs (MIG devices are chosen by UUID only); everything is resolved to a UUID.
@@ -880,18 +886,21 @@ def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[se
     what the one before it left, as ROCr and HIP do: an index is a position in that list.
     """
     if "=" in spec:
-        return _resolve_layers(readings, spec)
-    picked, problems = _pick(spec, readings, by_position=False)
+        return _resolve_layers(readings, spec, as_runtime)
+    picked, problems = _pick(spec, readings, by_position=False, stop=as_runtime)
     return {r.uuid for r in picked}, problems
 
 
-def _pick(value: str, pool: Sequence[GpuReading], *, by_position: bool) -> tuple[list[GpuReading], list[str]]:
+def _pick(
+    value: str, pool: Sequence[GpuReading], *, by_position: bool, stop: bool = False
+) -> tuple[list[GpuReading], list[str]]:
     """The GPUs of `pool` a comma-separated list names, in the list's order, and the items that name none or
     several. An index is a position in `pool` (by_position) or an NVML index of a physical GPU; other items are
-    full or short UUIDs. A negative index ends the list, as in CUDA."""
+    full or short UUIDs. A negative index ends the list, as in CUDA; so does any bad item when `stop`."""
     picked: list[GpuReading] = []
     problems: list[str] = []
-    for raw in value.split(","):
+    items = value.split(",")
+    for n, raw in enumerate(items):
         item = raw.strip()
         if not item:
             continue
@@ -909,8 +918,16 @@ def _pick(value: str, pool: Sequence[GpuReading], *, by_position: bool) -> tuple
         if len(found) == 1:
             if found[0] not in picked:
                 picked.append(found[0])
-        else:
-            problems.append(f"{item!r} matches {'no' if not found else 'more than one'} GPU")
+            continue
+        problem = f"{item!r} matches {'no' if not found else 'more than one'} GPU"
+        rest = ",".join(x.strip() for x in items[n + 1 :] if x.strip())
+        if stop:
+            problems.append(
+                f"{problem}: the job's GPU runtime sees no GPU from there on"
+                + (f" ({rest} not counted)" if rest else "")
+            )
+            break
+        problems.append(problem)
     return picked, problems
 
 
@@ -927,11 +944,11 @@ def _match_id(readings: Sequence[GpuReading], item: str) -> list[str]:
     return match
 
 
-def _resolve_layers(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+def _resolve_layers(readings: Sequence[GpuReading], spec: str, stop: bool) -> tuple[set[str], list[str]]:
     pool = sorted((r for r in readings if r.mig_parent is None), key=lambda r: r.index)
     problems: list[str] = []
     for layer in spec.split(";"):
         name, _, value = layer.strip().partition("=")
-        pool, missed = _pick(value, pool, by_position=True)
+        pool, missed = _pick(value, pool, by_position=True, stop=stop)
         problems += [f"{name}: {p}" for p in missed]
     return {r.uuid for r in pool}, problems
