@@ -109,6 +109,24 @@ def test_energy_power_temperature_and_tree_sm_peak() -> None:
     assert samples[0].gpus[0].tree_sm_util == 20.0
 
 
+def test_energy_of_a_gpu_read_once_is_unknown_not_zero() -> None:
+    """GPU 1 is lost after the first energy reading (the counter is read at most every 5 s): one reading measures
+    nothing, so its energy is absent, not 0 J, and the total says it leaves GPU 1 out."""
+    steps = [
+        [g(0, energy_mj=1_000_000, power_w=100.0), g(1, energy_mj=7_000_000, power_w=400.0)],
+        [g(0, power_w=100.0), g(1, lost=True)],
+        [g(0, power_w=100.0), g(1, lost=True)],
+    ]
+    b = builder()
+    run(b, script(steps), 3)
+    b.final_gpu_energy({0: 1_300_000})  # the lost GPU gives no reading at the end
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.gpus[0].energy_j == pytest.approx(300.0)
+    assert u.gpus[1].energy_j is None
+    assert u.gpu_energy_j == pytest.approx(300.0)
+    assert any(n.startswith("gpu_energy_j leaves out GPU 1 ") and "lower bound" in n for n in u.notes), u.notes
+
+
 def test_gpm_metrics_absent_not_zero_where_unsupported() -> None:
     steps = [
         [g(0, sm_activity=40.0, sm_occupancy=10.0, tensor_activity=5.0, dram_bandwidth=30.0), g(1)],

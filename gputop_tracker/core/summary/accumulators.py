@@ -401,6 +401,7 @@ class GpuStats:
         "counted",
         "energy_first",
         "energy_last",
+        "energy_reads",
         "first",
         "gpm",
         "lost",
@@ -426,6 +427,7 @@ class GpuStats:
         self.lost = False
         self.energy_first: int | None = None
         self.energy_last: int | None = None
+        self.energy_reads = 0
         self.tree_sm_peak: float | None = None
         self.peak_unattributed: int | None = None
         self.gpm: dict[str, PercentStats] = {}  # present only where the GPU has GPM (absent, not zero, elsewhere)
@@ -447,6 +449,7 @@ class GpuStats:
             if self.energy_first is None:
                 self.energy_first = g.energy_mj
             self.energy_last = g.energy_mj
+            self.energy_reads += 1
         if tree_sm is not None:
             self.tree_sm_peak = max(self.tree_sm_peak or 0.0, tree_sm)
         if g.unattributed_memory is not None:
@@ -462,6 +465,12 @@ class GpuStats:
         if self.energy_first is None or self.energy_last is None:
             return None
         return (self.energy_last - self.energy_first) / 1000.0
+
+    @property
+    def energy_measured_j(self) -> float | None:
+        """The energy of the run for its report: None, not 0, where the counter was read only once (a GPU lost
+        before its second reading, a counter that stopped answering): one reading measures nothing."""
+        return self.energy_j if self.energy_reads > 1 else None
 
 
 # --------------------------------------------------------------------------- alert levels

@@ -232,6 +232,7 @@ class SummaryBuilder:
             st = self.gpus.get(index)
             if st is not None and st.energy_first is not None and mj >= st.energy_first:
                 st.energy_last = mj
+                st.energy_reads += 1
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
         """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
@@ -696,7 +697,8 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     leaks = leak_suspects(b)
     notes += _notes(b, leaks)
     counted = [st for st in b.gpus.values() if st.counted]
-    energy = [e for st in counted if (e := st.energy_j) is not None]
+    energy = [e for st in counted if (e := st.energy_measured_j) is not None]
+    notes += _energy_gaps(counted)
     wall = max(b.end_time - b.start_time, 1e-9)
     out = _sources(b, sources)
     return {
@@ -724,6 +726,17 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "notes": notes,
         **_run_facts(b),
     }
+
+
+def _energy_gaps(counted: list[GpuStats]) -> list[str]:
+    """A note when the energy total leaves out counted GPUs that measured none: it is then a lower bound."""
+    missing = [str(st.first.index) for st in counted if st.energy_measured_j is None]
+    if not missing or len(missing) == len(counted):
+        return []
+    return [
+        f"gpu_energy_j leaves out GPU {', '.join(missing)} (no energy counter, or lost before its second reading): "
+        "it is a lower bound"
+    ]
 
 
 def _unseen_main_label(b: SummaryBuilder) -> str:
@@ -897,7 +910,7 @@ def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
                 "mean_power_w": st.power.mean,
                 "max_power_w": st.power.max if st.power.n else None,
                 "max_temperature_c": st.max_temp,
-                "energy_j": st.energy_j,
+                "energy_j": st.energy_measured_j,
                 "tree_peak_sm_utilization": st.tree_sm_peak,
                 "peak_unattributed_memory": st.peak_unattributed,
                 "accounting": b.gpu_accounting.modes.get(idx),
