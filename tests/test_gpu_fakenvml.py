@@ -583,6 +583,7 @@ def test_memory_not_available_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNv
     try:
         r0, r1 = b.read([me])
         assert r0.processes == {me: 0} and r1.processes[me] == 3000 * MiB
+        assert r0.no_figure == {me} and r1.no_figure == {1}
         lines = [p for p in b.problems if "N/A" in p]
         assert len(lines) == 1 and lines[0].startswith("GPU 0:") and "lower bound" in lines[0], b.problems
     finally:

@@ -75,6 +75,8 @@ class GpuReading:
     accounting_peaks: dict[int, int] = field(default_factory=dict)
     #: pids in `processes` whose host PID was paired with them by elimination (a container)
     attributed_pids: frozenset[int] = frozenset()
+    #: pids in `processes` (as 0) that NVML lists with no memory figure (N/A: MIG, some containers, WDDM)
+    no_figure: frozenset[int] = frozenset()
 
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
@@ -566,6 +568,7 @@ class NvmlBackend(GpuBackend):
         r.process_instances = dev.instances
         r.unattributed_memory = dev.unattributed
         r.attributed_pids = dev.attributed
+        r.no_figure = dev.no_figure
         r.accounting = dev.accounting
         r.accounting_peaks = dev.accounting_peaks
 
