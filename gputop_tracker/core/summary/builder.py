@@ -33,6 +33,7 @@ from gputop_tracker.core.summary.accumulators import (
 )
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
+from gputop_tracker.core.summary.gpulate import LateJoiners
 from gputop_tracker.core.summary.gpupeaks import SAMPLED as GPU_SAMPLED
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
 from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
@@ -218,6 +219,7 @@ class SummaryBuilder:
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
         self._tree_peaks: TreePeaks | None = None  # this sample's, from the GPU memory watcher
+        self._late_gpu = LateJoiners()  # watcher reads of PIDs not yet known as the tree's
         #: how per-process GPU memory was read (the backend's label: the watcher's rate), for `sources`
         self.gpu_memory_source: Callable[[], str] | None = None
 
@@ -354,6 +356,8 @@ class SummaryBuilder:
         self._tree_peaks = peaks = _watched_peaks(gpus, self.main_pid, self.procs)
         if peaks is not None:  # the highs of the reads since the last sample, each summed at one read
             tree.main_gpu, tree.desc_gpu, tree.gpu_combined = peaks.main, peaks.descendants, peaks.combined
+            self.credit_late_gpu_memory()
+            self._late_gpu.keep(next((g.window for g in gpus if g.window is not None), None), self.procs)
         mem_total, mem_used, host_cpu = host
         self._add_tree(now, tree, mem_total, mem_used, host_cpu)
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
@@ -482,6 +486,25 @@ class SummaryBuilder:
         self.cpu["descendants"].add(t.desc_cpu)
         self.cpu["combined"].add(t.main_cpu + t.desc_cpu)
         self.cpu["system"].add(host_cpu * self.system_core_count)
+
+    def credit_late_gpu_memory(self) -> None:
+        """Processes that joined the tree after the watcher saw them on a GPU (a child that lived between two
+        samples): their reads are summed again, so their memory counts in the tree's peaks and their own."""
+        late = self._late_gpu.joined(self.main_pid, self.procs)
+        if late is None:
+            return
+        peaks, own = late
+        self.maxima.update(
+            {"gpu_main": peaks.main, "gpu_descendants": peaks.descendants, "gpu_combined": peaks.combined}
+        )
+        for index, used in peaks.per_device.items():
+            st = self.gpus.get(index)
+            if st is not None and used > st.tree_peak:
+                st.tree_peak = used
+        for pid, used in own.items():
+            p = self.procs.get(pid)
+            if p is not None and used > p.peak_gpu:
+                p.peak_gpu = used
 
     def _add_gpus(
         self, now: float, gpus: Sequence[GpuReading], out_gpus: list[dict[str, Any]] | None
@@ -686,6 +709,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
     add_unseen(b, ProcessStats.unseen)
+    b.credit_late_gpu_memory()  # a process that joined the tree after the last sample
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
     notes = list(b.notes)
