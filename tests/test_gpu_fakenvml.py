@@ -590,6 +590,26 @@ def test_memory_not_available_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNv
         b.close()
 
 
+def test_a_gpu_without_process_lists_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNvml]) -> None:
+    """An old GPU (or a driver that refuses) answers NOT_SUPPORTED to both running-process queries: the tree's
+    memory there is unknown, and the report says so for that GPU only."""
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 100 * MiB}, {"dev": 1, "pid": me, "mem": 3000 * MiB}]
+    cfg.errors = [
+        {"fn": f"nvmlDeviceGet{kind}RunningProcesses_v3", "dev": 1, "code": 3} for kind in ("Compute", "Graphics")
+    ]
+    cfg.write()
+    b = backend()
+    try:
+        r0, r1 = b.read([me])
+        assert r0.processes == {me: 100 * MiB} and r1.processes == {}
+        lines = [p for p in b.problems if "no list of the processes" in p]
+        assert len(lines) == 1 and lines[0].startswith("GPU 1:") and "lower bound" in lines[0], b.problems
+    finally:
+        b.close()
+
+
 def test_container_pids_unmapped_are_reported_unattributed(nvml: tuple[Any, FakeNvml]) -> None:
     from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
 

@@ -349,6 +349,7 @@ class _Device(OpenedDevice):
     accounting_peaks: dict[int, int] = field(default_factory=dict)
     minor: int | None = None  # N of /dev/nvidiaN (the parent's for a MIG device)
     no_figure: frozenset[int] = frozenset()  # listed pids whose usedGpuMemory NVML gives as not available
+    no_list: bool = False  # neither process list answered at the last read (not supported, no permission)
 
 
 class NvmlBackend(GpuBackend):
@@ -510,10 +511,16 @@ class NvmlBackend(GpuBackend):
         return out
 
     def _note_no_figure(self, pids: Sequence[int]) -> None:
-        """A note for each GPU where NVML lists a tracked process without its memory: counted as 0 there, so the
-        tree's figures on that GPU are lower bounds, never a silent zero. (On the sampler's thread: the watcher
-        only hands over the set.)"""
+        """A note for each GPU with no process list, and each where NVML lists a tracked process without its memory:
+        counted as 0 there, so the tree's figures on that GPU are lower bounds, never a silent zero. (On the
+        sampler's thread: the watcher only hands over what it read.)"""
         for dev in self._devices:
+            if dev.no_list and not dev.lost:
+                self.problems.add(
+                    f"GPU {dev.index}: NVML gives no list of the processes on it (not supported on this GPU or "
+                    "driver, or not permitted): GPU memory of the tree there is unknown, counted as 0 (a lower "
+                    "bound); the GPU's memory used is its whole figure, every process's"
+                )
             if dev.no_figure and not dev.no_figure.isdisjoint(pids):
                 self.problems.add(
                     f"GPU {dev.index}: NVML gives no memory figure (N/A) for a tracked process there (as under MIG, "
@@ -663,8 +670,11 @@ class NvmlBackend(GpuBackend):
         attributed: set[int] = set()
         unmapped_hosts: dict[int, int] = {}  # filled here, then handed over whole (the watcher's thread reads lists)
         no_figure: set[int] = set()
+        answered = False
         for fn in self._process_lists:
-            for p in self._get(fn, dev.handle) or ():
+            listed = self._get(fn, dev.handle)
+            answered = answered or listed is not None
+            for p in listed or ():
                 used = getattr(p, "usedGpuMemory", None)
                 pid = self._pids(int(p.pid))
                 if used is None and pid is not None:  # not available (MIG on the parent, some containers, WDDM)
@@ -686,6 +696,7 @@ class NvmlBackend(GpuBackend):
         dev.procs, dev.instances, dev.attributed = procs, instances, frozenset(attributed)
         dev.unmapped = unmapped_hosts
         dev.no_figure = frozenset(no_figure)
+        dev.no_list = not answered
         unattributed = sum(unmapped_hosts.values())
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
 
