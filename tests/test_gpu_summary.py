@@ -125,6 +125,7 @@ def test_energy_of_a_gpu_read_once_is_unknown_not_zero() -> None:
     assert u.gpus[1].energy_j is None
     assert u.gpu_energy_j == pytest.approx(300.0)
     assert any(n.startswith("gpu_energy_j leaves out GPU 1 ") and "lower bound" in n for n in u.notes), u.notes
+    assert "300.0 J = 0.0833 Wh (lower bound: no reading of GPU 1, first to last reading)" in to_text(u, Units())
 
 
 def test_gpm_metrics_absent_not_zero_where_unsupported() -> None:
