@@ -62,6 +62,27 @@ def test_the_first_process_on_a_gpu_settles_it(environ: dict[int, str]) -> None:
     assert not sel.observe([reading(4, "late")], gpu(3))
 
 
+def test_the_first_on_a_gpu_without_the_variable_sees_every_gpu(
+    environ: dict[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPU-only helper started with CUDA_VISIBLE_DEVICES="" (to keep it off the GPUs) moves the choice to none;
+    then main, which never set the variable, is the first on a GPU: it sees every GPU, and every GPU counts."""
+    readable = {1: True, 5: False}
+    monkeypatch.setattr(gpuselect, "environ_readable", lambda pid: readable[pid], raising=False)
+    sel = GpuSelection(None, {}, "ours")
+    environ[2] = ""
+    sel.observe([reading(1, "train"), reading(2, "tokenizer")], gpu())
+    assert sel.spec == ""
+    assert sel.observe([reading(1, "train"), reading(2, "tokenizer")], gpu(1))
+    assert sel.spec is None and sel.settled
+    assert sel.reason == "every GPU: process 1 (train), the first on a GPU, has no CUDA_VISIBLE_DEVICES"
+    # an environment we cannot read says nothing: the choice stays
+    other = GpuSelection(None, {}, "ours")
+    environ[6] = "0"
+    other.observe([reading(6, "y"), reading(5, "x")], gpu(5))
+    assert other.spec == "0"
+
+
 def test_gpus_flag_is_fixed(environ: dict[int, str]) -> None:
     environ[1] = "1"
     sel = GpuSelection("0", {}, "ours")
