@@ -590,6 +590,19 @@ def test_memory_not_available_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNv
         b.close()
 
 
+def test_the_label_says_which_gpus_the_watcher_does_not_read(nvml: tuple[Any, FakeNvml]) -> None:
+    """`--gpus 0` while the job also holds memory on GPU 1: the watcher reads GPU 0 at 50 Hz, GPU 1 once a second;
+    the figures' label must not promise 50 Hz for GPU 1."""
+    b = backend()
+    try:
+        b.start_watch(50)
+        assert "not counted" not in b.memory_source()
+        b.set_counted({GPU0})
+        assert b.memory_source().endswith("; GPU 1 (not counted): at most every 1 s")
+    finally:
+        b.close()
+
+
 def test_a_gpu_without_process_lists_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNvml]) -> None:
     """An old GPU (or a driver that refuses) answers NOT_SUPPORTED to both running-process queries: the tree's
     memory there is unknown, and the report says so for that GPU only."""

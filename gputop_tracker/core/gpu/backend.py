@@ -658,7 +658,12 @@ class NvmlBackend(GpuBackend):
     def memory_source(self) -> str:
         if self.watcher is None:
             return f"sampled (NVML running processes, at most every {self.PROCESS_PERIOD:g} s)"
-        return self.watcher.label("NVML running processes")
+        label = self.watcher.label("NVML running processes")
+        # the watcher reads the counted GPUs only: a figure may come from another one, read at the slow pace
+        slow = [str(d.index) for d in self._devices if d.index not in self._watched and not d.mig_enabled]
+        if slow:
+            label += f"; GPU {', '.join(slow)} (not counted): at most every {self.PROCESS_PERIOD:g} s"
+        return label
 
     def _read_processes(self, dev: _Device, r: GpuReading | None) -> None:
         if dev.mig_enabled:  # the parent lists MIG processes without memory: read them on the MIG devices
