@@ -128,6 +128,21 @@ def test_energy_of_a_gpu_read_once_is_unknown_not_zero() -> None:
     assert "300.0 J = 0.0833 Wh (lower bound: no reading of GPU 1, first to last reading)" in to_text(u, Units())
 
 
+def test_a_counted_gpu_without_utilization_is_noted() -> None:
+    """CUDA_VISIBLE_DEVICES=MIG-…: the counted device is a MIG instance, whose utilization NVML does not give; the
+    sums say 0%, and the notes say that is no measurement."""
+    steps = [[g(0, utilization_gpu=80.0), g(1, mig_parent=0, uuid="MIG-a")]] * 2
+    b = builder()
+    b.select_gpus({"MIG-a"}, "CUDA_VISIBLE_DEVICES=MIG-a")
+    run(b, script(steps), 2)
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.gpu_utilization.gpu_percentages.max_sum_percent == 0.0
+    assert any(n.startswith("GPU utilization: NVML gives none for counted GPU 1 (") for n in u.notes), u.notes
+    b = builder()
+    run(b, script([[g(0, utilization_gpu=80.0)]] * 2), 2)
+    assert not any(n.startswith("GPU utilization:") for n in ResourceUsage.model_validate(b.summary()).notes)
+
+
 def test_gpm_metrics_absent_not_zero_where_unsupported() -> None:
     steps = [
         [g(0, sm_activity=40.0, sm_occupancy=10.0, tensor_activity=5.0, dram_bandwidth=30.0), g(1)],

@@ -722,7 +722,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     notes += _notes(b, leaks)
     counted = [st for st in b.gpus.values() if st.counted]
     energy = [e for st in counted if (e := st.energy_measured_j) is not None]
-    notes += _energy_gaps(counted)
+    notes += _gpu_gaps(counted)
     wall = max(b.end_time - b.start_time, 1e-9)
     out = _sources(b, sources)
     return {
@@ -752,15 +752,23 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     }
 
 
-def _energy_gaps(counted: list[GpuStats]) -> list[str]:
-    """A note when the energy total leaves out counted GPUs that measured none: it is then a lower bound."""
+def _gpu_gaps(counted: list[GpuStats]) -> list[str]:
+    """Notes for counted GPUs whose figures the totals cannot hold: no energy measured (the energy total is then a
+    lower bound), no utilization ever (a MIG instance, or not supported: the sums count 0% for it)."""
+    notes = []
     missing = [str(st.first.index) for st in counted if st.energy_measured_j is None]
-    if not missing or len(missing) == len(counted):
-        return []
-    return [
-        f"gpu_energy_j leaves out GPU {', '.join(missing)} (no energy counter, or lost before its second reading): "
-        "it is a lower bound"
-    ]
+    if missing and len(missing) < len(counted):
+        notes.append(
+            f"gpu_energy_j leaves out GPU {', '.join(missing)} (no energy counter, or lost before its second "
+            "reading): it is a lower bound"
+        )
+    silent = [str(st.first.index) for st in counted if not st.util.n]
+    if silent:
+        notes.append(
+            f"GPU utilization: NVML gives none for counted GPU {', '.join(silent)} (a MIG instance, or not "
+            "supported): gpu_utilization counts 0% for it, so it is not what that GPU did"
+        )
+    return notes
 
 
 def _unseen_main_label(b: SummaryBuilder) -> str:
