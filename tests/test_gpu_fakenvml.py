@@ -518,6 +518,11 @@ def test_init_failure_gives_a_note(nvml: tuple[Any, FakeNvml]) -> None:
     b = open_backend()
     assert isinstance(b, NoGpuBackend)
     assert b.note == "no NVIDIA GPU found (no permission to use NVML)"
+    cfg.errors = [{"fn": "nvmlInitWithFlags", "dev": -1, "code": pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH}]
+    cfg.write()
+    b = open_backend()
+    assert isinstance(b, NoGpuBackend)
+    assert b.note is not None and "driver was updated and the machine not rebooted" in b.note
 
 
 def test_mig_devices_have_their_own_memory_and_instance_ids(nvml: tuple[Any, FakeNvml]) -> None:

@@ -886,6 +886,9 @@ def _nvml_reason_by_name(name: str, message: str) -> str:
         "LibraryNotFound": "NVIDIA driver library libnvidia-ml.so.1 not found",
         "DriverNotLoaded": "NVIDIA driver not loaded",
         "NoPermission": "no permission to use NVML",
+        # nvidia-smi's "Driver/library version mismatch": the driver was updated and the old module is still loaded
+        "LibRmVersionMismatch": "the NVIDIA kernel driver and libnvidia-ml.so.1 versions differ: the driver was "
+        "updated and the machine not rebooted (or the module not reloaded)",
     }
     return reasons.get(name, f"NVML: {message}")
 
