@@ -128,6 +128,18 @@ def test_energy_of_a_gpu_read_once_is_unknown_not_zero() -> None:
     assert "300.0 J = 0.0833 Wh (lower bound: no reading of GPU 1, first to last reading)" in to_text(u, Units())
 
 
+def test_an_energy_counter_that_goes_back_was_reset_never_a_negative_energy() -> None:
+    """The counter counts since the driver loaded: a GPU reset mid-run starts it again from 0. The energy before
+    the reset is kept and the new count added."""
+    steps = [[g(0, energy_mj=9_000_000)], [g(0, energy_mj=9_400_000)], [g(0, energy_mj=100_000)]]
+    b = builder()
+    run(b, script(steps), 3)
+    b.final_gpu_energy({0: 300_000})
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.gpus[0].energy_j == pytest.approx(400.0 + 300.0)  # 400 J before, 300 J counted since the reset
+    assert u.gpu_energy_j == pytest.approx(700.0)
+
+
 def test_a_counted_gpu_without_utilization_is_noted() -> None:
     """CUDA_VISIBLE_DEVICES=MIG-…: the counted device is a MIG instance, whose utilization NVML does not give; the
     sums say 0%, and the notes say that is no measurement."""

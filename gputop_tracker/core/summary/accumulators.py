@@ -446,10 +446,7 @@ class GpuStats:
         if g.temperature_c is not None:
             self.max_temp = max(self.max_temp or g.temperature_c, g.temperature_c)
         if g.energy_mj is not None:
-            if self.energy_first is None:
-                self.energy_first = g.energy_mj
-            self.energy_last = g.energy_mj
-            self.energy_reads += 1
+            self.add_energy(g.energy_mj)
         if tree_sm is not None:
             self.tree_sm_peak = max(self.tree_sm_peak or 0.0, tree_sm)
         if g.unattributed_memory is not None:
@@ -458,6 +455,17 @@ class GpuStats:
             v = getattr(g, name)
             if v is not None:
                 self.gpm.setdefault(name, PercentStats()).add(v)
+
+    def add_energy(self, mj: int) -> None:
+        """One reading of the energy counter (mJ since the driver loaded). A counter that went back was reset (the
+        driver reloaded, the GPU reset) and counts from 0 since: what was counted before is kept and the new count
+        added (the energy between the last reading and the reset is lost: a lower bound), never a negative energy."""
+        if self.energy_first is None or self.energy_last is None:
+            self.energy_first = mj
+        elif mj < self.energy_last:
+            self.energy_first = -(self.energy_last - self.energy_first)
+        self.energy_last = mj
+        self.energy_reads += 1
 
     @property
     def energy_j(self) -> float | None:

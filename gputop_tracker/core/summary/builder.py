@@ -232,9 +232,8 @@ class SummaryBuilder:
         """Each GPU's energy counter read once more at the end (mJ): energy is read seldom, the end counts."""
         for index, mj in energy_mj.items():
             st = self.gpus.get(index)
-            if st is not None and st.energy_first is not None and mj >= st.energy_first:
-                st.energy_last = mj
-                st.energy_reads += 1
+            if st is not None and st.energy_first is not None:
+                st.add_energy(mj)
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
         """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
