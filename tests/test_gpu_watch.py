@@ -527,6 +527,30 @@ def test_process_lists_longer_than_the_first_buffer_are_read_whole(
     assert calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 1
 
 
+def test_the_machines_gpu_memory_is_summed_at_one_read_never_highs_of_different_moments() -> None:
+    """GPU 0 peaks at one read, GPU 1 at another: max_gpu_ram.system is the highest sum at one read (a MIG
+    device's memory, its parent's, is not added again); a GPU the watcher does not read adds its sample."""
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+
+    w = watcher()
+    w.summed = {0, 1}
+    w.record(1.00, {0: {}, 1: {}, 2: {}}, {0: 10 * GiB, 1: 1 * GiB, 2: 5 * GiB})  # 2: a MIG device of GPU 0
+    w.record(1.02, {0: {}, 1: {}, 2: {}}, {0: 1 * GiB, 1: 12 * GiB, 2: 1 * GiB})
+    win = w.take()
+    assert win.used_max == {0: 10 * GiB, 1: 12 * GiB, 2: 5 * GiB}
+    gpus = [
+        GpuReading(index=i, uuid=f"GPU-{i}", name="x", memory_used=win.used_max[i], window=win, mig_parent=parent)
+        for i, parent in ((0, None), (1, None), (2, 0))
+    ]
+    gpus.append(GpuReading(index=3, uuid="GPU-3", name="x", memory_used=3 * GiB))  # not read by the watcher
+    b = SummaryBuilder(main_pid=100, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    b.add(1.05, [], gpus, (16 << 30, 8 << 30, 0.1))
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.max_gpu_ram.system == (1 + 12 + 3) * GiB  # not 10 + 12 + 3
+
+
 def test_a_child_known_only_after_its_gpu_reads_is_counted_and_a_reused_pid_is_not_credited() -> None:
     """Between two samples a child allocates 4 GiB and exits; the sample after its reads does not know it yet (it
     joins the tree when it is reaped): its memory still counts, summed at one read with main's. PID 999 was

@@ -633,6 +633,7 @@ class NvmlBackend(GpuBackend):
             return
         self._watched = self._to_watch()
         self.watcher = GpuWatcher(self._watch_pass, hz)
+        self.watcher.summed = {d.index for d in self._devices if d.mig_parent is None}  # MIG memory is the parent's
         self.watcher.poll_once()  # the first sample already has a read
         self.watcher.start()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
-from gputop_tracker.core.gpu.watch import TreePeaks
+from gputop_tracker.core.gpu.watch import TreePeaks, Window
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
@@ -510,7 +510,6 @@ class SummaryBuilder:
     ) -> list[tuple[GpuReading, int]]:
         procs = self.procs
         peaks = self._tree_peaks
-        used_sum = 0
         util_sum = 0.0
         per_gpu: list[tuple[GpuReading, int]] = []
         self._pending_gpus = []
@@ -536,8 +535,6 @@ class SummaryBuilder:
             st.update(g, tree_mem, tree_sm)
             if g.memory_used is not None and st.total:
                 self.alerts.check_gpu(now, g.index, g.memory_used, st.total)
-            if g.memory_used is not None and g.mig_parent is None:  # a MIG device's memory is its parent's
-                used_sum += g.memory_used
             if g.utilization_gpu is not None and st.counted:
                 util_sum += g.utilization_gpu
             per_gpu.append((g, tree_mem))
@@ -546,7 +543,7 @@ class SummaryBuilder:
                 out_gpus.append(_gpu_sample(g, st, tree_mem, tree_sm, self.simulated_gpus))
         if gpus:
             self.gpu_capacity = sum(st.total or 0 for st in self.gpus.values())
-            self.maxima.update({"gpu_system": used_sum})
+            self.maxima.update({"gpu_system": _system_gpu_memory(gpus)})
             self.gpu_util.add(util_sum)
         return per_gpu
 
@@ -1122,6 +1119,21 @@ def _gpu_memory_by_pid(gpus: Sequence[GpuReading]) -> dict[int, dict[str, int]]:
         for pid, used in g.processes.items():
             out.setdefault(pid, {})[g.uuid] = used
     return out
+
+
+def _system_gpu_memory(gpus: Sequence[GpuReading]) -> int:
+    """Memory used of every physical GPU (a MIG device's is its parent's): the GPUs the watcher reads summed at one
+    of its reads, never per-GPU highs of different moments added up; the others as the sample read them."""
+    used = 0
+    window: Window | None = None
+    for g in gpus:
+        if g.window is not None and g.window.used_sum_max is not None:
+            window = g.window
+        elif g.memory_used is not None and g.mig_parent is None:
+            used += g.memory_used
+    if window is not None and window.used_sum_max is not None:
+        used += window.used_sum_max
+    return used
 
 
 def _watched_peaks(gpus: Sequence[GpuReading], main_pid: int, tree: dict[int, Any]) -> TreePeaks | None:
