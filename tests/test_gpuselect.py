@@ -179,3 +179,16 @@ def test_an_invalid_entry_hides_the_rest_from_the_job_not_from_gpus_flag(
 def test_the_note_says_what_the_invalid_entry_hid() -> None:
     _, problems = resolve_gpu_selection(eight_gpus(), "0,9,1, 2", as_runtime=True)
     assert problems == ["'9' matches no GPU: the job's GPU runtime sees no GPU from there on (1,2 not counted)"]
+
+
+def test_indices_on_a_machine_with_different_models_carry_a_caveat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An RTX 4090 beside a T400 for the display: CUDA's index 0 is the fastest, NVML's the first on the bus."""
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    gpus = [GpuReading(index=0, uuid="GPU-a", name="NVIDIA T400"), GpuReading(index=1, uuid="GPU-b", name="RTX 4090")]
+    _, problems = resolve_gpu_selection(gpus, "0", as_runtime=True, cuda_order=True)
+    assert len(problems) == 1 and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in problems[0]
+    assert resolve_gpu_selection(gpus, "0")[1] == []  # a scheduler's indices are not CUDA's
+    assert resolve_gpu_selection(gpus, "GPU-b", cuda_order=True)[1] == []  # a UUID is one GPU for sure
+    assert resolve_gpu_selection(eight_gpus(), "0", cuda_order=True)[1] == []  # one model: both orders agree
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert resolve_gpu_selection(gpus, "0", cuda_order=True)[1] == []

@@ -895,13 +895,14 @@ def _nvml_reason_by_name(name: str, message: str) -> str:
 
 
 def resolve_gpu_selection(
-    readings: Sequence[GpuReading], spec: str, *, as_runtime: bool = False
+    readings: Sequence[GpuReading], spec: str, *, as_runtime: bool = False, cuda_order: bool = False
 ) -> tuple[set[str], list[str]]:
     """UUIDs chosen by a CUDA_VISIBLE_DEVICES-style list: indices, full or short UUIDs, MIG UUIDs.
 
     `as_runtime`: the list is the variable the job's runtime reads, so it is read as CUDA (and ROCm) read it: an
     entry that names no GPU (or several) hides it and every entry after it (`0,9,1` on 8 GPUs is GPU 0 alone).
-    Otherwise (`--gpus`, a scheduler's list) such an entry is skipped and the others kept.
+    Otherwise (`--gpus`, a scheduler's list) such an entry is skipped and the others kept. `cuda_order`: the
+    indices are meant as CUDA's (a user's list, the job's variable; not a scheduler's): say where they may differ.
 
     Returns (uuids, problems). NVML orders GPUs by PCI bus, not as CUDA does, so indices are taken as
     NVML indices of physical GPUs (MIG devices are chosen by UUID only); everything is resolved to a UUID.
@@ -911,7 +912,20 @@ def resolve_gpu_selection(
     if "=" in spec:
         return _resolve_layers(readings, spec, as_runtime)
     picked, problems = _pick(spec, readings, by_position=False, stop=as_runtime)
-    return {r.uuid for r in picked}, problems
+    return {r.uuid for r in picked}, problems + (_order_caveat(readings, spec) if cuda_order else [])
+
+
+def _order_caveat(readings: Sequence[GpuReading], spec: str) -> list[str]:
+    """Indices are NVML's (PCI bus order); CUDA numbers the fastest GPU first unless CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    The two agree where every GPU is the same model; elsewhere an index may name another GPU than the job's."""
+    models = {r.name for r in readings if r.mig_parent is None}
+    has_index = any(x.strip().lstrip("-").isdigit() for x in spec.split(","))
+    if len(models) < 2 or not has_index or os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
+        return []
+    return [
+        "indices are taken in PCI bus order (NVML's); with different GPU models here CUDA numbers the fastest first "
+        "unless CUDA_DEVICE_ORDER=PCI_BUS_ID, so an index may be another GPU for the job (UUIDs name one for sure)"
+    ]
 
 
 def _pick(
