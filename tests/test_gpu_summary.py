@@ -151,7 +151,7 @@ def test_a_counted_gpu_without_utilization_is_noted() -> None:
     assert u.gpu_utilization.gpu_percentages.max_sum_percent == 0.0
     assert any(n.startswith("GPU utilization: NVML gives none for counted GPU 1 (") for n in u.notes), u.notes
     b = builder()
-    run(b, script([[g(0, utilization_gpu=80.0)]] * 2), 2)
+    run(b, script([[g(0, utilization_gpu=80.0), g(1, lost=True)]] * 2), 2)  # a lost GPU has a note of its own
     assert not any(n.startswith("GPU utilization:") for n in ResourceUsage.model_validate(b.summary()).notes)
 
 

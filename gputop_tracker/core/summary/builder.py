@@ -758,7 +758,7 @@ def _gpu_gaps(counted: list[GpuStats]) -> list[str]:
             f"gpu_energy_j leaves out GPU {', '.join(missing)} (no energy counter, or lost before its second "
             "reading): it is a lower bound"
         )
-    silent = [str(st.first.index) for st in counted if not st.util.n]
+    silent = [str(st.first.index) for st in counted if not st.util.n and not st.lost]  # lost: its own note
     if silent:
         notes.append(
             f"GPU utilization: NVML gives none for counted GPU {', '.join(silent)} (a MIG instance, or not "
