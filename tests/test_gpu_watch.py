@@ -527,6 +527,33 @@ def test_process_lists_longer_than_the_first_buffer_are_read_whole(
     assert calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 1
 
 
+def test_a_process_on_two_gpus_is_summed_at_one_read() -> None:
+    """Pipeline parallel: one process peaks on GPU 0 at one read, on GPU 1 at another. Its own peak is the highest
+    sum at one read (11 GiB), as main's is; 10 + 10 GiB was never held and would be no lower bound."""
+    from types import SimpleNamespace
+
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+
+    r = Reading()
+    r.handle = SimpleNamespace(pid=100, ppid=1, name="p", cmdline=["p"])  # type: ignore[assignment]
+    r.rss = r.private = r.pss = r.hwm = 10 * MiB
+    r.threads = 1
+    w = watcher()
+    w.record(1.0, {0: {100: 10 * GiB}, 1: {100: 1 * GiB}}, {0: 0, 1: 0})
+    w.record(1.1, {0: {100: 1 * GiB}, 1: {100: 10 * GiB}}, {0: 0, 1: 0})
+    win = w.take()
+    gpus = [GpuReading(index=i, uuid=f"GPU-{i}", name="x", processes=win.procs_max[i], window=win) for i in (0, 1)]
+    gpus.append(GpuReading(index=2, uuid="GPU-2", name="x", processes={100: 2 * GiB}))  # not watched: its sample
+    b = SummaryBuilder(main_pid=100, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    b.add(1.2, [r], gpus, (16 << 30, 8 << 30, 0.1))
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.max_gpu_ram.main == 13 * GiB
+    assert [p.peak_gpu_memory for p in u.processes] == [13 * GiB]
+
+
 def test_the_machines_gpu_memory_is_summed_at_one_read_never_highs_of_different_moments() -> None:
     """GPU 0 peaks at one read, GPU 1 at another: max_gpu_ram.system is the highest sum at one read (a MIG
     device's memory, its parent's, is not added again); a GPU the watcher does not read adds its sample."""

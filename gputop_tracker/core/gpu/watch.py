@@ -60,6 +60,21 @@ class Window:
     #: the highest memory used of the physical GPUs read (`GpuWatcher.summed`), summed at one read; None: no read
     used_sum_max: int | None = None
 
+    def process_peaks(self, devices: Container[int] | None = None) -> dict[int, int]:
+        """Each process's highest GPU memory over the window, summed over `devices` (None: all) at one read: a
+        process on two GPUs whose highs fell at different reads never gets their sum."""
+        out: dict[int, int] = {}
+        for s in self.seen:
+            at: dict[int, int] = {}
+            for dev, procs in s.procs.items():
+                if devices is None or dev in devices:
+                    for pid, used in procs.items():
+                        at[pid] = at.get(pid, 0) + used
+            for pid, used in at.items():
+                if used > out.get(pid, 0):
+                    out[pid] = used
+        return out
+
     def tree_peaks(
         self,
         main_pid: int,

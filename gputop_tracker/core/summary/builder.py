@@ -219,6 +219,7 @@ class SummaryBuilder:
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
         self._tree_peaks: TreePeaks | None = None  # this sample's, from the GPU memory watcher
+        self._gpu_sums: dict[int, int] = {}  # this sample's: pid -> its GPU memory over its GPUs (at one read)
         self._late_gpu = LateJoiners()  # watcher reads of PIDs not yet known as the tree's
         #: how per-process GPU memory was read (the backend's label: the watcher's rate), for `sources`
         self.gpu_memory_source: Callable[[], str] | None = None
@@ -351,6 +352,7 @@ class SummaryBuilder:
         if gpus:
             self.gpu_accounting.observe(gpus)
         out_procs: list[dict[str, Any]] | None = [] if want_sample else None
+        self._gpu_sums = _gpu_sums_by_pid(gpus, gpu_by_pid)
         tree = self._add_processes(now, readings, gpu_by_pid, gpus, out_procs)
         self._tree_peaks = peaks = _watched_peaks(gpus, self.main_pid, self.procs)
         if peaks is not None:  # the highs of the reads since the last sample, each summed at one read
@@ -392,6 +394,7 @@ class SummaryBuilder:
         live = self.ledger.live
         attached_start = self.mode == "attach" and self.n_samples == 1
         sm_by_pid = _sm_by_pid(gpus) if out_procs is not None else {}
+        gpu_sums = self._gpu_sums
         rec_procs: list[tuple[Any, ...]] | None = [] if self.recorder is not None else None
         live_user = live_system = d_cpu = 0.0
         d_pss = d_private = d_shared = d_max_rss = d_threads = d_gpu = 0
@@ -405,7 +408,7 @@ class SummaryBuilder:
             if p is None:
                 p = procs[pid] = self._new_process(r, pid == main_pid, now, attached_start)
             gmem = gpu_by_pid.get(pid) if gpu_by_pid else None
-            gsum = sum(gmem.values()) if gmem else 0
+            gsum = gpu_sums.get(pid, 0) if gmem else 0
             p.update(r, now, gsum)
             rss = r.rss
             if rss >= p.next_rss_event or gsum >= p.next_gpu_event:
@@ -1111,6 +1114,21 @@ def _tree_sample(t: TreeFigures, n_processes: int, cpu_seconds: float) -> dict[s
         "gpu_memory": t.gpu,
         "n_processes": n_processes,
     }
+
+
+def _gpu_sums_by_pid(gpus: Sequence[GpuReading], by_pid: dict[int, dict[str, int]]) -> dict[int, int]:
+    """Each process's GPU memory over its GPUs: on the GPUs the watcher reads, the highest sum at one of its reads
+    (never per-GPU highs of different moments added up), plus what the other GPUs held at the sample."""
+    window = next((g.window for g in gpus if g.window is not None), None)
+    if window is None:
+        return {pid: sum(on.values()) for pid, on in by_pid.items()}
+    watched = {g.index for g in gpus if g.window is not None}
+    out = window.process_peaks(watched)
+    for g in gpus:
+        if g.window is None:
+            for pid, used in g.processes.items():
+                out[pid] = out.get(pid, 0) + used
+    return out
 
 
 def _gpu_memory_by_pid(gpus: Sequence[GpuReading]) -> dict[int, dict[str, int]]:
