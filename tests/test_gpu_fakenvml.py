@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, build, device, loaded_in_process
 
+from gputop_tracker.core.report.advise import advise
+from gputop_tracker.core.summary import efficiency
+
 GPU0 = "GPU-0a0a0a0a-1111-4000-8000-000000000000"
 GPU1 = "GPU-1b1b1b1b-2222-4000-8000-000000000001"
 
@@ -690,3 +693,28 @@ def test_in_a_pid_namespace_host_pids_are_unattributed_not_zero(tmp_path: Path, 
     assert gpus[GPU0]["peak_unattributed_memory"] == 1000 * MiB
     assert gpus[GPU1]["peak_unattributed_memory"] == (3000 + 777) * MiB
     assert any("PID namespace" in n and "unattributed" in n for n in rep["notes"])
+
+
+def test_a_job_whose_gpu_memory_nvml_does_not_give_is_advised_a_gpu(
+    tmp_path: Path, fake_lib: Path, fake: FakeNvml
+) -> None:
+    """Under MIG or in some containers NVML lists the job's processes with usedGpuMemory N/A: its GPU memory
+    counts 0. `advise` took 0 for 'no GPU used' and told the user to request none (the job would then fail).
+    The report now says the tree was on the GPU with no figure, and the advice keeps the GPU."""
+    run = Run(tmp_path, fake_lib, fake)
+    main, _child = run.pids()
+    fake.processes = [{"dev": 0, "pid": main, "mem": "NA"}, {"dev": 1, "pid": 1, "mem": 777 * MiB}]
+    fake.write()
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert gpus[GPU0]["tree_used"] is True and gpus[GPU0]["tree_memory_unknown"] is True
+    assert gpus[GPU1]["tree_used"] is False and gpus[GPU1]["tree_memory_unknown"] is False  # pid 1 is not ours
+    assert rep["max_gpu_ram"]["combined"] == 0
+    a = advise([rep])
+    assert a["gpus"] == 1 and "#SBATCH --gres=gpu:1" in a["sbatch"], a
+    assert not any("request none" in n or "MIG slice would do" in n for n in a["notes"]), a["notes"]
+    assert any("floor" in n for n in a["notes"]) and a["basis"]["gpu_memory"].endswith("a lower bound")
+    eff = efficiency.fractions(rep, {"gpus": 1})
+    assert not any("did not use the GPU" in n for n in efficiency.notes(rep, {"gpus": 1}, eff))

@@ -410,8 +410,10 @@ class GpuStats:
         "peak_used",
         "power",
         "total",
+        "tree_memory_unknown",
         "tree_peak",
         "tree_sm_peak",
+        "tree_used",
         "util",
     )
 
@@ -421,6 +423,8 @@ class GpuStats:
         self.counted = counted
         self.peak_used: int | None = None
         self.tree_peak = 0
+        self.tree_used = False  # a tracked process was listed on it (holding memory, or with no figure)
+        self.tree_memory_unknown = False  # ... one of them with no figure (N/A): tree_peak is a lower bound
         self.util = PercentStats()
         self.power = PercentStats()
         self.max_temp: float | None = None
@@ -437,6 +441,7 @@ class GpuStats:
         self.lost = self.lost or g.lost
         if tree_memory > self.tree_peak:
             self.tree_peak = tree_memory
+            self.tree_used = True
         if g.memory_used is not None:
             self.peak_used = max(self.peak_used or 0, g.memory_used)
         if g.utilization_gpu is not None:

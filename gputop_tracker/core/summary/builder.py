@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -503,6 +503,7 @@ class SummaryBuilder:
             st = self.gpus.get(index)
             if st is not None and used > st.tree_peak:
                 st.tree_peak = used
+                st.tree_used = True
         for pid, used in own.items():
             p = self.procs.get(pid)
             if p is not None and used > p.peak_gpu:
@@ -536,6 +537,8 @@ class SummaryBuilder:
                 tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
             tree_sm = max((u for pid, u in g.process_sm_util.items() if pid in procs), default=None)
             st.update(g, tree_mem, tree_sm)
+            if not st.tree_used or (g.no_figure and not st.tree_memory_unknown):
+                _note_tree_use(st, g, procs)
             if g.memory_used is not None and st.total:
                 self.alerts.check_gpu(now, g.index, g.memory_used, st.total)
             if g.utilization_gpu is not None and st.counted:
@@ -916,6 +919,15 @@ def _cpu_time(b: SummaryBuilder, wall: float) -> dict[str, Any]:
     }
 
 
+def _note_tree_use(st: GpuStats, g: GpuReading, procs: Mapping[int, Any]) -> None:
+    """Whether the tree was on this GPU at all: a process NVML lists with no memory figure (N/A: MIG, some
+    containers) uses the GPU though its memory counts 0 (the GPU's tree figure is then a lower bound)."""
+    if any(pid in procs for pid in g.processes):
+        st.tree_used = True
+    if any(pid in procs for pid in g.no_figure):
+        st.tree_memory_unknown = True
+
+
 def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
     gpus = []
     for idx, st in sorted(b.gpus.items()):
@@ -928,6 +940,8 @@ def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
                 "memory_total": st.total,
                 "peak_memory_used": st.peak_used,
                 "tree_peak_memory": st.tree_peak,
+                "tree_used": st.tree_used,
+                "tree_memory_unknown": st.tree_memory_unknown,
                 "mean_utilization": st.util.mean,
                 "max_utilization": st.util.max if st.util.n else None,
                 "counted": st.counted,
