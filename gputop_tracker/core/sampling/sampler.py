@@ -575,7 +575,7 @@ def _select_gpus(builder: SummaryBuilder, gpus: list[Any], selection: GpuSelecti
     if selection.spec is None:
         builder.select_gpus(None, selection.reason)
         return
-    chosen, problems = resolve_gpu_selection(gpus, selection.spec)
+    chosen, problems = resolve_gpu_selection(gpus, selection.spec, as_runtime=not selection.fixed, cuda_order=True)
     builder.select_gpus(chosen, selection.reason)
     for p in problems:
         builder.note(f"GPU selection: {p}")
