@@ -626,8 +626,9 @@ class TreeStop:
             except OSError:
                 pass
         name = signal.Signals(sig).name
-        self.sent.append(f"{name} to {reached}")
-        s.builder.events.add("stop", time.time(), f"{name} sent to {reached} processes of the tree", pid=self.pgid)
+        processes = f"{reached} process{'es' if reached != 1 else ''}"
+        self.sent.append(f"{name} to {processes}")
+        s.builder.events.add("stop", time.time(), f"{name} sent to {processes} of the tree", pid=self.pgid)
 
     @staticmethod
     def draining(s: _Sampling) -> bool:
@@ -649,7 +650,7 @@ class TreeStop:
 
     def report(self, alive: set[int]) -> str:
         """The note the session keeps: what was sent, and what survived it."""
-        text = f"stopped from the live view: {', then '.join(self.sent)} processes of the tree"
+        text = f"stopped from the live view: {', then '.join(self.sent)} of the tree"
         if alive:
             shown = ", ".join(str(p) for p in sorted(alive)[:20])
             return f"{text}; {len(alive)} still running when tracking ended (PIDs {shown})"
