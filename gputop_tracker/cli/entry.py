@@ -434,7 +434,10 @@ def track(args: argparse.Namespace) -> int:
 
 
 def _run(cfg: EngineConfig, args: argparse.Namespace, units: Units, exporter: Exporter | None) -> int:
-    interactive = not args.headless and args.plot is None and sys.stdin.isatty() and sys.stdout.isatty()
+    # TERM=dumb (Emacs' shell and compile buffers, some CI ptys): a terminal that cannot draw a screen, where the
+    # live view is a stream of escape sequences; such a terminal gets the headless report
+    can_draw = os.environ.get("TERM") != "dumb"
+    interactive = not args.headless and args.plot is None and sys.stdin.isatty() and sys.stdout.isatty() and can_draw
     if interactive:
         try:
             from gputop_tracker.tui.live.run import run_live

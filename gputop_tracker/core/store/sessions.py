@@ -326,26 +326,41 @@ def _too_large_to_list(path: Path) -> str | None:
     )
 
 
+REPORT_KEYS = frozenset(("max_ram", "compute_time", "cpu_time"))  # every report gputop-track wrote has them
+
+
+def _json_object(raw: bytes) -> tuple[dict[str, Any], str | None]:
+    """The file's JSON object, or why it is no session's."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        what = e.msg.removesuffix(" at")  # json's "Invalid control character at": not "at at byte"
+        return {}, f"corrupt or truncated JSON ({what} at byte {e.pos})"
+    except UnicodeDecodeError as e:
+        return {}, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})"
+    except ValueError as e:
+        return {}, f"corrupt: {e}"
+    except RecursionError:
+        return {}, "not a session (JSON nested too deeply to read)"
+    except MemoryError:
+        return {}, "too large to parse in memory"
+    if not isinstance(data, dict):
+        return {}, "not a session (JSON is not an object)"
+    summary = data.get("summary")
+    if isinstance(summary, dict) and not REPORT_KEYS & summary.keys():
+        # every figure has a default: an object with none of a report's keys would list as a finished 0 s run
+        return {}, "invalid session: summary holds none of a report's figures"
+    return data, None
+
+
 def _parse(sid: str, path: Path, raw: bytes) -> Entry:
     from pydantic import ValidationError
 
     from gputop_tracker.core.model.models import SCHEMA_VERSION, Session
 
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        what = e.msg.removesuffix(" at")  # json's "Invalid control character at": not "at at byte"
-        return Entry(sid, path, None, f"corrupt or truncated JSON ({what} at byte {e.pos})")
-    except UnicodeDecodeError as e:
-        return Entry(sid, path, None, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})")
-    except ValueError as e:
-        return Entry(sid, path, None, f"corrupt: {e}")
-    except RecursionError:
-        return Entry(sid, path, None, "not a session (JSON nested too deeply to read)")
-    except MemoryError:
-        return Entry(sid, path, None, "too large to parse in memory")
-    if not isinstance(data, dict):
-        return Entry(sid, path, None, "not a session (JSON is not an object)")
+    data, error = _json_object(raw)
+    if error is not None:
+        return Entry(sid, path, None, error)
     version = data.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
         return Entry(sid, path, None, f"written by a newer gputop-tracker (schema {version} > {SCHEMA_VERSION})")
