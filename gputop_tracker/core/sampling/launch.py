@@ -8,8 +8,10 @@ signals we get to the command and knows its exit status. Plain Python: it runs i
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable
@@ -128,15 +130,7 @@ class Launcher:
         stdout, stderr = output_ends if output_ends else (cfg.stdout, cfg.stderr)
         try:
             self.spawner_hwm = own_peak_rss()
-            self.popen = subprocess.Popen(
-                cfg.argv,
-                stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
-                stdout=stdout,
-                stderr=stderr,
-                process_group=cfg.process_group,
-                start_new_session=cfg.new_session,
-                preexec_fn=_cgroup_joiner(join_fd) if join_fd >= 0 else None,
-            )
+            self.popen = self._popen(stdout, stderr, join_fd)
         except OSError as e:
             name = escape_controls(cfg.argv[0])  # one line, whatever bytes the name holds
             if isinstance(e, FileNotFoundError):
@@ -150,6 +144,31 @@ class Launcher:
                     os.close(fd)
         self.main_pid = self.popen.pid
         return None
+
+    def _popen(self, stdout: int | None, stderr: int | None, join_fd: int) -> subprocess.Popen[bytes]:
+        cfg = self.cfg
+
+        def start(argv: list[str]) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
+                stdout=stdout,
+                stderr=stderr,
+                process_group=cfg.process_group,
+                start_new_session=cfg.new_session,
+                preexec_fn=_cgroup_joiner(join_fd) if join_fd >= 0 else None,
+            )
+
+        try:
+            return start(cfg.argv)
+        except OSError as e:
+            name = cfg.argv[0]
+            path = name if "/" in name else (shutil.which(name) or name)
+            if e.errno != errno.ENOEXEC or _looks_binary(path):
+                raise
+        # An executable text file without a `#!` line: a shell, `env` and execvp() run it with /bin/sh (POSIX).
+        # A binary one (another machine's executable) stays an error, as bash and dash say it.
+        return start(["/bin/sh", path, *cfg.argv[1:]])
 
     def attach(self) -> None:
         self.main_pid = self.cfg.pid
@@ -228,6 +247,16 @@ class Launcher:
                 return b") Z" not in f.read()
         except OSError:
             return False
+
+
+def _looks_binary(path: str) -> bool:
+    """bash's test before it runs a file without `#!` as a script: an ELF header or a NUL byte early on."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(80)
+    except OSError:
+        return True
+    return head.startswith(b"\x7fELF") or b"\0" in head
 
 
 def _nothing(_sig: int) -> None:
