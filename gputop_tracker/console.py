@@ -88,6 +88,17 @@ def write_stderr(text: str) -> None:
         pass
 
 
+def names_stdout(name: str) -> bool:
+    """Whether an `-o` name means standard output: `-`, or the very file descriptor 1 is open on."""
+    if name == "-":
+        return True
+    try:
+        ours, named = os.fstat(1), os.stat(name)
+    except (OSError, ValueError):
+        return False
+    return (ours.st_dev, ours.st_ino) == (named.st_dev, named.st_ino)
+
+
 def write_stdout(text: str) -> None:
     """Write all of `text` to stdout or raise StdoutError. Written to the file descriptor in a loop: when the reader
     of a pipe goes away in the middle of a large write, the kernel returns a short count (not EPIPE), and

@@ -499,8 +499,9 @@ class FakeSource:
         if sig == signal.SIGTERM and self.ignores_sigterm:
             return True
         n = len(self.samples[-1].processes) if self.samples else 0
-        names = ", then ".join(f"{signal.Signals(s).name} to {n}" for s in self.tree_signals)
-        note = f"stopped from the live view: {names} processes of the tree; none survived"
+        processes = f"{n} process{'es' if n != 1 else ''}"
+        names = ", then ".join(f"{signal.Signals(s).name} to {processes}" for s in self.tree_signals)
+        note = f"stopped from the live view: {names} of the tree; none survived"
         self._end(exit_code=128 + sig, exit_signal=sig, status="killed", note=note)
         return True
 

@@ -70,10 +70,13 @@ def _children_block(tmp_path: Path, env: dict[str, str]) -> tuple[dict, dict]:  
 
 
 @pytest.mark.skipif(not _resettable(), reason="no resettable memory cgroup here (cgroup v1, or v2 on Linux >= 6.12)")
-def test_tree_peak_of_a_block_from_the_cgroup_is_exact_and_the_run_peak_survives(tmp_path: Path) -> None:
+def test_tree_peak_of_a_block_from_the_cgroup_and_the_run_peak_survives(tmp_path: Path) -> None:
     report, truth = _children_block(tmp_path, {})
     children = _blocks(report)["children"]
-    assert children["sources"]["tree_peak_ram"].startswith("exact (the run's own cgroup")
+    # exact where the group's window is not below what the tree surely held; below it (library pages charged
+    # elsewhere, as a Python main's are here) that lower bound stands, labelled so
+    source = children["sources"]["tree_peak_ram"]
+    assert source.startswith("exact (the run's own cgroup") or source == TREE_SAMPLED, source
     # the child's 200 MB were charged to the group (its VmHWM also counts file pages charged elsewhere)
     assert children["tree_peak_ram"] >= 200 * MB and children["tree_peak_ram"] >= 0.95 * truth["child"]["value"]
     # the reset at the block's start left out the 400 MB the main process had freed before
@@ -85,9 +88,8 @@ def test_tree_peak_of_a_block_from_the_cgroup_is_exact_and_the_run_peak_survives
     assert hold["tree_peak_ram"] is not None and hold["tree_peak_ram"] >= 200 * MB
     v1 = "max_usage_in_bytes" in children["sources"]["tree_peak_ram"]
     # cgroup v1 has one peak per group: a block inside another gets no reset of its own, only sampled figures
-    assert (
-        hold["sources"]["tree_peak_ram"] == TREE_SAMPLED if v1 else hold["sources"]["tree_peak_ram"].startswith("exact")
-    )
+    hold_source = hold["sources"]["tree_peak_ram"]
+    assert hold_source == TREE_SAMPLED if v1 else (hold_source.startswith("exact") or hold_source == TREE_SAMPLED)
 
 
 def test_tree_peak_of_a_block_without_a_cgroup_is_sampled(tmp_path: Path) -> None:
@@ -178,7 +180,9 @@ def test_the_live_table_is_bounded_to_the_most_recently_active_names() -> None:
     ("window", "expected", "exact"),
     [
         (300 * MB, 300 * MB, True),  # the group held more than the process: the group's figure
-        (98 * MB, 100 * MB, True),  # a little below the process's own peak (library pages charged elsewhere)
+        # a little below the process's own peak (library pages charged elsewhere): it bounds nothing, and the tree's
+        # other processes held their own pages too; the process's own peak stands, a lower bound
+        (98 * MB, 100 * MB, False),
         (60 * MB, 100 * MB, False),  # far below: the process's own peak stands, a lower bound
         (None, 100 * MB, False),  # no window (nested under cgroup v1): the lower bound
     ],

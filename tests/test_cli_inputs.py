@@ -120,6 +120,90 @@ def test_output_to_a_fifo_is_written_not_replaced(tmp_path: Path) -> None:
     assert json.loads(got[0])["exit_code"] == 0
 
 
+def _finished_session(store: Path) -> bool:
+    for f in store.glob("*.json"):
+        try:
+            return json.loads(f.read_text())["meta"]["status"] != "running"
+        except (OSError, ValueError, KeyError):
+            return False
+    return False
+
+
+def test_output_to_a_fifo_nobody_reads_gives_way_to_ctrl_c(tmp_path: Path, store: Path) -> None:
+    """`-o FIFO` with no reader waits for one, as `>` does; but a Ctrl-C did nothing (the signal thread took it
+    while the main thread sat in open()): only SIGKILL ended it. Now the report goes to stderr, exit code the
+    command's."""
+    fifo = tmp_path / "nobody.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(fifo), "--", "sh", "-c", "exit 3"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _finished_session(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the run is over and saved: the report's open of the FIFO waits for a reader
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, err
+    first, report = err.split("\n", 1)
+    assert first == f"gputop-track: error: cannot write {fifo}: interrupted while waiting for a reader of the FIFO; " \
+        "report follows"  # fmt: skip
+    assert json.loads(report[: report.rindex("}") + 1])["exit_code"] == 3
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_json_report_to_stdout_by_name_stays_valid_json(tmp_path: Path, name: str) -> None:
+    """`-o -` wrote a file named `-`; `-o /dev/stdout` wrote the JSON into the pipe the command's own output
+    went to. Both are stdout now, as without -o: the report alone there, the command's output on stderr."""
+    proc = subprocess.run(
+        [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", name, "--", "echo", "from-the-command"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["exit_code"] == 0
+    assert "from-the-command" in proc.stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_text_report_to_the_file_stdout_is_keeps_the_command_output(tmp_path: Path) -> None:
+    """`gputop-track -o /dev/stdout -- cmd > log`: the report replaced log, and the command's output in it was
+    lost. The report now follows that output in the file, as `2>&1` would have put it."""
+    log = tmp_path / "log.txt"
+    with open(log, "w") as out:
+        proc = subprocess.run(
+            [PY, "-m", "gputop_tracker", "--headless", "-o", "/dev/stdout", "--", "echo", "from-the-command"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 0, proc.stderr
+    text = log.read_text()
+    assert text.startswith("from-the-command\n") and "gputop-track report" in text
+
+
+def test_sessions_output_dash_is_stdout(tmp_path: Path, store: Path) -> None:
+    assert track("--headless", "--", "true").returncode == 0
+    (session,) = store.glob("*.json")
+    proc = track("sessions", "export", session.stem, "-o", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["meta"]["id"] == session.stem and not (tmp_path / "-").exists()
+
+
 def test_sessions_export_and_events_to_a_fifo_and_symlink(tmp_path: Path, store: Path) -> None:
     assert track("--headless", "--", "true").returncode == 0
     (session,) = store.glob("*.json")
@@ -495,3 +579,16 @@ def test_the_relay_ledger_counts_what_a_forked_sampler_passed_on() -> None:
     # the second SIGTERM and the SIGINT never reached the command; STOP_SIGNAL was the sampler's own
     assert ledger.unrelayed(RELAYABLE) == [signal.SIGTERM, signal.SIGINT]
     assert ledger.unrelayed(RELAYABLE) == []  # each passed on once
+
+
+@pytest.mark.parametrize(
+    "action", [["sessions", "list"], ["sessions", "job", "5"], ["advise"], ["sessions", "show", "x"]]
+)
+def test_a_store_that_is_a_file_is_one_line_and_exit_2(tmp_path: Path, action: list[str]) -> None:
+    """`advise --store FILE` ended in a traceback; `sessions list` and `sessions job` said `Not a directory`
+    with exit 1, where `sessions show` said it as bad input."""
+    not_a_dir = tmp_path / "store.txt"
+    not_a_dir.write_text("")
+    proc = track(*action, "--store", str(not_a_dir))
+    _one_error_line(proc)
+    assert proc.stderr == f"gputop-track: error: the store {not_a_dir} is not a directory\n"

@@ -71,6 +71,24 @@ def test_missing_command_is_127_with_one_line() -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_an_executable_script_without_shebang_runs_as_a_shell_would_run_it(tmp_path: Path) -> None:
+    """A shell, `env` and execvp() run an executable text file without `#!` with /bin/sh; gputop-track said
+    `cannot run: Exec format error` and exit 126. Found on PATH too; a binary one stays an error (126)."""
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin" / "no-shebang-job"
+    script.write_text('echo "args: $1 $2"\nexit 7\n')
+    script.chmod(0o755)
+    proc = track("--headless", "--no-save", "--", str(script), "a", "b c")
+    assert (proc.returncode, proc.stdout) == (7, "args: a b c\n"), proc.stderr
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    assert track("--headless", "--no-save", "--", "no-shebang-job", env={"PATH": path}).returncode == 7
+    foreign = tmp_path / "foreign-binary"
+    foreign.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(56))
+    foreign.chmod(0o755)
+    proc = track("--headless", "--no-save", "--", str(foreign))
+    assert proc.returncode == 126 and proc.stderr == f"gputop-track: {foreign}: cannot run: Exec format error\n"
+
+
 def test_argv_kept_exactly_and_stdout_untouched() -> None:
     proc = track("--headless", "--", PY, "-c", "import sys; print('a b'); print(sys.argv[1:])", "x  y", "'q'")
     assert proc.returncode == 0
@@ -220,6 +238,28 @@ def test_attach_errors_are_one_line_exit_2() -> None:
         assert proc.returncode == 2, (pid, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
         assert "Traceback" not in proc.stderr
+
+
+def test_attach_to_a_thread_id_is_one_line_naming_the_process(tmp_path: Path) -> None:
+    """A process whose second thread prints its TID (as `top -H` shows it), then waits for stdin to close."""
+    code = (
+        "import sys, threading\n"
+        "t = threading.Thread(target=lambda: (print(threading.get_native_id(), flush=True), sys.stdin.read()))\n"
+        "t.start(); t.join()\n"
+    )
+    job = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout is not None
+        tid = int(job.stdout.readline())
+        proc = track("--headless", "--no-save", "--attach", str(tid), timeout=30)
+    finally:
+        assert job.stdin is not None
+        job.stdin.close()
+        job.wait(10)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"gputop-track: error: {tid} is a thread of process {job.pid}, not a process: attach to {job.pid}\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,9 @@ def test_short_spike_in_child_caught_without_cgroup(tmp_path: Path) -> None:
     child_peak = kernel_figures(k)["children_maxrss"]
     assert r["max_ram"]["peak_source"] != "cgroup"
     assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(child_peak, rel=0.02)
+    # the parent held its own pages (an interpreter, ~10 MB) while the child peaked: the child's peak is no exact
+    # figure of the tree, though the two differ by under 2 %
+    assert not r["sources"]["max_ram.combined.total_rss"].startswith("exact"), r["sources"]
 
 
 def _can_create_cgroup() -> bool:

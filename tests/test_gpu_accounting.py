@@ -142,6 +142,17 @@ def test_a_process_on_two_gpus_has_a_lower_bound_not_an_exact_peak() -> None:
     assert next(p for p in u.processes if p.pid == MAIN).peak_gpu_memory_source.startswith("lower bound")
 
 
+def test_a_process_also_on_a_gpu_whose_figure_is_not_available_has_no_exact_peak() -> None:
+    """Main is on GPU 0, where NVML gives its memory as N/A (and so keeps no usable record: maxMemoryUsage is N/A
+    where usedGpuMemory is), and on GPU 1 with a record: that record is no peak of main, only a lower bound."""
+    steps = [[acct(0, True, {}, processes={MAIN: 0}, no_figure=frozenset({MAIN})),
+              acct(1, True, {MAIN: 3 * GiB}, processes={MAIN: 1 * GiB})]] * 2  # fmt: skip
+    u = summary(steps)
+    assert u.max_gpu_ram.main == 3 * GiB
+    assert u.sources["max_gpu_ram.main"].startswith("lower bound (NVML accounting")
+    assert u.sources["max_gpu_ram.combined"] != LABEL
+
+
 def test_accounting_off_on_one_gpu_means_no_figure_is_exact_and_the_report_says_how_to_turn_it_on() -> None:
     """GPU 1 has no records: a process may have used it unseen, so GPU 0's record is no exact peak of the tree."""
     steps = [[acct(0, True, {MAIN: 2 * GiB}, processes={MAIN: 1 * GiB}), acct(1, False, {})]] * 2

@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, build, device, loaded_in_process
 
+from gputop_tracker.core.report.advise import advise
+from gputop_tracker.core.summary import efficiency
+
 GPU0 = "GPU-0a0a0a0a-1111-4000-8000-000000000000"
 GPU1 = "GPU-1b1b1b1b-2222-4000-8000-000000000001"
 
@@ -250,6 +253,26 @@ def test_job_given_one_of_two_gpus_efficiency_over_that_one(
     assert f"job's GPUs    {GPU1}" in shown.stdout, shown.stdout + shown.stderr
 
 
+@pytest.mark.parametrize(("flag", "counted"), [([], [True, False]), (["--gpus", "0,7,1"], [True, True])])
+def test_invalid_entry_of_cuda_visible_devices_hides_the_rest(
+    tmp_path: Path, fake_lib: Path, fake: FakeNvml, flag: list[str], counted: list[bool]
+) -> None:
+    """CUDA sees only the devices before an entry that names none: `0,7,1` on two GPUs is GPU 0 alone, and GPU 1
+    (another job's, perhaps) is not counted; `--gpus 0,7,1` is the user's own list: the bad item is skipped."""
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}
+    env["CUDA_VISIBLE_DEVICES"] = "0,7,1"
+    out = tmp_path / "r.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o", str(out), "--interval", "0.1",
+         *flag, "--", "sleep", "0.3"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert [g["counted"] for g in rep["gpus"]] == counted
+    assert any("'7' matches no GPU" in n for n in rep["notes"]), rep["notes"]
+
+
 def test_short_uuid_and_gpus_flag(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
     """--gpus takes the short UUID form CUDA_VISIBLE_DEVICES takes, and wins over the variable."""
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_lib.parent), CONFIG_ENV: str(fake.path)}
@@ -406,19 +429,20 @@ def test_backend_gpm_metrics_where_supported(nvml: tuple[Any, FakeNvml]) -> None
 def test_backend_processes_and_process_utilization_last_seen(nvml: tuple[Any, FakeNvml]) -> None:
     _, cfg = nvml
     me = os.getpid()
-    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB}, {"dev": 0, "pid": me, "mem": 24 * MiB, "graphics": 1}]
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB}, {"dev": 1, "pid": me, "mem": 24 * MiB, "graphics": 1}]
     cfg.procutils = [{"dev": 0, "pid": me, "sm": 77, "mem": 5}]
     cfg.write()
     b = backend()
     try:
-        r = b.read([me])[0]
-        assert r.processes == {me: 1024 * MiB}  # compute + graphics
+        r, r1 = b.read([me])
+        assert r.processes == {me: 1000 * MiB}
+        assert r1.processes == {me: 24 * MiB}  # the graphics list is read too
         assert r.process_sm_util == {me: 77.0}
         assert r.process_memory_util == {me: 5.0}
         b._procs_due = 0.0
         again = b.read([me])[0]
         assert again.process_sm_util == {}  # nothing newer than the kept timestamp (NOT_FOUND)
-        assert again.processes == {me: 1024 * MiB}
+        assert again.processes == {me: 1000 * MiB}
         time.sleep(0.01)
         cfg.procutils = [{"dev": 0, "pid": me, "sm": 12, "mem": 1}]
         cfg.write()
@@ -497,6 +521,11 @@ def test_init_failure_gives_a_note(nvml: tuple[Any, FakeNvml]) -> None:
     b = open_backend()
     assert isinstance(b, NoGpuBackend)
     assert b.note == "no NVIDIA GPU found (no permission to use NVML)"
+    cfg.errors = [{"fn": "nvmlInitWithFlags", "dev": -1, "code": pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH}]
+    cfg.write()
+    b = open_backend()
+    assert isinstance(b, NoGpuBackend)
+    assert b.note is not None and "driver was updated and the machine not rebooted" in b.note
 
 
 def test_mig_devices_have_their_own_memory_and_instance_ids(nvml: tuple[Any, FakeNvml]) -> None:
@@ -527,6 +556,77 @@ def test_mig_devices_have_their_own_memory_and_instance_ids(nvml: tuple[Any, Fak
         assert chosen == {"MIG-aaaa-1"} and not problems
         chosen, _ = resolve_gpu_selection(readings, "2")  # indices name physical GPUs only
         assert chosen == set()
+    finally:
+        b.close()
+
+
+def test_process_in_both_lists_counts_once(nvml: tuple[Any, FakeNvml]) -> None:
+    """A process with a compute and a graphics context (nvidia-smi's C+G) is in both lists with its whole figure:
+    summed, the tree's "lower bound" would be twice the truth."""
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 1000 * MiB, "graphics": 2}, {"dev": 0, "pid": 1, "mem": MiB}]
+    cfg.write()
+    b = backend()
+    try:
+        b.start_watch(50)
+        assert b.read([me])[0].processes == {me: 1000 * MiB, 1: MiB}
+        b.stop_watch()
+        b.watcher = None
+        b._procs_due = 0.0
+        assert b.read([me])[0].processes == {me: 1000 * MiB, 1: MiB}
+    finally:
+        b.close()
+
+
+def test_memory_not_available_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNvml]) -> None:
+    """usedGpuMemory = NVML_VALUE_NOT_AVAILABLE (MIG, some containers, WDDM): the process is on the GPU, its
+    figure unknown; the report says so for that GPU (only for the tree's processes)."""
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": "NA"}, {"dev": 1, "pid": me, "mem": 3000 * MiB},
+                     {"dev": 1, "pid": 1, "mem": "NA"}]  # fmt: skip
+    cfg.write()
+    b = backend()
+    try:
+        r0, r1 = b.read([me])
+        assert r0.processes == {me: 0} and r1.processes[me] == 3000 * MiB
+        assert r0.no_figure == {me} and r1.no_figure == {1}
+        lines = [p for p in b.problems if "N/A" in p]
+        assert len(lines) == 1 and lines[0].startswith("GPU 0:") and "lower bound" in lines[0], b.problems
+    finally:
+        b.close()
+
+
+def test_the_label_says_which_gpus_the_watcher_does_not_read(nvml: tuple[Any, FakeNvml]) -> None:
+    """`--gpus 0` while the job also holds memory on GPU 1: the watcher reads GPU 0 at 50 Hz, GPU 1 once a second;
+    the figures' label must not promise 50 Hz for GPU 1."""
+    b = backend()
+    try:
+        b.start_watch(50)
+        assert "not counted" not in b.memory_source()
+        b.set_counted({GPU0})
+        assert b.memory_source().endswith("; GPU 1 (not counted): at most every 1 s")
+    finally:
+        b.close()
+
+
+def test_a_gpu_without_process_lists_is_noted_not_a_silent_zero(nvml: tuple[Any, FakeNvml]) -> None:
+    """An old GPU (or a driver that refuses) answers NOT_SUPPORTED to both running-process queries: the tree's
+    memory there is unknown, and the report says so for that GPU only."""
+    _, cfg = nvml
+    me = os.getpid()
+    cfg.processes = [{"dev": 0, "pid": me, "mem": 100 * MiB}, {"dev": 1, "pid": me, "mem": 3000 * MiB}]
+    cfg.errors = [
+        {"fn": f"nvmlDeviceGet{kind}RunningProcesses_v3", "dev": 1, "code": 3} for kind in ("Compute", "Graphics")
+    ]
+    cfg.write()
+    b = backend()
+    try:
+        r0, r1 = b.read([me])
+        assert r0.processes == {me: 100 * MiB} and r1.processes == {}
+        lines = [p for p in b.problems if "no list of the processes" in p]
+        assert len(lines) == 1 and lines[0].startswith("GPU 1:") and "lower bound" in lines[0], b.problems
     finally:
         b.close()
 
@@ -593,3 +693,28 @@ def test_in_a_pid_namespace_host_pids_are_unattributed_not_zero(tmp_path: Path, 
     assert gpus[GPU0]["peak_unattributed_memory"] == 1000 * MiB
     assert gpus[GPU1]["peak_unattributed_memory"] == (3000 + 777) * MiB
     assert any("PID namespace" in n and "unattributed" in n for n in rep["notes"])
+
+
+def test_a_job_whose_gpu_memory_nvml_does_not_give_is_advised_a_gpu(
+    tmp_path: Path, fake_lib: Path, fake: FakeNvml
+) -> None:
+    """Under MIG or in some containers NVML lists the job's processes with usedGpuMemory N/A: its GPU memory
+    counts 0. `advise` took 0 for 'no GPU used' and told the user to request none (the job would then fail).
+    The report now says the tree was on the GPU with no figure, and the advice keeps the GPU."""
+    run = Run(tmp_path, fake_lib, fake)
+    main, _child = run.pids()
+    fake.processes = [{"dev": 0, "pid": main, "mem": "NA"}, {"dev": 1, "pid": 1, "mem": 777 * MiB}]
+    fake.write()
+    time.sleep(SETTLE)
+    code, err, rep = run.finish()
+    assert code == 7, err
+    gpus = {x["uuid"]: x for x in rep["gpus"]}
+    assert gpus[GPU0]["tree_used"] is True and gpus[GPU0]["tree_memory_unknown"] is True
+    assert gpus[GPU1]["tree_used"] is False and gpus[GPU1]["tree_memory_unknown"] is False  # pid 1 is not ours
+    assert rep["max_gpu_ram"]["combined"] == 0
+    a = advise([rep])
+    assert a["gpus"] == 1 and "#SBATCH --gres=gpu:1" in a["sbatch"], a
+    assert not any("request none" in n or "MIG slice would do" in n for n in a["notes"]), a["notes"]
+    assert any("floor" in n for n in a["notes"]) and a["basis"]["gpu_memory"].endswith("a lower bound")
+    eff = efficiency.fractions(rep, {"gpus": 1})
+    assert not any("did not use the GPU" in n for n in efficiency.notes(rep, {"gpus": 1}, eff))

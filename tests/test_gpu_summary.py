@@ -109,6 +109,52 @@ def test_energy_power_temperature_and_tree_sm_peak() -> None:
     assert samples[0].gpus[0].tree_sm_util == 20.0
 
 
+def test_energy_of_a_gpu_read_once_is_unknown_not_zero() -> None:
+    """GPU 1 is lost after the first energy reading (the counter is read at most every 5 s): one reading measures
+    nothing, so its energy is absent, not 0 J, and the total says it leaves GPU 1 out."""
+    steps = [
+        [g(0, energy_mj=1_000_000, power_w=100.0), g(1, energy_mj=7_000_000, power_w=400.0)],
+        [g(0, power_w=100.0), g(1, lost=True)],
+        [g(0, power_w=100.0), g(1, lost=True)],
+    ]
+    b = builder()
+    run(b, script(steps), 3)
+    b.final_gpu_energy({0: 1_300_000})  # the lost GPU gives no reading at the end
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.gpus[0].energy_j == pytest.approx(300.0)
+    assert u.gpus[1].energy_j is None
+    assert u.gpu_energy_j == pytest.approx(300.0)
+    assert any(n.startswith("gpu_energy_j leaves out GPU 1 ") and "lower bound" in n for n in u.notes), u.notes
+    assert "300.0 J = 0.0833 Wh (lower bound: no reading of GPU 1, first to last reading)" in to_text(u, Units())
+
+
+def test_an_energy_counter_that_goes_back_was_reset_never_a_negative_energy() -> None:
+    """The counter counts since the driver loaded: a GPU reset mid-run starts it again from 0. The energy before
+    the reset is kept and the new count added."""
+    steps = [[g(0, energy_mj=9_000_000)], [g(0, energy_mj=9_400_000)], [g(0, energy_mj=100_000)]]
+    b = builder()
+    run(b, script(steps), 3)
+    b.final_gpu_energy({0: 300_000})
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.gpus[0].energy_j == pytest.approx(400.0 + 300.0)  # 400 J before, 300 J counted since the reset
+    assert u.gpu_energy_j == pytest.approx(700.0)
+
+
+def test_a_counted_gpu_without_utilization_is_noted() -> None:
+    """CUDA_VISIBLE_DEVICES=MIG-…: the counted device is a MIG instance, whose utilization NVML does not give; the
+    sums say 0%, and the notes say that is no measurement."""
+    steps = [[g(0, utilization_gpu=80.0), g(1, mig_parent=0, uuid="MIG-a")]] * 2
+    b = builder()
+    b.select_gpus({"MIG-a"}, "CUDA_VISIBLE_DEVICES=MIG-a")
+    run(b, script(steps), 2)
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.gpu_utilization.gpu_percentages.max_sum_percent == 0.0
+    assert any(n.startswith("GPU utilization: NVML gives none for counted GPU 1 (") for n in u.notes), u.notes
+    b = builder()
+    run(b, script([[g(0, utilization_gpu=80.0), g(1, lost=True)]] * 2), 2)  # a lost GPU has a note of its own
+    assert not any(n.startswith("GPU utilization:") for n in ResourceUsage.model_validate(b.summary()).notes)
+
+
 def test_gpm_metrics_absent_not_zero_where_unsupported() -> None:
     steps = [
         [g(0, sm_activity=40.0, sm_occupancy=10.0, tensor_activity=5.0, dram_bandwidth=30.0), g(1)],

@@ -201,9 +201,20 @@ def running():
 """
 
 
-def track(tmp_path: Path, lib: Path, fake: FakeNvml, body: str, *args: str, log: Path | None = None) -> dict[str, Any]:
+def track(
+    tmp_path: Path,
+    lib: Path,
+    fake: FakeNvml,
+    body: str,
+    *args: str,
+    log: Path | None = None,
+    extra_memfile: Path | None = None,
+) -> dict[str, Any]:
+    if extra_memfile is not None:  # a second process of the job sets its own memory there
+        fake.processes.append({"dev": 0, "memfile": str(extra_memfile)})
+        fake.write()
     script = tmp_path / "job.py"
-    script.write_text(HOLD_SOURCE + SYNC + textwrap.dedent(body))
+    script.write_text(HOLD_SOURCE + f"HOLD_SOURCE_TEXT = {HOLD_SOURCE!r}\n" + SYNC + textwrap.dedent(body))
     out = tmp_path / "report.json"
     env = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent), CONFIG_ENV: str(fake.path)}
     if log is not None:
@@ -247,6 +258,35 @@ def test_a_150_ms_spike_at_the_default_interval(tmp_path: Path, fake_lib: Path) 
     main = next(p for p in rep["processes"] if p["role"] == "main")
     assert main["peak_gpu_memory"] == g["main"]
     assert rep["sources"]["max_gpu_ram"].startswith("sampled at 50 Hz (NVML running processes)")
+
+
+def test_a_child_that_lived_between_two_samples_keeps_its_gpu_memory(tmp_path: Path, fake_lib: Path) -> None:
+    """At --interval 2 a child holds 10 GiB for 200 ms and exits before any sample saw it: the watcher read it
+    on the list before the tree knew its PID; the report counts it, as the child's peak and in the tree's."""
+    fake = h100(tmp_path, tmp_path / "gpu.mem")
+    rep = track(
+        tmp_path,
+        fake_lib,
+        fake,
+        """
+        import subprocess, sys
+        memfile, GiB = sys.argv[1], 1024**3
+        hold(memfile, 1 * GiB)
+        running()
+        child = HOLD_SOURCE_TEXT + "import sys, time; hold(sys.argv[1], 10 * 1024**3); time.sleep(0.2); hold(sys.argv[1], None)"
+        subprocess.run([sys.executable, "-c", child, memfile + ".child"], check=True)
+        time.sleep(2.5)
+        """,
+        "--interval",
+        "2",
+        extra_memfile=tmp_path / "gpu.mem.child",
+    )
+    truth = 10 * GiB
+    g = rep["max_gpu_ram"]
+    assert g["descendants"] == truth, g
+    assert g["combined"] == truth + 1 * GiB
+    child = next(p for p in rep["processes"] if p["role"] == "descendant")
+    assert child["peak_gpu_memory"] == truth
 
 
 def test_blocks_take_the_watchers_peak_over_their_run(tmp_path: Path, fake_lib: Path) -> None:
@@ -485,3 +525,98 @@ def test_process_lists_longer_than_the_first_buffer_are_read_whole(
     calls = call_counts(log)
     assert calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 2  # too small, then whole
     assert calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 1
+
+
+def test_a_process_on_two_gpus_is_summed_at_one_read() -> None:
+    """Pipeline parallel: one process peaks on GPU 0 at one read, on GPU 1 at another. Its own peak is the highest
+    sum at one read (11 GiB), as main's is; 10 + 10 GiB was never held and would be no lower bound."""
+    from types import SimpleNamespace
+
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+
+    r = Reading()
+    r.handle = SimpleNamespace(pid=100, ppid=1, name="p", cmdline=["p"])  # type: ignore[assignment]
+    r.rss = r.private = r.pss = r.hwm = 10 * MiB
+    r.threads = 1
+    w = watcher()
+    w.record(1.0, {0: {100: 10 * GiB}, 1: {100: 1 * GiB}}, {0: 0, 1: 0})
+    w.record(1.1, {0: {100: 1 * GiB}, 1: {100: 10 * GiB}}, {0: 0, 1: 0})
+    win = w.take()
+    gpus = [GpuReading(index=i, uuid=f"GPU-{i}", name="x", processes=win.procs_max[i], window=win) for i in (0, 1)]
+    gpus.append(GpuReading(index=2, uuid="GPU-2", name="x", processes={100: 2 * GiB}))  # not watched: its sample
+    b = SummaryBuilder(main_pid=100, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    b.add(1.2, [r], gpus, (16 << 30, 8 << 30, 0.1))
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.max_gpu_ram.main == 13 * GiB
+    assert [p.peak_gpu_memory for p in u.processes] == [13 * GiB]
+
+
+def test_the_machines_gpu_memory_is_summed_at_one_read_never_highs_of_different_moments() -> None:
+    """GPU 0 peaks at one read, GPU 1 at another: max_gpu_ram.system is the highest sum at one read (a MIG
+    device's memory, its parent's, is not added again); a GPU the watcher does not read adds its sample."""
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+
+    w = watcher()
+    w.summed = {0, 1}
+    w.record(1.00, {0: {}, 1: {}, 2: {}}, {0: 10 * GiB, 1: 1 * GiB, 2: 5 * GiB})  # 2: a MIG device of GPU 0
+    w.record(1.02, {0: {}, 1: {}, 2: {}}, {0: 1 * GiB, 1: 12 * GiB, 2: 1 * GiB})
+    win = w.take()
+    assert win.used_max == {0: 10 * GiB, 1: 12 * GiB, 2: 5 * GiB}
+    gpus = [
+        GpuReading(index=i, uuid=f"GPU-{i}", name="x", memory_used=win.used_max[i], window=win, mig_parent=parent)
+        for i, parent in ((0, None), (1, None), (2, 0))
+    ]
+    gpus.append(GpuReading(index=3, uuid="GPU-3", name="x", memory_used=3 * GiB))  # not read by the watcher
+    b = SummaryBuilder(main_pid=100, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    b.add(1.05, [], gpus, (16 << 30, 8 << 30, 0.1))
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.max_gpu_ram.system == (1 + 12 + 3) * GiB  # not 10 + 12 + 3
+
+
+def test_a_child_known_only_after_its_gpu_reads_is_counted_and_a_reused_pid_is_not_credited() -> None:
+    """Between two samples a child allocates 4 GiB and exits; the sample after its reads does not know it yet (it
+    joins the tree when it is reaped): its memory still counts, summed at one read with main's. PID 999 was
+    another user's (7 GiB) until just before; the child got that PID: only its own reads are its."""
+    from types import SimpleNamespace
+
+    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.summary.builder import SummaryBuilder
+
+    main, child = 100, 999
+
+    def reading(pid: int) -> Reading:
+        r = Reading()
+        r.handle = SimpleNamespace(pid=pid, ppid=1, name=f"p{pid}", cmdline=[f"p{pid}"])  # type: ignore[assignment]
+        r.rss = r.private = r.pss = r.hwm = 10 * MiB
+        r.threads = 1
+        return r
+
+    def sample(b: SummaryBuilder, t: float, win: Any) -> None:
+        g = GpuReading(index=0, uuid="GPU-0", name="x", memory_used=0, processes=win.procs_max[0], window=win)
+        b.add(t, [reading(main)], [g], (16 << 30, 8 << 30, 0.1))
+
+    w = watcher()
+    b = SummaryBuilder(main_pid=main, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    w.record(0.50, {0: {main: 100 * MiB, child: 7 * GiB}}, {0: 0})  # another user's process, PID 999
+    w.record(0.90, {0: {main: 100 * MiB}}, {0: 0})  # it exited
+    w.record(1.00, {0: {main: 300 * MiB}}, {0: 0})
+    sample(b, 1.01, w.take())
+    w.record(1.50, {0: {main: 200 * MiB, child: 4 * GiB}}, {0: 0})  # our child, PID 999 reused
+    w.record(1.60, {0: {main: 200 * MiB}}, {0: 0})
+    sample(b, 2.01, w.take())  # the child is not known yet
+    b.reaped(child, 0.01, 0.0, 20 * MiB, 0, ("cuda-child", main, False))
+    w.record(2.50, {0: {main: 200 * MiB}}, {0: 0})
+    sample(b, 3.01, w.take())
+    u = ResourceUsage.model_validate(b.summary())
+    assert u.max_gpu_ram.descendants == 4 * GiB  # not 7 GiB: that read was the PID's earlier owner
+    assert u.max_gpu_ram.combined == 4 * GiB + 200 * MiB  # at one read (main's 300 MiB was at another)
+    assert u.max_gpu_ram.main == 300 * MiB
+    assert u.gpus[0].tree_peak_memory == 4 * GiB + 200 * MiB
+    assert {p.pid: p.peak_gpu_memory for p in u.processes} == {main: 300 * MiB, child: 4 * GiB}

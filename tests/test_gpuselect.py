@@ -62,6 +62,27 @@ def test_the_first_process_on_a_gpu_settles_it(environ: dict[int, str]) -> None:
     assert not sel.observe([reading(4, "late")], gpu(3))
 
 
+def test_the_first_on_a_gpu_without_the_variable_sees_every_gpu(
+    environ: dict[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPU-only helper started with CUDA_VISIBLE_DEVICES="" (to keep it off the GPUs) moves the choice to none;
+    then main, which never set the variable, is the first on a GPU: it sees every GPU, and every GPU counts."""
+    readable = {1: True, 5: False}
+    monkeypatch.setattr(gpuselect, "environ_readable", lambda pid: readable[pid], raising=False)
+    sel = GpuSelection(None, {}, "ours")
+    environ[2] = ""
+    sel.observe([reading(1, "train"), reading(2, "tokenizer")], gpu())
+    assert sel.spec == ""
+    assert sel.observe([reading(1, "train"), reading(2, "tokenizer")], gpu(1))
+    assert sel.spec is None and sel.settled
+    assert sel.reason == "every GPU: process 1 (train), the first on a GPU, has no CUDA_VISIBLE_DEVICES"
+    # an environment we cannot read says nothing: the choice stays
+    other = GpuSelection(None, {}, "ours")
+    environ[6] = "0"
+    other.observe([reading(6, "y"), reading(5, "x")], gpu(5))
+    assert other.spec == "0"
+
+
 def test_gpus_flag_is_fixed(environ: dict[int, str]) -> None:
     environ[1] = "1"
     sel = GpuSelection("0", {}, "ours")
@@ -127,3 +148,47 @@ def test_amd_selection_reads_rocm_variables(monkeypatch: pytest.MonkeyPatch) -> 
         none.reason == "every GPU: no --gpus and no ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES"
     )
     assert gpuselect.variables_for("nvidia") == ("CUDA_VISIBLE_DEVICES",)
+
+
+def eight_gpus() -> list[GpuReading]:
+    return [GpuReading(index=i, uuid=f"GPU-{i:08x}-1111-4000-8000-{i:012d}", name="H100") for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "runtime", "chosen"),
+    [
+        ("0,9,1", {0}, {0, 1}),  # CUDA: "only the devices whose index precedes the invalid index are visible"
+        ("2,foo,1", {2}, {1, 2}),
+        ("GPU-0000,3", set(), {3}),  # a short UUID that names two GPUs is no GPU for CUDA
+        ("3,GPU-00000005", {3, 5}, {3, 5}),
+        ("", set(), set()),
+        ("-1", set(), set()),
+        ("1,-1,2", {1}, {1}),
+    ],
+)
+def test_an_invalid_entry_hides_the_rest_from_the_job_not_from_gpus_flag(
+    spec: str, runtime: set[int], chosen: set[int]
+) -> None:
+    gpus = eight_gpus()
+    got, _ = resolve_gpu_selection(gpus, spec, as_runtime=True)
+    assert got == {gpus[i].uuid for i in runtime}
+    got, _ = resolve_gpu_selection(gpus, spec)
+    assert got == {gpus[i].uuid for i in chosen}
+
+
+def test_the_note_says_what_the_invalid_entry_hid() -> None:
+    _, problems = resolve_gpu_selection(eight_gpus(), "0,9,1, 2", as_runtime=True)
+    assert problems == ["'9' matches no GPU: the job's GPU runtime sees no GPU from there on (1,2 not counted)"]
+
+
+def test_indices_on_a_machine_with_different_models_carry_a_caveat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An RTX 4090 beside a T400 for the display: CUDA's index 0 is the fastest, NVML's the first on the bus."""
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    gpus = [GpuReading(index=0, uuid="GPU-a", name="NVIDIA T400"), GpuReading(index=1, uuid="GPU-b", name="RTX 4090")]
+    _, problems = resolve_gpu_selection(gpus, "0", as_runtime=True, cuda_order=True)
+    assert len(problems) == 1 and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in problems[0]
+    assert resolve_gpu_selection(gpus, "0")[1] == []  # a scheduler's indices are not CUDA's
+    assert resolve_gpu_selection(gpus, "GPU-b", cuda_order=True)[1] == []  # a UUID is one GPU for sure
+    assert resolve_gpu_selection(eight_gpus(), "0", cuda_order=True)[1] == []  # one model: both orders agree
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert resolve_gpu_selection(gpus, "0", cuda_order=True)[1] == []

@@ -15,11 +15,12 @@ import pytest
 from rich.text import Text
 from test_history_sessions import fill_store, make_session
 from textual.app import App
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label, Static
 
 from gputop_tracker.core.report import render as report
-from gputop_tracker.core.report.listing import Row, compare_rows, filter_rows
+from gputop_tracker.core.report.listing import COLUMNS, Row, compare_rows, filter_rows
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.store.session_files import timeline_csv
 from gputop_tracker.tui.history.screen import (
@@ -614,3 +615,87 @@ async def test_home_and_end_move_the_cursor_in_the_list(store_dir: Path) -> None
         await pilot.press("end")
         await pilot.pause()
         assert table.cursor_row == table.row_count - 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (120, 30)])
+async def test_the_list_tells_sessions_apart_on_an_ordinary_terminal(tmp_path: Path, size: tuple[int, int]) -> None:
+    """Fifty `python3 -c x=bytearray(N)` runs at 80 columns: every command read "python3 -c x=by…" (the
+    command got 16 cells, at 120 columns too), and the table scrolled sideways for the columns past the edge.
+    The least needed columns (host, GPU util, mean CPU; the GPU's peak when no session has one) make room."""
+    for i in range(5):
+        command = ["python3", "-c", f"x = bytearray({i + 1} * 1000000)"]
+        store.save_session(tmp_path, make_session(i, n_gpus=0, command=command))
+    app = HistoryApp(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        screen = await _ready(pilot)
+        table = screen.query_one("#history-table", DataTable)
+        assert table.virtual_size.width <= table.size.width, "the list scrolls sideways"
+        strips = table.render_lines(Region(0, 0, table.size.width, table.size.height))
+        shown = "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        for i in range(5):
+            assert f"python3 -c x = bytearray({i + 1}" in shown, shown
+        assert {"start", "command", "duration", "exit", "ram"} <= {str(key.value) for key in table.columns}
+        await pilot.resize_terminal(200, size[1])  # wide enough again: every column is back
+        await pilot.pause()
+        assert [str(key.value) for key in table.columns] == [column.key for column in COLUMNS]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+async def test_compare_opens_at_its_top_on_a_short_terminal(store_dir: Path, size: tuple[int, int]) -> None:
+    """At 80x24 the compare screen opened scrolled down: A's command line, the one that says which run A is,
+    was above the screen's edge."""
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=size) as pilot:
+        await _ready(pilot)
+        await pilot.press("down", "space", "space", "c")
+        await pilot.pause()
+        await pilot.pause()
+        cmp = app.screen
+        assert isinstance(cmp, CompareScreen)
+        heads = cmp.query(".history-title").results()
+        assert all(cmp.region.contains_region(h.region) for h in heads), [h.region for h in heads]
+        assert cmp.scroll_y == 0
+        await pilot.press("x")  # swapped, it opens at its top again
+        await pilot.pause()
+        await pilot.pause()
+        assert cmp.scroll_y == 0
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20), (160, 40)])
+async def test_a_long_command_leaves_the_start_and_the_id_in_the_title(tmp_path: Path, size: tuple[int, int]) -> None:
+    """A command of 30 long arguments filled the detail's two title lines: its start, host and id were cut off
+    with no sign that anything was."""
+    command = ["python3", "train_forever.py", *(f"--flag{i}={'v' * 20}" for i in range(30))]
+    session = make_session(1, command=command)
+    store.save_session(tmp_path, session)
+    app = HistoryApp(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await _ready(pilot)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, SessionDetailScreen)
+        title = app.screen.query_one(".history-title")
+        strips = title.render_lines(Region(0, 0, title.region.width, title.region.height))  # padding included
+        shown = "".join("".join(seg.text for seg in strip) for strip in strips)
+        assert session["meta"]["id"] in shown and "train_forever.py --flag0=" in shown and "…" in shown, shown
+
+
+@pytest.mark.parametrize("key", ["d", "e"])
+async def test_the_delete_and_export_dialogs_wrap_on_a_narrow_terminal(store_dir: Path, key: str) -> None:
+    """At 60x15 the delete dialog cut its lines at its edge, "this cannot be undone" included, and the export
+    dialog its help ("Path (ending in .csv: timeline as CSV; otherwise")."""
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await _ready(pilot)
+        await pilot.press("down", "down", key)
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen if key == "d" else ExportScreen)
+        dialog = app.screen.query_one(".history-dialog")
+        for label in dialog.query(Label).results():
+            assert label.region.right <= dialog.content_region.right, (str(label.render()), label.region)
+        if key == "d":
+            shown = "".join(str(label.render()) for label in dialog.query(Label).results())
+            assert "cannot be undone" in shown
+        await pilot.press("escape")

@@ -90,6 +90,16 @@ def test_invalid_summary_is_reported(tmp_path: Path) -> None:
     assert e.session is None and e.error is not None and e.error.startswith("invalid session: summary.max_ram")
 
 
+def test_a_summary_with_no_figures_is_not_listed_as_a_finished_run(tmp_path: Path) -> None:
+    """Every field of a report has a default: `"summary": {"bogus": 1}` listed as a finished run of 0.00 s."""
+    s = make_session(5)
+    s["summary"] = {"bogus": 1}
+    path = store.save_session(tmp_path, s)
+    for timeline in (True, False):
+        e = store.load(path, timeline=timeline)
+        assert e.session is None and e.error == "invalid session: summary holds none of a report's figures"
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     path = _save(tmp_path)
     path.chmod(0)

@@ -83,9 +83,18 @@ def test_cgroup_above_when_no_upper_bound_reports_the_lower_bound_and_never_call
     assert nothing_seen.value == 0 and "at most" not in nothing_seen.label and not nothing_seen.exact
 
 
-def test_cgroup_slightly_below_largest_process_agrees() -> None:
-    pk = combined_peak(bounds(1010 * MB, 800 * MB, 1020 * MB, None, "x"), 1005 * MB)
+def test_cgroup_slightly_below_the_only_process_agrees() -> None:
+    pk = combined_peak(bounds(1010 * MB, 800 * MB, 1010 * MB, 1010 * MB), 1005 * MB)
     assert pk.exact and pk.value == 1010 * MB
+
+
+def test_cgroup_slightly_below_the_largest_of_several_is_a_lower_bound() -> None:
+    """A shell parent (its own pages ~1 MB) and a 1010 MB python: the cgroup reads 1005 MB, as it leaves out library
+    pages charged elsewhere. The tree held the python's peak plus the shell's own pages at that moment: more than
+    1010 MB, which was labelled exact. Below the largest process, the cgroup bounds nothing from above."""
+    for upper in (None, 1020 * MB):
+        pk = combined_peak(bounds(1010 * MB, 800 * MB, 1020 * MB, upper, "x"), 1005 * MB)
+        assert not pk.exact and pk.value == 1010 * MB and pk.label.startswith("lower bound"), pk
 
 
 def test_cgroup_far_below_largest_process_is_a_lower_bound() -> None:

@@ -178,3 +178,41 @@ def test_a_signal_sent_while_the_sampler_dies_still_reaches_the_command(tmp_path
         assert proc.returncode == 128 + signal.SIGTERM, (attempt, err)
         assert "sampler process was killed by SIGKILL" in err, err
         assert not list(store.glob("*.json")) or _session(store)["summary"]["exit_signal"] == signal.SIGTERM
+
+
+def test_after_the_sampler_died_a_sigint_still_ends_a_shell_script_waiting_for_a_child(
+    tmp_path: Path, store: Path
+) -> None:
+    """Once the front end passes signals on itself, they go to the command's process group as the sampler's did:
+    sent to the script alone, bash saw its child finish unharmed and ran on."""
+    marker = tmp_path / "ran-on"
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "gputop_tracker",
+            "--headless",
+            "--interval",
+            "0.1",
+            "--",
+            "bash",
+            "-c",
+            f"sleep 60; touch {marker}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: _checkpointed(store), what="the first checkpoint")
+        os.kill(_session(store)["meta"]["engine_pid"], signal.SIGKILL)
+        wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert not marker.exists()

@@ -55,7 +55,7 @@ def _full_gpu(index: int, pid: int) -> GpuReading:
             "window": None,  # the GPU memory watcher's reads: not a field of the sample
         }.get(f.name, 1)
     values.update(processes={pid: 10 << 20}, process_sm_util={pid: 40.0}, process_memory_util={pid: 5.0})
-    values.update(process_instances={}, energy_mj=1000 * (index + 1))
+    values.update(process_instances={}, energy_mj=1000 * (index + 1), no_figure=frozenset({pid}))
     return GpuReading(index=index, uuid=f"GPU-{index}", name="Fake", **values)  # type: ignore[arg-type]
 
 

@@ -451,3 +451,35 @@ def test_sigusr1_and_sigusr2_are_passed_to_the_command_and_tracking_goes_on(tmp_
     assert proc.returncode == 7, err
     assert sorted(json.loads(out.read_text())) == ["SIGUSR1", "SIGUSR2"]
     assert "exited with code 7" in report.read_text(), err
+
+
+def test_sigint_to_a_batch_jobs_group_ends_a_shell_script_waiting_for_a_child(tmp_path: Path) -> None:
+    """`kill -INT -PGID` of a batch job (or a pipe's): without gputop-track the script and the child it waits
+    for both get it, and the script ends. The command has a process group of its own, and the SIGINT was
+    passed to the script alone: bash, seeing its child finish unharmed, ran on (here for 30 s more)."""
+    marker = tmp_path / "ran-on"
+    script = f"sleep 30; touch {shlex.quote(str(marker))}"
+    job = subprocess.Popen(
+        [*TRACK, "--headless", "--no-save", "--", "bash", "-c", script],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a batch job's own group, as a scheduler or `setsid` gives it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # not ignored as in a background `&`
+    )
+    try:
+        wait_for(
+            lambda: any(p.name() == "sleep" for p in psutil.Process(job.pid).children(recursive=True)),
+            what="the script's child",
+        )
+        os.killpg(job.pid, signal.SIGINT)
+        _, err = job.communicate(timeout=15)
+    finally:
+        if job.poll() is None:
+            for p in psutil.Process(job.pid).children(recursive=True):
+                p.kill()
+            job.kill()
+            job.wait()
+    assert job.returncode == 130, err
+    assert not marker.exists()

@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +19,9 @@ from pathlib import Path
 import pytest
 from fakesource import FakeSource
 from test_tui import settle
-from textual.widgets import Footer, Static
+from textual.geometry import Region
+from textual.widget import Widget
+from textual.widgets import Footer, Label, Static
 
 from gputop_tracker.core.model.text import clean_output
 from gputop_tracker.tui.live.app import LiveApp
@@ -253,7 +256,7 @@ async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -
     def help_text(app: object) -> str:
         screen = app.screen  # type: ignore[attr-defined]
         assert isinstance(screen, HelpScreen), screen
-        return str(screen.query_one(Static).render())
+        return "\n".join(_screen_text(screen.query_one(Static)))  # as shown
 
     history = HistoryApp(tmp_path / "empty")
     async with history.run_test(size=(80, 24)) as pilot:
@@ -391,3 +394,233 @@ async def test_a_store_path_with_brackets_is_shown_not_parsed(tmp_path: Path) ->
         for n in notes:  # as a toast draws it
             shown = Content.from_markup(n.message) if n.markup else Content(n.message)
             assert n.message == shown.plain
+
+
+async def test_the_output_pane_follows_the_tail_across_a_resize() -> None:
+    """A job printing a line a tenth of a second, the terminal made smaller: the pane stayed on the line it
+    showed then (a shorter pane scrolls further, so its end looked "scrolled back") and never moved again."""
+    src = FakeSource(2, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        out = app.query_one("#output", OutputPane)
+        n = 0
+        for size in [(40, 12), (60, 15), (80, 24), (200, 20), (50, 60), (40, 12)]:
+            out.write("".join(f"line {n + i}\n" for i in range(30)))
+            n += 30
+            await pilot.pause()
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            out.write(f"line {n}\n")
+            n += 1
+            await pilot.pause()
+            await pilot.pause()
+            last = round(out.scroll_y) + out.size.height - 1
+            assert out.scroll_y == out.max_scroll_y and out.lines[last] == f"line {n - 1}", (size, out.scroll_y)
+        # scrolled back by the user, a resize leaves the text being read where it is
+        out.scroll_to(y=5, animate=False, immediate=True)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        out.write("more\n")
+        await pilot.pause()
+        assert out.scroll_y == 5
+
+
+def _screen_text(widget: Widget) -> list[str]:
+    strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return ["".join(seg.text for seg in strip).rstrip() for strip in strips]
+
+
+@pytest.mark.parametrize("size", [(40, 12), (60, 15), (80, 24)])
+async def test_dialogs_wrap_their_lines_and_stay_on_a_small_terminal(size: tuple[int, int]) -> None:
+    """At 60x15 the quit dialog cut every line at its edge ("SIGTERM to the command and every proc", "the
+    command keeps ru"); at 40x12 its buttons and bottom border were off the screen."""
+    from gputop_tracker.tui.widgets.panels import KillScreen, QuitScreen, SignalScreen
+
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py", "--epochs", "100"], store_dir=Path(src.store))
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        for key, kind in [("q", QuitScreen), ("k", SignalScreen), (None, KillScreen)]:
+            if key is None:
+                app.push_screen(KillScreen(3, 5.0, "PID 4242 (python3 train.py --epochs 100)"))
+            else:
+                await pilot.press(key)
+            await pilot.pause()
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, kind)
+            dialog = screen.query_one(".dialog")
+            assert screen.region.contains_region(dialog.region), (kind.__name__, dialog.region, size)
+            for label in dialog.query(Label).results():
+                assert label.region.right <= dialog.content_region.right, (kind.__name__, str(label.render()), size)
+            await pilot.press("escape")
+            await pilot.pause()
+
+
+async def test_the_help_wraps_beside_its_keys_and_its_keys_scroll_it() -> None:
+    """At 80x24 the help was cut off after "/ f4" with no way to read the rest (no key scrolled it), and its
+    lines, broken by hand for 90 columns, wrapped back to the dialog's left edge between the keys."""
+    from gputop_tracker.tui.widgets.panels import HelpScreen
+
+    src = FakeSource(2, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        dialog = app.screen.query_one("#help-dialog")
+        assert app.screen.region.contains_region(dialog.region)
+        lines = _screen_text(app.screen.query_one(Static))
+        sigkill = next(line for line in lines if "SIGTERM, then" in line)
+        assert sigkill.startswith("  "), lines  # beside the keys "q ctrl+c f10", not under them
+        assert dialog.max_scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert dialog.scroll_y == dialog.max_scroll_y
+        await pilot.press("home")
+        await pilot.pause()
+        assert dialog.scroll_y == 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.parametrize(
+    ("size", "gpus"), [((200, 20), 2), ((120, 30), 2), ((120, 40), 2), ((160, 50), 2), ((60, 15), 0), ((80, 24), 2)]
+)
+async def test_the_run_so_far_stays_on_screen_on_a_short_terminal(size: tuple[int, int], gpus: int) -> None:
+    """Wide and short (200x20), or 120x30 with two GPUs: the side panels stood beside a table a few rows high
+    and the run so far (peak RAM, CPU time, GPU memory) was below the screen's edge; at 60x15 the host line
+    wrapped and the summary under it was cut. The charts give way first, and where the panels cannot stand
+    beside the table they stack under it in their compact form."""
+    from gputop_tracker.tui.widgets.panels import SummaryPanel
+
+    src = FakeSource(6, n_gpus=gpus)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.pause()
+        side = app.query_one("#side")
+        summary = app.query_one("#summary", SummaryPanel)
+        assert side.max_scroll_y == 0, f"the side panels are {side.max_scroll_y} rows taller than their room"
+        assert "peak RAM" in str(summary.render())
+        assert side.region.contains_region(summary.region) and summary.region.height > 0
+        check_layout(app, size)
+
+
+@pytest.mark.parametrize("dialog", ["q", "k"])
+async def test_the_job_ending_while_a_dialog_is_open_closes_it(dialog: str) -> None:
+    """`gputop-track -- sleep 3`, q, and the job ends while the dialog is open: it went on saying "PID … is
+    still running" and offering to stop it; d then only said "waiting for the sampler…" and the view stayed. The
+    signal dialog stayed too: a t there would signal a PID of the ended tree, which may be another process's now."""
+    from gputop_tracker.tui.widgets.panels import QuitScreen, SignalScreen
+
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=["sleep", "3"], store_dir=Path(src.store))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await pilot.press(dialog)
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen if dialog == "q" else SignalScreen)
+        src._end(exit_code=0)  # the job exits by itself
+        for _ in range(200):
+            if app.final is not None:
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen | SignalScreen), "a dialog about a run that ended"
+        await pilot.press("d", "s")  # the quit dialog's keys, pressed a moment too late, act on nothing
+        await pilot.pause()
+        assert src.signals == [] and src.tree_signals == [] and not src.stopped
+        await pilot.press("q")  # the run is over: q quits at once, with the command's exit code
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_attached_the_header_and_the_quit_dialog_name_the_process() -> None:
+    """`--attach PID`: the header read "attached to 4242" and the quit dialog "PID 4242 is still running",
+    nothing saying what that process is, until it ended."""
+    from fakesource import MAIN_PID
+
+    from gputop_tracker.tui.widgets.panels import QuitScreen
+
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=None, mode="attach", store_dir=Path(src.store))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        main = next(p for p in src.samples[-1].processes if p.pid == MAIN_PID)
+        shown = " ".join(main.cmdline)
+        head = str(app.query_one("#header", Static).content)
+        assert f"attached to {MAIN_PID}: {shown}" in head, head
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+        assert shown in str(app.screen.query(Label).first().render())
+        await pilot.press("escape")
+
+
+async def test_a_terminal_too_small_says_so_and_the_view_comes_back() -> None:
+    """At 20x5 the view drew a few broken borders and the screen scrolled; at 100x6 a table with no row."""
+    src = FakeSource(3, output=[])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=(20, 5)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        for size in [(20, 5), (100, 6), (39, 30)]:
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            await pilot.pause()
+            note = app.query_one("#too-small", Static)
+            assert note.display and note.region.height > 0
+            text = str(note.render())
+            assert text.startswith(f"Terminal too small ({size[0]}×{size[1]}). q quits."), text
+            assert not any(w.region.height for w in app.query("#header, #main, #charts, #output").results())
+            assert app.screen.max_scroll_y == 0
+        await pilot.resize_terminal(40, 12)  # the smallest the view is drawn at
+        await pilot.pause()
+        await pilot.pause()
+        assert not app.query_one("#too-small").region.height
+        check_layout(app, (40, 12))
+        assert app.query_one("#procs").has_focus
+        await pilot.press("q")
+        await pilot.pause()
+        from gputop_tracker.tui.widgets.panels import QuitScreen
+
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")
+
+
+def test_a_dumb_terminal_gets_the_headless_report(tmp_path: Path) -> None:
+    """TERM=dumb (Emacs' M-x shell, compile buffers): stdin and stdout are a pty, so the live view started and
+    wrote its escape sequences (alternate screen, cursor moves, mouse reporting) into a terminal that shows
+    them as text, and waited for a q that such a terminal user had no reason to press."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the tool on the pty, as a shell in a dumb terminal runs it
+        env = {**os.environ, "TERM": "dumb", "GPUTOP_TRACKER_STORE": str(tmp_path / "store")}
+        env.pop("COLUMNS", None)
+        env.pop("LINES", None)
+        os.execve(sys.executable, [sys.executable, "-m", "gputop_tracker", "--", "true"], env)
+    out = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the pty
+            break
+        if not chunk:
+            break
+        out += chunk
+        if b"\x1b[?1049h" in out:  # the live view started: it would wait for a q
+            os.kill(pid, signal.SIGTERM)
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert b"\x1b[?1049h" not in out and b"\x1b[?1000h" not in out, out[:300]
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    assert b"session " in out and b" saved: " in out, out  # the headless run's last line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -188,6 +189,30 @@ def test_a_kernel_thread_is_refused() -> None:
         pytest.skip("PID 2 is not kthreadd here (a PID namespace)")
     with pytest.raises(ValueError, match=r"^process 2 \(kthreadd\) is a kernel thread"):
         check_pid(2)
+
+
+def test_a_thread_id_is_refused_naming_its_process() -> None:
+    """A TID from `top -H` was tracked as if it were the process: no children, the other threads' time left
+    out, and the run ended with the thread while the process ran on."""
+    started, done = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def worker() -> None:
+        tids.append(threading.get_native_id())
+        started.set()
+        done.wait(30)
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    try:
+        assert started.wait(10)
+        with pytest.raises(ValueError) as err:
+            check_pid(tids[0])
+        pid = os.getpid()
+        assert str(err.value) == f"{tids[0]} is a thread of process {pid}, not a process: attach to {pid}"
+    finally:
+        done.set()
+        t.join()
 
 
 @pytest.mark.parametrize(

@@ -357,6 +357,16 @@ def _check_what_to_track(args: argparse.Namespace, command: list[str]) -> None:
         _check_attach(args.attach)
 
 
+def _report_to_stdout(args: argparse.Namespace) -> None:
+    """`-o -`, or `-o` naming the very file our stdout is (`/dev/stdout`, `/proc/self/fd/1`, the file `>` opened):
+    the report goes to stdout as without `-o`, the text report included. Written through its name, a JSON report
+    on stdout would be mixed with the command's own output, and a regular file would be replaced by the report,
+    losing what the command wrote there."""
+    args.report_stdout = bool(args.output) and console.names_stdout(args.output)
+    if args.report_stdout:
+        args.output = None
+
+
 def _check_options(args: argparse.Namespace) -> int | None:
     """Options that go together, and every file the run will write, checked before anything starts; the memory
     limit in bytes (None: none)."""
@@ -383,6 +393,7 @@ def track(args: argparse.Namespace) -> int:
     if args.history:
         return _history(args, command)
     _check_what_to_track(args, command)
+    _report_to_stdout(args)
     mem_limit = _check_options(args)
     job = _job_context(args)
     if command and not command[0]:
@@ -423,7 +434,10 @@ def track(args: argparse.Namespace) -> int:
 
 
 def _run(cfg: EngineConfig, args: argparse.Namespace, units: Units, exporter: Exporter | None) -> int:
-    interactive = not args.headless and args.plot is None and sys.stdin.isatty() and sys.stdout.isatty()
+    # TERM=dumb (Emacs' shell and compile buffers, some CI ptys): a terminal that cannot draw a screen, where the
+    # live view is a stream of escape sequences; such a terminal gets the headless report
+    can_draw = os.environ.get("TERM") != "dumb"
+    interactive = not args.headless and args.plot is None and sys.stdin.isatty() and sys.stdout.isatty() and can_draw
     if interactive:
         try:
             from gputop_tracker.tui.live.run import run_live
@@ -528,7 +542,8 @@ def _after_the_report(
     cfg: EngineConfig, args: argparse.Namespace, units: Units, usage: ResourceUsage, interrupted: list[int]
 ) -> int:
     """The report written (then a picture, if asked); the exit code: the command's, as a shell would give it."""
-    write_report(usage, args, units)
+    signals_before = len(interrupted)
+    write_report(usage, args, units, give_up=lambda: len(interrupted) > signals_before)
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)
     if args.plot is not None:  # after the report is out: a failed picture costs one line, never the report
@@ -612,7 +627,7 @@ class SignalRelay:
             if self.reaped.is_set() or (not self.target and _exited(self.handle.pid)):
                 self.held.append(sig)
             elif self.target:
-                _send(self.target, sig)
+                _send_to_command(self.target, sig)
             else:
                 self.handle.signal(sig)
 
@@ -624,7 +639,7 @@ class SignalRelay:
             self.reaped.clear()
             # sent to the sampler as it died (SIGKILLed, not yet a zombie: nothing tells), never passed on
             for sig in [*self.handle.unrelayed(), *self.held]:
-                _send(pid, sig)
+                _send_to_command(pid, sig)
             self.held.clear()
 
     def leave_terminal_job(self) -> None:
@@ -648,16 +663,24 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def _send(pid: int, sig: int) -> None:
+def _send_to_command(pid: int, sig: int) -> None:
+    """As the sampler passes them on: SIGINT, SIGTERM, SIGHUP to the command's whole process group where it leads
+    one of its own (a shell script ends only when the child it waits for gets the signal too)."""
     try:
-        os.kill(pid, sig)
+        if sig not in JOB_SIGNALS and os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
     except ProcessLookupError:  # gone meanwhile: our wait ends with it
         pass
 
 
-def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
+def write_report(
+    usage: object, args: argparse.Namespace, units: Units, give_up: Callable[[], bool] | None = None
+) -> None:
     """Write the report where asked; if that fails, the terminal gets it — a measured run is never lost.
-    A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code."""
+    A failing stdout (closed pipe, full disk) costs one line on stderr, never the exit code. `give_up`: a
+    Ctrl-C or SIGTERM came while `-o FIFO` waited for a reader (stderr gets the report then)."""
     from gputop_tracker.core.model.models import ResourceUsage
     from gputop_tracker.core.store.sessions import write_output
 
@@ -665,7 +688,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
     text = formats.REPORT.render(args.format, usage, units)
     if args.output:
         try:
-            write_output(Path(args.output), text.encode())
+            write_output(Path(args.output), text.encode(), give_up=give_up)
         except OSError as e:
             console.error(f"cannot write {args.output}: {e.strerror}; report follows", console.EXIT_FAILURE)
             console.write_stderr(text)
@@ -673,7 +696,7 @@ def write_report(usage: object, args: argparse.Namespace, units: Units) -> None:
             if usage.session_path:
                 console.say(f"report written to {args.output}; session {usage.session_id}")
         return
-    if args.format == "text":
+    if args.format == "text" and not args.report_stdout:
         console.write_stderr(text)
         return
     try:

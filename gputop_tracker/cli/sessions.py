@@ -62,7 +62,7 @@ def build_sessions_parser() -> Parser:
     return p
 
 
-OUTPUT_HELP = "write to FILE (default: stdout)"
+OUTPUT_HELP = "write to FILE (default, or `-`: stdout)"
 
 
 def _subcommand(
@@ -76,7 +76,12 @@ def _subcommand(
 
 
 def _add_output(parser: Parser) -> None:
-    parser.add_argument("-o", "--output", metavar="FILE", help=OUTPUT_HELP)
+    parser.add_argument("-o", "--output", metavar="FILE", type=_file_or_stdout, help=OUTPUT_HELP)
+
+
+def _file_or_stdout(name: str) -> str | None:
+    """`-o -` (or the file stdout already is) is stdout: None, as without `-o`; never a file named `-`."""
+    return None if console.names_stdout(name) else name
 
 
 def _add_delete_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:

@@ -16,7 +16,9 @@
  *           fan=PCT  energy_mj=MJ  gpm=0|1  sm_act=PCT  sm_occ=PCT  tensor=PCT  dram_bw=PCT
  *           lost=0|1  lost_after=N  mig=0|1  acct=0|1  minor=N
  *   mig     parent=DEVICE_INDEX  uuid=MIG-...  total=BYTES  used=BYTES  gi=ID  ci=ID
- *   process dev=DEVICE_INDEX  [mig=K]  pid=PID  mem=BYTES|NA  [graphics=1]   (K: the K-th mig line, from 0)
+ *   process dev=DEVICE_INDEX  [mig=K]  pid=PID  mem=BYTES|NA  [graphics=1|2]   (K: the K-th mig line, from 0)
+ *           graphics=1: in the graphics list only; graphics=2: a process with a compute and a graphics context
+ *           (nvidia-smi's type C+G), in both lists, each time with its whole figure, as nvidia-smi shows it once
  *   procutil dev=DEVICE_INDEX  pid=PID  sm=PCT  mem=PCT
  *   error   fn=SYMBOL  dev=DEVICE_INDEX|-1  code=NVML_RETURN
  *   cost    fn=SYMBOL  us=MICROSECONDS
@@ -600,7 +602,7 @@ static nvmlReturn_t running(dev_t_ *d, int graphics, unsigned *count, nvmlProces
     int root = d->is_mig ? d->parent : d->index;
     for (int i = 0; i < nproc; i++) {
         proc_t_ *p = &procs[i];
-        if (p->graphics != graphics || p->dev != root) continue;
+        if ((p->graphics != graphics && p->graphics != 2) || p->dev != root) continue;
         /* a MIG device lists its own processes; the parent lists them all, with no memory figure */
         int mine = d->is_mig ? (p->mig >= 0 && &migs[0] + p->mig == d) : 1;
         if (!mine) continue;

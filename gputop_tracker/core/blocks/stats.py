@@ -17,7 +17,6 @@ from typing import Any
 
 from gputop_tracker.core.blocks.allocator import BRACKET, BlockAllocators
 from gputop_tracker.core.blocks.allocator import EXACT as ALLOC_EXACT
-from gputop_tracker.core.summary.peaks import agree
 
 MAX_OPEN = 10_000  # runs open at once (a program that never closes its blocks must not grow us forever)
 MAX_NAMES = 1_000  # distinct block names kept; later names are counted, not kept
@@ -123,11 +122,11 @@ class _Agg:
     def add_tree(self, run: _Run, window: int | None, own_peak: int | None) -> None:
         """The tree's peak during one run. What is surely held: the largest tree total sampled, and the exact
         peak of the process that ran it (`own_peak`). The cgroup's window (`window`) is the figure when it is not
-        below that — or agrees with it: the group does not count library pages charged to others before the run
-        (the rules of `peaks.combined_peak` for the whole run); else the lower bound stands, labelled so."""
+        below that. Below it (the group does not count library pages charged to others before the run), it bounds
+        nothing: the tree's other processes held their own pages too; the lower bound stands, labelled so."""
         low = max(run.tree_peak if run.n else 0, own_peak or 0)
-        if window is not None and (window >= low or agree(window, low)):
-            peak = max(window, low)
+        if window is not None and window >= low:
+            peak = window
         else:
             self.tree_exact = False
             if not low:

@@ -75,6 +75,8 @@ class GpuReading:
     accounting_peaks: dict[int, int] = field(default_factory=dict)
     #: pids in `processes` whose host PID was paired with them by elimination (a container)
     attributed_pids: frozenset[int] = frozenset()
+    #: pids in `processes` (as 0) that NVML lists with no memory figure (N/A: MIG, some containers, WDDM)
+    no_figure: frozenset[int] = frozenset()
 
 
 VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
@@ -346,6 +348,8 @@ class _Device(OpenedDevice):
     accounting: bool | None = None
     accounting_peaks: dict[int, int] = field(default_factory=dict)
     minor: int | None = None  # N of /dev/nvidiaN (the parent's for a MIG device)
+    no_figure: frozenset[int] = frozenset()  # listed pids whose usedGpuMemory NVML gives as not available
+    no_list: bool = False  # neither process list answered at the last read (not supported, no permission)
 
 
 class NvmlBackend(GpuBackend):
@@ -496,6 +500,7 @@ class NvmlBackend(GpuBackend):
                 self.problems.add(f"GPU {dev.index} ({dev.uuid}) fell off the bus (NVML: GPU is lost)")
             except Exception as e:  # never let one device stop the tracking of the others
                 self.problems.add(f"GPU {dev.index}: reading failed ({type(e).__name__}: {e})")
+        self._note_no_figure(pids)
         # pairing (containers) and accounting at the slow pace, and at once when the watcher saw new host PIDs
         if self._new_unmapped() or slow:
             self._extras.after_processes(out, pids)
@@ -504,6 +509,24 @@ class NvmlBackend(GpuBackend):
             self.process_query_s = cost
             self._procs_due = now + max(self.PROCESS_PERIOD, cost * self.PROCESS_BUDGET)
         return out
+
+    def _note_no_figure(self, pids: Sequence[int]) -> None:
+        """A note for each GPU with no process list, and each where NVML lists a tracked process without its memory:
+        counted as 0 there, so the tree's figures on that GPU are lower bounds, never a silent zero. (On the
+        sampler's thread: the watcher only hands over what it read.)"""
+        for dev in self._devices:
+            if dev.no_list and not dev.lost:
+                self.problems.add(
+                    f"GPU {dev.index}: NVML gives no list of the processes on it (not supported on this GPU or "
+                    "driver, or not permitted): GPU memory of the tree there is unknown, counted as 0 (a lower "
+                    "bound); the GPU's memory used is its whole figure, every process's"
+                )
+            if dev.no_figure and not dev.no_figure.isdisjoint(pids):
+                self.problems.add(
+                    f"GPU {dev.index}: NVML gives no memory figure (N/A) for a tracked process there (as under MIG, "
+                    "in some containers, on WDDM): it counts as 0, so GPU memory of the tree on that GPU is a lower "
+                    "bound, and that process's own figure there is missing"
+                )
 
     def _new_unmapped(self) -> bool:
         """True when the process lists hold host PIDs (containers) other than at the last look."""
@@ -552,6 +575,7 @@ class NvmlBackend(GpuBackend):
         r.process_instances = dev.instances
         r.unattributed_memory = dev.unattributed
         r.attributed_pids = dev.attributed
+        r.no_figure = dev.no_figure
         r.accounting = dev.accounting
         r.accounting_peaks = dev.accounting_peaks
 
@@ -609,6 +633,7 @@ class NvmlBackend(GpuBackend):
             return
         self._watched = self._to_watch()
         self.watcher = GpuWatcher(self._watch_pass, hz)
+        self.watcher.summed = {d.index for d in self._devices if d.mig_parent is None}  # MIG memory is the parent's
         self.watcher.poll_once()  # the first sample already has a read
         self.watcher.start()
 
@@ -634,7 +659,12 @@ class NvmlBackend(GpuBackend):
     def memory_source(self) -> str:
         if self.watcher is None:
             return f"sampled (NVML running processes, at most every {self.PROCESS_PERIOD:g} s)"
-        return self.watcher.label("NVML running processes")
+        label = self.watcher.label("NVML running processes")
+        # the watcher reads the counted GPUs only: a figure may come from another one, read at the slow pace
+        slow = [str(d.index) for d in self._devices if d.index not in self._watched and not d.mig_enabled]
+        if slow:
+            label += f"; GPU {', '.join(slow)} (not counted): at most every {self.PROCESS_PERIOD:g} s"
+        return label
 
     def _read_processes(self, dev: _Device, r: GpuReading | None) -> None:
         if dev.mig_enabled:  # the parent lists MIG processes without memory: read them on the MIG devices
@@ -642,29 +672,38 @@ class NvmlBackend(GpuBackend):
             return
         procs: dict[int, int] = {}
         instances: dict[int, tuple[int, int]] = {}
-        unattributed = 0
         unmapped = False
         attributed: set[int] = set()
         unmapped_hosts: dict[int, int] = {}  # filled here, then handed over whole (the watcher's thread reads lists)
+        no_figure: set[int] = set()
+        answered = False
         for fn in self._process_lists:
-            for p in self._get(fn, dev.handle) or ():
+            listed = self._get(fn, dev.handle)
+            answered = answered or listed is not None
+            for p in listed or ():
                 used = getattr(p, "usedGpuMemory", None)
-                used = int(used) if used else 0  # None: not available (MIG on the parent, WDDM)
                 pid = self._pids(int(p.pid))
+                if used is None and pid is not None:  # not available (MIG on the parent, some containers, WDDM)
+                    no_figure.add(pid)
+                used = int(used) if used else 0
+                # A process with a compute and a graphics context is in both lists, each time with its whole
+                # figure (nvidia-smi shows it once, as C+G): the larger, never the sum, which could exceed the truth.
                 if pid is None:
                     unmapped = True
-                    unattributed += used
-                    unmapped_hosts[int(p.pid)] = unmapped_hosts.get(int(p.pid), 0) + used
+                    unmapped_hosts[int(p.pid)] = max(unmapped_hosts.get(int(p.pid), 0), used)
                     continue
                 if self._pids.is_paired(int(p.pid)):
                     attributed.add(pid)
-                procs[pid] = procs.get(pid, 0) + used
+                procs[pid] = max(procs.get(pid, 0), used)
                 gi = getattr(p, "gpuInstanceId", 0xFFFFFFFF)
                 ci = getattr(p, "computeInstanceId", 0xFFFFFFFF)
                 if gi != 0xFFFFFFFF:
                     instances[pid] = (int(gi), int(ci))
         dev.procs, dev.instances, dev.attributed = procs, instances, frozenset(attributed)
         dev.unmapped = unmapped_hosts
+        dev.no_figure = frozenset(no_figure)
+        dev.no_list = not answered
+        unattributed = sum(unmapped_hosts.values())
         dev.unattributed = unattributed if (self._pids.namespaced and unmapped) else None
 
     def read_accounting_at_end(self, pids: Sequence[int]) -> list[GpuReading]:
@@ -848,12 +887,22 @@ def _nvml_reason_by_name(name: str, message: str) -> str:
         "LibraryNotFound": "NVIDIA driver library libnvidia-ml.so.1 not found",
         "DriverNotLoaded": "NVIDIA driver not loaded",
         "NoPermission": "no permission to use NVML",
+        # nvidia-smi's "Driver/library version mismatch": the driver was updated and the old module is still loaded
+        "LibRmVersionMismatch": "the NVIDIA kernel driver and libnvidia-ml.so.1 versions differ: the driver was "
+        "updated and the machine not rebooted (or the module not reloaded)",
     }
     return reasons.get(name, f"NVML: {message}")
 
 
-def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+def resolve_gpu_selection(
+    readings: Sequence[GpuReading], spec: str, *, as_runtime: bool = False, cuda_order: bool = False
+) -> tuple[set[str], list[str]]:
     """UUIDs chosen by a CUDA_VISIBLE_DEVICES-style list: indices, full or short UUIDs, MIG UUIDs.
+
+    `as_runtime`: the list is the variable the job's runtime reads, so it is read as CUDA (and ROCm) read it: an
+    entry that names no GPU (or several) hides it and every entry after it (`0,9,1` on 8 GPUs is GPU 0 alone).
+    Otherwise (`--gpus`, a scheduler's list) such an entry is skipped and the others kept. `cuda_order`: the
+    indices are meant as CUDA's (a user's list, the job's variable; not a scheduler's): say where they may differ.
 
     Returns (uuids, problems). NVML orders GPUs by PCI bus, not as CUDA does, so indices are taken as
     NVML indices of physical GPUs (MIG devices are chosen by UUID only); everything is resolved to a UUID.
@@ -861,18 +910,34 @@ def resolve_gpu_selection(readings: Sequence[GpuReading], spec: str) -> tuple[se
     what the one before it left, as ROCr and HIP do: an index is a position in that list.
     """
     if "=" in spec:
-        return _resolve_layers(readings, spec)
-    picked, problems = _pick(spec, readings, by_position=False)
-    return {r.uuid for r in picked}, problems
+        return _resolve_layers(readings, spec, as_runtime)
+    picked, problems = _pick(spec, readings, by_position=False, stop=as_runtime)
+    return {r.uuid for r in picked}, problems + (_order_caveat(readings, spec) if cuda_order else [])
 
 
-def _pick(value: str, pool: Sequence[GpuReading], *, by_position: bool) -> tuple[list[GpuReading], list[str]]:
+def _order_caveat(readings: Sequence[GpuReading], spec: str) -> list[str]:
+    """Indices are NVML's (PCI bus order); CUDA numbers the fastest GPU first unless CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    The two agree where every GPU is the same model; elsewhere an index may name another GPU than the job's."""
+    models = {r.name for r in readings if r.mig_parent is None}
+    has_index = any(x.strip().lstrip("-").isdigit() for x in spec.split(","))
+    if len(models) < 2 or not has_index or os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
+        return []
+    return [
+        "indices are taken in PCI bus order (NVML's); with different GPU models here CUDA numbers the fastest first "
+        "unless CUDA_DEVICE_ORDER=PCI_BUS_ID, so an index may be another GPU for the job (UUIDs name one for sure)"
+    ]
+
+
+def _pick(
+    value: str, pool: Sequence[GpuReading], *, by_position: bool, stop: bool = False
+) -> tuple[list[GpuReading], list[str]]:
     """The GPUs of `pool` a comma-separated list names, in the list's order, and the items that name none or
     several. An index is a position in `pool` (by_position) or an NVML index of a physical GPU; other items are
-    full or short UUIDs. A negative index ends the list, as in CUDA."""
+    full or short UUIDs. A negative index ends the list, as in CUDA; so does any bad item when `stop`."""
     picked: list[GpuReading] = []
     problems: list[str] = []
-    for raw in value.split(","):
+    items = value.split(",")
+    for n, raw in enumerate(items):
         item = raw.strip()
         if not item:
             continue
@@ -890,8 +955,16 @@ def _pick(value: str, pool: Sequence[GpuReading], *, by_position: bool) -> tuple
         if len(found) == 1:
             if found[0] not in picked:
                 picked.append(found[0])
-        else:
-            problems.append(f"{item!r} matches {'no' if not found else 'more than one'} GPU")
+            continue
+        problem = f"{item!r} matches {'no' if not found else 'more than one'} GPU"
+        rest = ",".join(x.strip() for x in items[n + 1 :] if x.strip())
+        if stop:
+            problems.append(
+                f"{problem}: the job's GPU runtime sees no GPU from there on"
+                + (f" ({rest} not counted)" if rest else "")
+            )
+            break
+        problems.append(problem)
     return picked, problems
 
 
@@ -908,11 +981,11 @@ def _match_id(readings: Sequence[GpuReading], item: str) -> list[str]:
     return match
 
 
-def _resolve_layers(readings: Sequence[GpuReading], spec: str) -> tuple[set[str], list[str]]:
+def _resolve_layers(readings: Sequence[GpuReading], spec: str, stop: bool) -> tuple[set[str], list[str]]:
     pool = sorted((r for r in readings if r.mig_parent is None), key=lambda r: r.index)
     problems: list[str] = []
     for layer in spec.split(";"):
         name, _, value = layer.strip().partition("=")
-        pool, missed = _pick(value, pool, by_position=True)
+        pool, missed = _pick(value, pool, by_position=True, stop=stop)
         problems += [f"{name}: {p}" for p in missed]
     return {r.uuid for r in pool}, problems

@@ -4,7 +4,7 @@ A job often sets the variable itself (`export CUDA_VISIBLE_DEVICES=1` in a SLURM
 CUDA_VISIBLE_DEVICES=… python train.py`), so our own environment is only where the choice starts. Each tracked
 process's environment is read once when it appears, and again after it exec'd (a shell becoming python),
 until a process of the tree uses a GPU: a process whose variable differs moves the choice to its value, and the
-first process seen on a GPU settles it with its own value. Nothing is read on a machine without GPUs.
+first process seen on a GPU settles it with its own value (unset: every GPU). Nothing is read on a machine without GPUs.
 
 On AMD GPUs the variables are ROCm's: `ROCR_VISIBLE_DEVICES` filters first, then `HIP_VISIBLE_DEVICES` (or
 `CUDA_VISIBLE_DEVICES`, which HIP honours when HIP_VISIBLE_DEVICES is unset) picks among what ROCr left. Their
@@ -56,6 +56,16 @@ def read_variable(pid: int, name: str = VARIABLE) -> str | None:
     return None
 
 
+def environ_readable(pid: int) -> bool:
+    """Whether /proc/PID/environ can be read (a variable found unset there is unset, not unknown)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
+
+
 class GpuSelection:
     """The selection as it stands: `spec` (a CUDA_VISIBLE_DEVICES list, None = every GPU) and why."""
 
@@ -99,9 +109,15 @@ class GpuSelection:
             if h.pid in on_gpu:
                 self.settled = True
                 spec = self._specs.get(h.pid)
-                if spec is not None and spec != self.spec:
+                # unset in its environment (a CPU-only child moved the choice, e.g. to ""): it sees every GPU
+                if spec != self.spec and (spec is not None or environ_readable(h.pid)):
                     self.spec, changed = spec, True
-                    self.reason = f"{self._label(spec)} (of process {h.pid}, {h.name}, the first on a GPU)"
+                    self.reason = (
+                        f"{self._label(spec)} (of process {h.pid}, {h.name}, the first on a GPU)"
+                        if spec is not None
+                        else f"every GPU: process {h.pid} ({h.name}), the first on a GPU, has no "
+                        f"{' / '.join(self.variables)}"
+                    )
                 break
         return changed
 

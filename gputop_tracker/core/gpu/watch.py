@@ -57,6 +57,23 @@ class Window:
     seen: list[Seen]
     used_max: dict[int, int]  # device index -> highest memory used
     procs_max: Procs  # device index -> pid -> highest bytes
+    #: the highest memory used of the physical GPUs read (`GpuWatcher.summed`), summed at one read; None: no read
+    used_sum_max: int | None = None
+
+    def process_peaks(self, devices: Container[int] | None = None) -> dict[int, int]:
+        """Each process's highest GPU memory over the window, summed over `devices` (None: all) at one read: a
+        process on two GPUs whose highs fell at different reads never gets their sum."""
+        out: dict[int, int] = {}
+        for s in self.seen:
+            at: dict[int, int] = {}
+            for dev, procs in s.procs.items():
+                if devices is None or dev in devices:
+                    for pid, used in procs.items():
+                        at[pid] = at.get(pid, 0) + used
+            for pid, used in at.items():
+                if used > out.get(pid, 0):
+                    out[pid] = used
+        return out
 
     def tree_peaks(
         self,
@@ -116,6 +133,10 @@ class GpuWatcher:
         self._history: deque[Seen] = deque(maxlen=MAX_HISTORY)
         self._new = 0  # entries of _history the next `take` hands over (from the right)
         self._used_max: dict[int, int] = {}
+        self._used_sum_max: int | None = None
+        #: devices whose memory used is summed at one read (physical GPUs: a MIG device's memory is its parent's);
+        #: None: every device read
+        self.summed: set[int] | None = None
         self._procs_max: Procs = {}
         self._keep_since: float | None = None  # a code block open since then: history is kept from there
         self.cost = 0.0  # running CPU seconds per pass
@@ -183,9 +204,7 @@ class GpuWatcher:
             if self.passes == 1:
                 self._first = t
             self._last = t
-            for dev, u in used.items():
-                if u > self._used_max.get(dev, -1):
-                    self._used_max[dev] = u
+            self._fold_used(used)
             for dev, on_dev in procs.items():
                 highs = self._procs_max.setdefault(dev, {})
                 for pid, b in on_dev.items():
@@ -201,6 +220,18 @@ class GpuWatcher:
                 self._new = min(self._new + 1, len(h))
             self._prune(t)
 
+    def _fold_used(self, used: dict[int, int]) -> None:
+        """Each device's highest memory used, and the highest of the summed ones at one read (under the lock)."""
+        summed = self.summed
+        total = 0
+        for dev, u in used.items():
+            if u > self._used_max.get(dev, -1):
+                self._used_max[dev] = u
+            if summed is None or dev in summed:
+                total += u
+        if self._used_sum_max is None or total > self._used_sum_max:
+            self._used_sum_max = total
+
     def _prune(self, now: float) -> None:
         h = self._history
         since = now - KEEP if self._keep_since is None else min(self._keep_since, now - KEEP)
@@ -213,8 +244,8 @@ class GpuWatcher:
             h = self._history
             n = self._new if self._new else min(1, len(h))
             seen = [h[i] for i in range(len(h) - n, len(h))]
-            out = Window(seen=seen, used_max=self._used_max, procs_max=self._procs_max)
-            self._used_max, self._procs_max, self._new = {}, {}, 0
+            out = Window(seen=seen, used_max=self._used_max, procs_max=self._procs_max, used_sum_max=self._used_sum_max)
+            self._used_max, self._procs_max, self._new, self._used_sum_max = {}, {}, 0, None
             if seen:  # highs start again from what is held now
                 self._procs_max = {dev: dict(p) for dev, p in seen[-1].procs.items()}
             return out

@@ -248,6 +248,16 @@ class GpuSummary(Model):
     memory_total: int | None = None
     peak_memory_used: int | None = Field(None, description="whole device, every process")
     tree_peak_memory: int = Field(0, description="the tracked tree's peak on this GPU (bytes)")
+    tree_used: bool | None = Field(
+        None,
+        description="a tracked process was on this GPU (NVML listed it), though with no memory figure; "
+        "None: a session older than the field",
+    )
+    tree_memory_unknown: bool | None = Field(
+        None,
+        description="a tracked process on this GPU had no memory figure (NVML: not available, as under MIG or in "
+        "some containers): tree_peak_memory is a lower bound",
+    )
     mean_utilization: float | None = None
     max_utilization: float | None = None
     counted: bool = True

@@ -114,6 +114,7 @@ def check_pid(pid: object) -> int:
     if flags & PF_KTHREAD:
         name = head.split(b"(", 1)[-1].decode(errors="replace")
         raise ValueError(f"process {pid} ({name}) is a kernel thread: it has no memory or CPU time of a program")
+    _check_not_a_thread(pid)
     return pid
 
 
@@ -142,3 +143,16 @@ def optional_path(name: str, value: object) -> str | None:
     if isinstance(path, bytes):
         raise ValueError(f"{name} must be a path as str or pathlib.Path, not bytes {value!r}")
     return path or None
+
+
+def _check_not_a_thread(pid: int) -> None:
+    """A thread's id (`top -H`, `ps -L`, py-spy) opens /proc/TID too, but names one thread of a process: its
+    children (their parent is the process) and the other threads' time would be left out, and tracking would end
+    with the thread while the process runs on."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            tgid = next((int(line.split()[1]) for line in f if line.startswith(b"Tgid:")), pid)
+    except (OSError, IndexError, ValueError):
+        return  # gone meanwhile, or unreadable: the tracker finds out as for any process
+    if tgid != pid:
+        raise ValueError(f"{pid} is a thread of process {tgid}, not a process: attach to {tgid}")

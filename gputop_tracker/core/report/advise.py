@@ -82,13 +82,24 @@ def percentile(values: Sequence[float], percent: float) -> float:
 # --------------------------------------------------------------------------- from sessions
 
 
+def used_gpus(usage: dict[str, Any]) -> list[dict[str, Any]]:
+    """The counted GPUs the tree was on: it held memory there, or NVML listed one of its processes with no
+    memory figure (N/A: MIG, some containers), which still needs the GPU."""
+    counted = [gpu for gpu in usage.get("gpus") or [] if gpu.get("counted", True)]
+    return [gpu for gpu in counted if gpu.get("tree_used") or (gpu.get("tree_peak_memory") or 0) > 0]
+
+
+def gpu_memory_unknown(usage: dict[str, Any]) -> bool:
+    """A process of the tree had no GPU memory figure on a GPU it used: the session's GPU memory is a floor."""
+    return any(gpu.get("tree_memory_unknown") for gpu in used_gpus(usage))
+
+
 def _figures(usage: dict[str, Any]) -> dict[str, float]:
     wall = float(usage["compute_time"]["time"])
-    counted = [gpu for gpu in usage.get("gpus") or [] if gpu.get("counted", True)]
     return {
         "mem": float(usage["max_ram"]["combined"]["total_rss"]),
         "cores": float(usage["cpu_time"]["total"]) / max(wall, 1e-9),
-        "gpus": float(sum(1 for gpu in counted if (gpu.get("tree_peak_memory") or 0) > 0)),
+        "gpus": float(len(used_gpus(usage))),
         "gpu_mem": float(usage["max_gpu_ram"]["combined"]),
         "wall": wall,
     }
@@ -166,7 +177,15 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
             "were OOM-killed: their peak is a floor of what they needed, not their need"
             + (f"; --mem is at least their limit {human_bytes(max(limits))} + headroom" if limits else "")
         )
-    if gpus == 1 and (hint := mig_hint(gpu_mem)):
+    unknown = sum(1 for usage in usages if gpu_memory_unknown(usage)) if gpus else 0
+    if unknown:
+        basis["gpu_memory"] += "; a lower bound"
+        notes.append(
+            f"{unknown} of {len(usages)} session{'s' if len(usages) != 1 else ''} ran processes on a GPU whose "
+            "memory NVML did not give (not available: MIG, some containers): the GPU memory figure is a floor "
+            "of the need; size the GPU by what the job loads"
+        )
+    elif gpus == 1 and gpu_mem and (hint := mig_hint(gpu_mem)):
         notes.append(f"GPU memory needed {human_bytes(gpu_mem)}: {hint}")
     if not gpus:
         notes.append("no session used a GPU: request none")

@@ -240,9 +240,11 @@ def _gpu_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
         f"(sum over {usage.gpu_utilization.n_expected_gpus} counted of {usage.gpu_utilization.system_gpu_count} GPUs)"
     )
     if usage.gpu_energy_j is not None:
+        missing = [str(g.index) for g in usage.gpus if g.counted and g.energy_j is None]
+        what = f"lower bound: no reading of GPU {', '.join(missing)}" if missing else "counted GPUs"
         lines.append(
             f"  {'energy':<16}{usage.gpu_energy_j:.1f} J = {usage.gpu_energy_wh or 0:.4f} Wh "
-            "(counted GPUs, first to last reading)"
+            f"({what}, first to last reading)"
         )
     lines += _allocator_lines(usage, fmt)
     for gs in usage.gpus:

@@ -8,8 +8,10 @@ signals we get to the command and knows its exit status. Plain Python: it runs i
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable
@@ -73,10 +75,22 @@ class Launcher:
             if self.main_pid and self.main_exit is None:
                 try:
                     if not (sig == signal.SIGHUP and self.cfg.new_session and self._hang_up_group()):
-                        os.kill(self.main_pid, sig)
+                        self._send_to_command(sig)
                 except ProcessLookupError:
                     pass
             self.on_relayed(sig)
+
+    def _send_to_command(self, sig: int) -> None:
+        """SIGINT, SIGTERM and SIGHUP go to the command's whole process group where it leads one of its own (batch
+        jobs, pipes, `timeout`): without us, the signal sent to the job's group (or a terminal's Ctrl-C) reaches
+        every process of it. A shell script ends at SIGINT only when the child it waits for gets it too; sent to
+        the script alone, it ran on. SIGUSR1/2 (a checkpoint request), or a command in the terminal's job with
+        us (which got the terminal's signals itself), get it alone."""
+        own_group = self.cfg.process_group == 0 or self.cfg.new_session
+        if sig not in JOB_SIGNALS and own_group and os.getpgid(self.main_pid) == self.main_pid:
+            os.killpg(self.main_pid, sig)
+        else:
+            os.kill(self.main_pid, sig)
 
     def _hang_up_group(self) -> bool:
         """The command's session has no terminal (the live view's): our terminal's hang-up is its job's, which the
@@ -116,15 +130,7 @@ class Launcher:
         stdout, stderr = output_ends if output_ends else (cfg.stdout, cfg.stderr)
         try:
             self.spawner_hwm = own_peak_rss()
-            self.popen = subprocess.Popen(
-                cfg.argv,
-                stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
-                stdout=stdout,
-                stderr=stderr,
-                process_group=cfg.process_group,
-                start_new_session=cfg.new_session,
-                preexec_fn=_cgroup_joiner(join_fd) if join_fd >= 0 else None,
-            )
+            self.popen = self._popen(stdout, stderr, join_fd)
         except OSError as e:
             name = escape_controls(cfg.argv[0])  # one line, whatever bytes the name holds
             if isinstance(e, FileNotFoundError):
@@ -138,6 +144,31 @@ class Launcher:
                     os.close(fd)
         self.main_pid = self.popen.pid
         return None
+
+    def _popen(self, stdout: int | None, stderr: int | None, join_fd: int) -> subprocess.Popen[bytes]:
+        cfg = self.cfg
+
+        def start(argv: list[str]) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL if cfg.stdin is None and cfg.control_stdin else cfg.stdin,
+                stdout=stdout,
+                stderr=stderr,
+                process_group=cfg.process_group,
+                start_new_session=cfg.new_session,
+                preexec_fn=_cgroup_joiner(join_fd) if join_fd >= 0 else None,
+            )
+
+        try:
+            return start(cfg.argv)
+        except OSError as e:
+            name = cfg.argv[0]
+            path = name if "/" in name else (shutil.which(name) or name)
+            if e.errno != errno.ENOEXEC or _looks_binary(path):
+                raise
+        # An executable text file without a `#!` line: a shell, `env` and execvp() run it with /bin/sh (POSIX).
+        # A binary one (another machine's executable) stays an error, as bash and dash say it.
+        return start(["/bin/sh", path, *cfg.argv[1:]])
 
     def attach(self) -> None:
         self.main_pid = self.cfg.pid
@@ -216,6 +247,16 @@ class Launcher:
                 return b") Z" not in f.read()
         except OSError:
             return False
+
+
+def _looks_binary(path: str) -> bool:
+    """bash's test before it runs a file without `#!` as a script: an ELF header or a NUL byte early on."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(80)
+    except OSError:
+        return True
+    return head.startswith(b"\x7fELF") or b"\0" in head
 
 
 def _nothing(_sig: int) -> None:

@@ -368,14 +368,15 @@ class Engine:
         # the last read's failures and any process gone since: one end each, whatever we saw of it
         _new, gone = s.tree.discover()
         s.builder.vanished([h.pid for h in gone], alive=s.tree.handles.keys())
-        s.builder.close(alive=TreeStop.alive_at_end(s))
+        alive = TreeStop.alive_at_end(s)  # notes what a stop from the view left running: once
+        s.builder.close(alive=alive)
         self.end.note_survivors(s.builder.note, self._descendants(s), s.builder.start_time)
         if self.stop_mirror is not None:
             self.stop_mirror.release()
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
-        s.builder.accounting_at_end(s.gpu.read_accounting_at_end(list(TreeStop.alive_at_end(s))))
+        s.builder.accounting_at_end(s.gpu.read_accounting_at_end([pid for pid in s.tree.handles if _alive(pid)]))
         self._finish(s.builder)
         s.close()
         return self.launcher.exit_code(default=0)
@@ -574,7 +575,7 @@ def _select_gpus(builder: SummaryBuilder, gpus: list[Any], selection: GpuSelecti
     if selection.spec is None:
         builder.select_gpus(None, selection.reason)
         return
-    chosen, problems = resolve_gpu_selection(gpus, selection.spec)
+    chosen, problems = resolve_gpu_selection(gpus, selection.spec, as_runtime=not selection.fixed, cuda_order=True)
     builder.select_gpus(chosen, selection.reason)
     for p in problems:
         builder.note(f"GPU selection: {p}")
@@ -625,8 +626,9 @@ class TreeStop:
             except OSError:
                 pass
         name = signal.Signals(sig).name
-        self.sent.append(f"{name} to {reached}")
-        s.builder.events.add("stop", time.time(), f"{name} sent to {reached} processes of the tree", pid=self.pgid)
+        processes = f"{reached} process{'es' if reached != 1 else ''}"
+        self.sent.append(f"{name} to {processes}")
+        s.builder.events.add("stop", time.time(), f"{name} sent to {processes} of the tree", pid=self.pgid)
 
     @staticmethod
     def draining(s: _Sampling) -> bool:
@@ -648,7 +650,7 @@ class TreeStop:
 
     def report(self, alive: set[int]) -> str:
         """The note the session keeps: what was sent, and what survived it."""
-        text = f"stopped from the live view: {', then '.join(self.sent)} processes of the tree"
+        text = f"stopped from the live view: {', then '.join(self.sent)} of the tree"
         if alive:
             shown = ", ".join(str(p) for p in sorted(alive)[:20])
             return f"{text}; {len(alive)} still running when tracking ended (PIDs {shown})"

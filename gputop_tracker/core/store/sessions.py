@@ -6,6 +6,7 @@ with `models.Session` and list unreadable files with the reason instead of faili
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -15,6 +16,7 @@ import socket
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,25 +151,46 @@ def check_store(store: Path) -> None:
         raise OutputError(f"the session cannot be saved in {store}: {probe} is not writable")
 
 
-def write_output(path: Path, data: bytes, *, make_dirs: bool = False) -> None:
+def write_output(
+    path: Path, data: bytes, *, make_dirs: bool = False, give_up: Callable[[], bool] | None = None
+) -> None:
     """Write a file the user named (`-o FILE`) as a shell's `>` would leave it, but atomically where it can.
 
     A FIFO, a device or anything else that is not a regular file (also through a symlink: /dev/stdout) is
     opened and written in place, never replaced. A regular file is replaced atomically, through its
     symlinks (the link stays a link), keeping its permissions. A new file gets 0666 less the umask.
+    `give_up`: a FIFO nobody reads yet is waited for, as `>` waits, until it says True (OSError EINTR then).
     """
     try:
         st = os.stat(path)
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(path, "wb") as f:
+        opened = _open_fifo(path, give_up) if give_up is not None and stat.S_ISFIFO(st.st_mode) else None
+        with open(path, "wb") if opened is None else os.fdopen(opened, "wb") as f:
             f.write(data)
         return
     target = Path(os.path.realpath(path))  # a (dangling) symlink: write its target
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     # as `>`: a missing directory (removed during the run) is an error, unless the caller asks for it
     write_atomic(target, data, mode, make_dirs=make_dirs)
+
+
+def _open_fifo(path: Path, give_up: Callable[[], bool]) -> int:
+    """A FIFO opened for writing once a reader opens it, polled: a blocking open() cannot be interrupted by a
+    process whose signals one thread takes with sigwaitinfo (the headless front end), and would wait forever."""
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            if give_up():
+                raise OSError(errno.EINTR, "interrupted while waiting for a reader of the FIFO") from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)
+        return fd
 
 
 def save_session(store: Path, session: dict[str, Any], *, durable: bool = True) -> Path:
@@ -303,26 +326,41 @@ def _too_large_to_list(path: Path) -> str | None:
     )
 
 
+REPORT_KEYS = frozenset(("max_ram", "compute_time", "cpu_time"))  # every report gputop-track wrote has them
+
+
+def _json_object(raw: bytes) -> tuple[dict[str, Any], str | None]:
+    """The file's JSON object, or why it is no session's."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        what = e.msg.removesuffix(" at")  # json's "Invalid control character at": not "at at byte"
+        return {}, f"corrupt or truncated JSON ({what} at byte {e.pos})"
+    except UnicodeDecodeError as e:
+        return {}, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})"
+    except ValueError as e:
+        return {}, f"corrupt: {e}"
+    except RecursionError:
+        return {}, "not a session (JSON nested too deeply to read)"
+    except MemoryError:
+        return {}, "too large to parse in memory"
+    if not isinstance(data, dict):
+        return {}, "not a session (JSON is not an object)"
+    summary = data.get("summary")
+    if isinstance(summary, dict) and not REPORT_KEYS & summary.keys():
+        # every figure has a default: an object with none of a report's keys would list as a finished 0 s run
+        return {}, "invalid session: summary holds none of a report's figures"
+    return data, None
+
+
 def _parse(sid: str, path: Path, raw: bytes) -> Entry:
     from pydantic import ValidationError
 
     from gputop_tracker.core.model.models import SCHEMA_VERSION, Session
 
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        what = e.msg.removesuffix(" at")  # json's "Invalid control character at": not "at at byte"
-        return Entry(sid, path, None, f"corrupt or truncated JSON ({what} at byte {e.pos})")
-    except UnicodeDecodeError as e:
-        return Entry(sid, path, None, f"corrupt: not UTF-8 text ({e.reason} at byte {e.start})")
-    except ValueError as e:
-        return Entry(sid, path, None, f"corrupt: {e}")
-    except RecursionError:
-        return Entry(sid, path, None, "not a session (JSON nested too deeply to read)")
-    except MemoryError:
-        return Entry(sid, path, None, "too large to parse in memory")
-    if not isinstance(data, dict):
-        return Entry(sid, path, None, "not a session (JSON is not an object)")
+    data, error = _json_object(raw)
+    if error is not None:
+        return Entry(sid, path, None, error)
     version = data.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
         return Entry(sid, path, None, f"written by a newer gputop-tracker (schema {version} > {SCHEMA_VERSION})")
@@ -345,6 +383,8 @@ def list_entries(store: Path, *, timeline: bool = True) -> list[Entry]:
         files = [p for p in store.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
     except FileNotFoundError:
         return []
+    except NotADirectoryError:  # bad input (`--store FILE`), as `find` says it
+        raise LookupError(f"the store {store} is not a directory") from None
     files.sort(key=lambda p: p.name, reverse=True)
     return [load(p, timeline=timeline) for p in files]
 

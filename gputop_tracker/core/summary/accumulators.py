@@ -401,6 +401,7 @@ class GpuStats:
         "counted",
         "energy_first",
         "energy_last",
+        "energy_reads",
         "first",
         "gpm",
         "lost",
@@ -409,8 +410,10 @@ class GpuStats:
         "peak_used",
         "power",
         "total",
+        "tree_memory_unknown",
         "tree_peak",
         "tree_sm_peak",
+        "tree_used",
         "util",
     )
 
@@ -420,12 +423,15 @@ class GpuStats:
         self.counted = counted
         self.peak_used: int | None = None
         self.tree_peak = 0
+        self.tree_used = False  # a tracked process was listed on it (holding memory, or with no figure)
+        self.tree_memory_unknown = False  # ... one of them with no figure (N/A): tree_peak is a lower bound
         self.util = PercentStats()
         self.power = PercentStats()
         self.max_temp: float | None = None
         self.lost = False
         self.energy_first: int | None = None
         self.energy_last: int | None = None
+        self.energy_reads = 0
         self.tree_sm_peak: float | None = None
         self.peak_unattributed: int | None = None
         self.gpm: dict[str, PercentStats] = {}  # present only where the GPU has GPM (absent, not zero, elsewhere)
@@ -435,6 +441,7 @@ class GpuStats:
         self.lost = self.lost or g.lost
         if tree_memory > self.tree_peak:
             self.tree_peak = tree_memory
+            self.tree_used = True
         if g.memory_used is not None:
             self.peak_used = max(self.peak_used or 0, g.memory_used)
         if g.utilization_gpu is not None:
@@ -444,9 +451,7 @@ class GpuStats:
         if g.temperature_c is not None:
             self.max_temp = max(self.max_temp or g.temperature_c, g.temperature_c)
         if g.energy_mj is not None:
-            if self.energy_first is None:
-                self.energy_first = g.energy_mj
-            self.energy_last = g.energy_mj
+            self.add_energy(g.energy_mj)
         if tree_sm is not None:
             self.tree_sm_peak = max(self.tree_sm_peak or 0.0, tree_sm)
         if g.unattributed_memory is not None:
@@ -456,12 +461,29 @@ class GpuStats:
             if v is not None:
                 self.gpm.setdefault(name, PercentStats()).add(v)
 
+    def add_energy(self, mj: int) -> None:
+        """One reading of the energy counter (mJ since the driver loaded). A counter that went back was reset (the
+        driver reloaded, the GPU reset) and counts from 0 since: what was counted before is kept and the new count
+        added (the energy between the last reading and the reset is lost: a lower bound), never a negative energy."""
+        if self.energy_first is None or self.energy_last is None:
+            self.energy_first = mj
+        elif mj < self.energy_last:
+            self.energy_first = -(self.energy_last - self.energy_first)
+        self.energy_last = mj
+        self.energy_reads += 1
+
     @property
     def energy_j(self) -> float | None:
         """Energy used between the first and the last reading (NVML counts mJ since the driver loaded)."""
         if self.energy_first is None or self.energy_last is None:
             return None
         return (self.energy_last - self.energy_first) / 1000.0
+
+    @property
+    def energy_measured_j(self) -> float | None:
+        """The energy of the run for its report: None, not 0, where the counter was read only once (a GPU lost
+        before its second reading, a counter that stopped answering): one reading measures nothing."""
+        return self.energy_j if self.energy_reads > 1 else None
 
 
 # --------------------------------------------------------------------------- alert levels

@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
-from gputop_tracker.core.gpu.watch import TreePeaks
+from gputop_tracker.core.gpu.watch import TreePeaks, Window
 from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
@@ -33,6 +33,7 @@ from gputop_tracker.core.summary.accumulators import (
 )
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
+from gputop_tracker.core.summary.gpulate import LateJoiners
 from gputop_tracker.core.summary.gpupeaks import SAMPLED as GPU_SAMPLED
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
 from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
@@ -218,6 +219,8 @@ class SummaryBuilder:
         self._pending_record: list[tuple[Any, ...]] | None = None
         self._pending_gpus: list[tuple[Any, ...]] = []
         self._tree_peaks: TreePeaks | None = None  # this sample's, from the GPU memory watcher
+        self._gpu_sums: dict[int, int] = {}  # this sample's: pid -> its GPU memory over its GPUs (at one read)
+        self._late_gpu = LateJoiners()  # watcher reads of PIDs not yet known as the tree's
         #: how per-process GPU memory was read (the backend's label: the watcher's rate), for `sources`
         self.gpu_memory_source: Callable[[], str] | None = None
 
@@ -230,8 +233,8 @@ class SummaryBuilder:
         """Each GPU's energy counter read once more at the end (mJ): energy is read seldom, the end counts."""
         for index, mj in energy_mj.items():
             st = self.gpus.get(index)
-            if st is not None and st.energy_first is not None and mj >= st.energy_first:
-                st.energy_last = mj
+            if st is not None and st.energy_first is not None:
+                st.add_energy(mj)
 
     def select_gpus(self, uuids: set[str] | None, reason: str) -> None:
         """Which GPUs count for utilization (again if the job sets its own CUDA_VISIBLE_DEVICES: sums restart)."""
@@ -349,10 +352,13 @@ class SummaryBuilder:
         if gpus:
             self.gpu_accounting.observe(gpus)
         out_procs: list[dict[str, Any]] | None = [] if want_sample else None
+        self._gpu_sums = _gpu_sums_by_pid(gpus, gpu_by_pid)
         tree = self._add_processes(now, readings, gpu_by_pid, gpus, out_procs)
         self._tree_peaks = peaks = _watched_peaks(gpus, self.main_pid, self.procs)
         if peaks is not None:  # the highs of the reads since the last sample, each summed at one read
             tree.main_gpu, tree.desc_gpu, tree.gpu_combined = peaks.main, peaks.descendants, peaks.combined
+            self.credit_late_gpu_memory()
+            self._late_gpu.keep(next((g.window for g in gpus if g.window is not None), None), self.procs)
         mem_total, mem_used, host_cpu = host
         self._add_tree(now, tree, mem_total, mem_used, host_cpu)
         out_gpus: list[dict[str, Any]] | None = [] if want_sample else None
@@ -388,6 +394,7 @@ class SummaryBuilder:
         live = self.ledger.live
         attached_start = self.mode == "attach" and self.n_samples == 1
         sm_by_pid = _sm_by_pid(gpus) if out_procs is not None else {}
+        gpu_sums = self._gpu_sums
         rec_procs: list[tuple[Any, ...]] | None = [] if self.recorder is not None else None
         live_user = live_system = d_cpu = 0.0
         d_pss = d_private = d_shared = d_max_rss = d_threads = d_gpu = 0
@@ -401,7 +408,7 @@ class SummaryBuilder:
             if p is None:
                 p = procs[pid] = self._new_process(r, pid == main_pid, now, attached_start)
             gmem = gpu_by_pid.get(pid) if gpu_by_pid else None
-            gsum = sum(gmem.values()) if gmem else 0
+            gsum = gpu_sums.get(pid, 0) if gmem else 0
             p.update(r, now, gsum)
             rss = r.rss
             if rss >= p.next_rss_event or gsum >= p.next_gpu_event:
@@ -482,12 +489,31 @@ class SummaryBuilder:
         self.cpu["combined"].add(t.main_cpu + t.desc_cpu)
         self.cpu["system"].add(host_cpu * self.system_core_count)
 
+    def credit_late_gpu_memory(self) -> None:
+        """Processes that joined the tree after the watcher saw them on a GPU (a child that lived between two
+        samples): their reads are summed again, so their memory counts in the tree's peaks and their own."""
+        late = self._late_gpu.joined(self.main_pid, self.procs)
+        if late is None:
+            return
+        peaks, own = late
+        self.maxima.update(
+            {"gpu_main": peaks.main, "gpu_descendants": peaks.descendants, "gpu_combined": peaks.combined}
+        )
+        for index, used in peaks.per_device.items():
+            st = self.gpus.get(index)
+            if st is not None and used > st.tree_peak:
+                st.tree_peak = used
+                st.tree_used = True
+        for pid, used in own.items():
+            p = self.procs.get(pid)
+            if p is not None and used > p.peak_gpu:
+                p.peak_gpu = used
+
     def _add_gpus(
         self, now: float, gpus: Sequence[GpuReading], out_gpus: list[dict[str, Any]] | None
     ) -> list[tuple[GpuReading, int]]:
         procs = self.procs
         peaks = self._tree_peaks
-        used_sum = 0
         util_sum = 0.0
         per_gpu: list[tuple[GpuReading, int]] = []
         self._pending_gpus = []
@@ -511,10 +537,10 @@ class SummaryBuilder:
                 tree_mem = sum(used for pid, used in g.processes.items() if pid in procs)
             tree_sm = max((u for pid, u in g.process_sm_util.items() if pid in procs), default=None)
             st.update(g, tree_mem, tree_sm)
+            if not st.tree_used or (g.no_figure and not st.tree_memory_unknown):
+                _note_tree_use(st, g, procs)
             if g.memory_used is not None and st.total:
                 self.alerts.check_gpu(now, g.index, g.memory_used, st.total)
-            if g.memory_used is not None and g.mig_parent is None:  # a MIG device's memory is its parent's
-                used_sum += g.memory_used
             if g.utilization_gpu is not None and st.counted:
                 util_sum += g.utilization_gpu
             per_gpu.append((g, tree_mem))
@@ -523,7 +549,7 @@ class SummaryBuilder:
                 out_gpus.append(_gpu_sample(g, st, tree_mem, tree_sm, self.simulated_gpus))
         if gpus:
             self.gpu_capacity = sum(st.total or 0 for st in self.gpus.values())
-            self.maxima.update({"gpu_system": used_sum})
+            self.maxima.update({"gpu_system": _system_gpu_memory(gpus)})
             self.gpu_util.add(util_sum)
         return per_gpu
 
@@ -685,6 +711,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
     add_unseen(b, ProcessStats.unseen)
+    b.credit_late_gpu_memory()  # a process that joined the tree after the last sample
     peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
     sources: dict[str, str] = {}
     notes = list(b.notes)
@@ -696,7 +723,8 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     leaks = leak_suspects(b)
     notes += _notes(b, leaks)
     counted = [st for st in b.gpus.values() if st.counted]
-    energy = [e for st in counted if (e := st.energy_j) is not None]
+    energy = [e for st in counted if (e := st.energy_measured_j) is not None]
+    notes += _gpu_gaps(counted)
     wall = max(b.end_time - b.start_time, 1e-9)
     out = _sources(b, sources)
     return {
@@ -724,6 +752,25 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "notes": notes,
         **_run_facts(b),
     }
+
+
+def _gpu_gaps(counted: list[GpuStats]) -> list[str]:
+    """Notes for counted GPUs whose figures the totals cannot hold: no energy measured (the energy total is then a
+    lower bound), no utilization ever (a MIG instance, or not supported: the sums count 0% for it)."""
+    notes = []
+    missing = [str(st.first.index) for st in counted if st.energy_measured_j is None]
+    if missing and len(missing) < len(counted):
+        notes.append(
+            f"gpu_energy_j leaves out GPU {', '.join(missing)} (no energy counter, or lost before its second "
+            "reading): it is a lower bound"
+        )
+    silent = [str(st.first.index) for st in counted if not st.util.n and not st.lost]  # lost: its own note
+    if silent:
+        notes.append(
+            f"GPU utilization: NVML gives none for counted GPU {', '.join(silent)} (a MIG instance, or not "
+            "supported): gpu_utilization counts 0% for it, so it is not what that GPU did"
+        )
+    return notes
 
 
 def _unseen_main_label(b: SummaryBuilder) -> str:
@@ -872,6 +919,15 @@ def _cpu_time(b: SummaryBuilder, wall: float) -> dict[str, Any]:
     }
 
 
+def _note_tree_use(st: GpuStats, g: GpuReading, procs: Mapping[int, Any]) -> None:
+    """Whether the tree was on this GPU at all: a process NVML lists with no memory figure (N/A: MIG, some
+    containers) uses the GPU though its memory counts 0 (the GPU's tree figure is then a lower bound)."""
+    if any(pid in procs for pid in g.processes):
+        st.tree_used = True
+    if any(pid in procs for pid in g.no_figure):
+        st.tree_memory_unknown = True
+
+
 def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
     gpus = []
     for idx, st in sorted(b.gpus.items()):
@@ -884,6 +940,8 @@ def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
                 "memory_total": st.total,
                 "peak_memory_used": st.peak_used,
                 "tree_peak_memory": st.tree_peak,
+                "tree_used": st.tree_used,
+                "tree_memory_unknown": st.tree_memory_unknown,
                 "mean_utilization": st.util.mean,
                 "max_utilization": st.util.max if st.util.n else None,
                 "counted": st.counted,
@@ -897,7 +955,7 @@ def _gpu_summaries(b: SummaryBuilder, notes: list[str]) -> list[dict[str, Any]]:
                 "mean_power_w": st.power.mean,
                 "max_power_w": st.power.max if st.power.n else None,
                 "max_temperature_c": st.max_temp,
-                "energy_j": st.energy_j,
+                "energy_j": st.energy_measured_j,
                 "tree_peak_sm_utilization": st.tree_sm_peak,
                 "peak_unattributed_memory": st.peak_unattributed,
                 "accounting": b.gpu_accounting.modes.get(idx),
@@ -1072,12 +1130,42 @@ def _tree_sample(t: TreeFigures, n_processes: int, cpu_seconds: float) -> dict[s
     }
 
 
+def _gpu_sums_by_pid(gpus: Sequence[GpuReading], by_pid: dict[int, dict[str, int]]) -> dict[int, int]:
+    """Each process's GPU memory over its GPUs: on the GPUs the watcher reads, the highest sum at one of its reads
+    (never per-GPU highs of different moments added up), plus what the other GPUs held at the sample."""
+    window = next((g.window for g in gpus if g.window is not None), None)
+    if window is None:
+        return {pid: sum(on.values()) for pid, on in by_pid.items()}
+    watched = {g.index for g in gpus if g.window is not None}
+    out = window.process_peaks(watched)
+    for g in gpus:
+        if g.window is None:
+            for pid, used in g.processes.items():
+                out[pid] = out.get(pid, 0) + used
+    return out
+
+
 def _gpu_memory_by_pid(gpus: Sequence[GpuReading]) -> dict[int, dict[str, int]]:
     out: dict[int, dict[str, int]] = {}
     for g in gpus:
         for pid, used in g.processes.items():
             out.setdefault(pid, {})[g.uuid] = used
     return out
+
+
+def _system_gpu_memory(gpus: Sequence[GpuReading]) -> int:
+    """Memory used of every physical GPU (a MIG device's is its parent's): the GPUs the watcher reads summed at one
+    of its reads, never per-GPU highs of different moments added up; the others as the sample read them."""
+    used = 0
+    window: Window | None = None
+    for g in gpus:
+        if g.window is not None and g.window.used_sum_max is not None:
+            window = g.window
+        elif g.memory_used is not None and g.mig_parent is None:
+            used += g.memory_used
+    if window is not None and window.used_sum_max is not None:
+        used += window.used_sum_max
+    return used
 
 
 def _watched_peaks(gpus: Sequence[GpuReading], main_pid: int, tree: dict[int, Any]) -> TreePeaks | None:

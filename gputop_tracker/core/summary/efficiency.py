@@ -110,7 +110,7 @@ def notes(u: dict[str, Any], requested: dict[str, Any], eff: dict[str, float | N
 def _gpu_notes(u: dict[str, Any], requested: dict[str, Any], eff: dict[str, float | None]) -> list[str]:
     out = []
     gpus = requested.get("gpus") or 0
-    if gpus and not u["max_gpu_ram"]["combined"]:
+    if gpus and not u["max_gpu_ram"]["combined"] and not any(g.get("tree_used") for g in job_gpus(u, requested)):
         out.append(f"this job did not use the GPU{'s' if gpus > 1 else ''} it requested ({gpus}): request none")
         return out
     if (f := eff["gpu_utilization"]) is not None and f < IDLE and u["max_gpu_ram"]["combined"]:

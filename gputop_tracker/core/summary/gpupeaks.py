@@ -48,7 +48,7 @@ class GpuAccountingLog:
                 rec = self.records.setdefault(pid, {})
                 rec[g.index] = max(rec.get(g.index, 0), peak)
             for pid, used in g.processes.items():
-                if used:
+                if used or pid in g.no_figure:  # N/A: it holds memory there, of a size NVML does not give
                     self.seen_on.setdefault(pid, set()).add(g.index)
             if g.attributed_pids:
                 self.attributed |= g.attributed_pids

@@ -64,7 +64,8 @@ def combined_peak(b: TreeBounds, cgroup_peak: int | None = None, cgroup_source: 
     """The tree's peak (combined total) and its label."""
     low = max(b.largest_single, b.sampled)
     upper = b.upper
-    one_process = upper is not None and agree(upper, low)
+    # exact only when the others held nothing: Σ of the exact peaks is the largest (to rounding, a few pages)
+    one_process = upper is not None and upper - low <= PAGE_SLACK
     if cgroup_peak is not None:
         return _with_cgroup(b, low, one_process, cgroup_peak, cgroup_source or "the job's cgroup")
     if one_process:
@@ -107,9 +108,19 @@ def _with_cgroup(b: TreeBounds, low: int, one_process: bool, cgroup_peak: int, w
     if low <= cgroup_peak and (cgroup_peak <= ceiling + PAGE_SLACK or agree(cgroup_peak, ceiling)):
         return Peak(cgroup_peak, True, "cgroup", f"exact ({where})")
     if cgroup_peak < low and agree(cgroup_peak, low):
-        # two kernel counters of the same peak: the cgroup does not charge the job for file pages (libraries)
-        # cached by others before it started, so it reads a little below the largest process's own peak
-        return Peak(low, True, "cgroup", f"exact ({where}, agreeing with the largest process's own peak)")
+        # the cgroup does not charge the job for file pages (libraries) cached by others before it started, so
+        # it reads a little below the largest process's own peak. Being below, it bounds nothing from above:
+        # the other processes' own pages at that moment are in neither figure. Exact only for a lone process.
+        if one_process:
+            return Peak(low, True, "cgroup", f"exact ({where}, agreeing with the only process's own peak)")
+        return Peak(
+            low,
+            False,
+            "sampled",
+            f"lower bound (the largest process's own peak; {where} ({cgroup_peak} bytes) agrees within "
+            f"{AGREE:.0%}, reading lower: it does not count file pages charged elsewhere, nor bound the other "
+            "processes' pages at that moment)",
+        )
     if cgroup_peak > ceiling:
         # The cgroup also charges page cache (files read or written) and kernel memory (page tables,
         # slab) that no process maps: more than every process's own peak together.

@@ -54,6 +54,8 @@ from gputop_tracker.tui.widgets.panels import HelpScreen
 
 CSS_FILE = "history.tcss"
 NARROW = 100  # columns: under this the list and the detail use their compact layouts
+MIN_COMMAND = 27  # cells of the list's command column (what tells sessions apart) before others leave room
+OPTIONAL = ["host", "gpu_util", "cpu"]  # the list's columns that leave first, in this order, on a narrow terminal
 
 
 class ListCell:
@@ -145,7 +147,7 @@ class SessionDetailScreen(_HistoryScreenBase):
             yield Static(Text(f"session {self.entry.id} is unreadable: {self.entry.error}", style="red"))
             yield Footer()
             return
-        yield Static(_title(session), classes="history-title")
+        yield TitleLine(session)
         yield Static(headline(session), classes="history-headline")
         if (job := job_headline(session.summary)) is not None:  # a cluster job: how much of its request it used
             yield Static(job, classes="history-headline", id="history-job")
@@ -297,14 +299,27 @@ def headline(session: Session) -> Text:
     return text
 
 
-def _title(session: Session) -> Text:
-    meta = session.meta
-    text = Text(overflow="fold")  # the command in full: it may take two lines
-    text.append(escape_controls(" ".join(meta.command)) or "-", style="bold")
-    when = local_time(meta.start_time, "%Y-%m-%d %H:%M:%S") if meta.start_time else "-"
-    text.append(f"  {when} on {meta.host or '?'}  ", style="dim")
-    text.append(meta.id, style="dim")
-    return text
+class TitleLine(Static):
+    """A session's command, start, host and id in at most two lines: a command too long for them is cut (…) so
+    the start, host and id stay on screen (a 30-argument command left only its first arguments)."""
+
+    def __init__(self, session: Session, prefix: Text | None = None) -> None:
+        super().__init__(classes="history-title")
+        self.prefix = prefix or Text()
+        self.command = escape_controls(" ".join(session.meta.command)) or "-"
+        meta = session.meta
+        when = local_time(meta.start_time, "%Y-%m-%d %H:%M:%S") if meta.start_time else "-"
+        self.suffix = Text.assemble((f"  {when} on {meta.host or '?'}  ", "dim"), (meta.id, "dim"))
+
+    def render(self) -> Text:
+        width = max(self.content_size.width, 1)
+        room = 2 * width - self.prefix.cell_len - self.suffix.cell_len
+        command = self.command if len(self.command) <= room else self.command[: max(room - 1, 1)] + "…"
+        text = Text.assemble(self.prefix, (command, "bold"), self.suffix)
+        if len(text.wrap(self.app.console, width)) <= 2:
+            return text
+        # broken at the width, not between words: a word wrap needs a third line the title does not have
+        return Text("\n").join(text.divide(range(width, len(text), width)))
 
 
 class CompareScreen(_HistoryScreenBase):
@@ -328,8 +343,8 @@ class CompareScreen(_HistoryScreenBase):
             yield Footer()
             return
         with Vertical(classes="history-compare-heads"):
-            yield Static(Text("A  ", style="bold cyan") + _title(sa), classes="history-title")
-            yield Static(Text("B  ", style="bold magenta") + _title(sb), classes="history-title")
+            yield TitleLine(sa, Text("A  ", style="bold cyan"))
+            yield TitleLine(sb, Text("B  ", style="bold magenta"))
         yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
         xa, ca = timeline_series(sa)
         xb, cb = timeline_series(sb)
@@ -344,6 +359,8 @@ class CompareScreen(_HistoryScreenBase):
                     id=f"compare-{col}",
                 )
         yield Footer()
+
+    AUTO_FOCUS = ""  # none: focused in `_fill`, without the scroll that hid A's command line (below)
 
     def on_mount(self) -> None:
         self._fill()
@@ -371,6 +388,10 @@ class CompareScreen(_HistoryScreenBase):
                 Text(verdict, style=style),
                 key=label,
             )
+        # Taller than a short terminal (80x24), the screen scrolled to show the focused table whole, and A's
+        # command line (which run is A) went above the edge: it stays at its top; the charts are a scroll away.
+        self.set_focus(table, scroll_visible=False)
+        self.scroll_home(animate=False, immediate=True)
 
     def action_swap(self) -> None:
         self.a, self.b = self.b, self.a
@@ -507,6 +528,7 @@ class HistoryScreen(_HistoryScreenBase):
         self.load_seconds = 0.0
         self._narrow: bool | None = None
         self._built_width = 0  # the width the columns were fitted to: a resize fits them again
+        self._shown_keys: set[str] = set()  # the list's columns on screen (a narrow terminal leaves some out)
         self.group_jobs = True  # the sessions of one SLURM job as one row (g)
         self.expanded: set[str] = set()  # jobs whose group row is open (⏎), by job id
 
@@ -547,12 +569,23 @@ class HistoryScreen(_HistoryScreenBase):
     # -- table
 
     def _columns_for(self, width: int) -> list[tuple[Column, int]]:
-        """Each column with its width: the command gets what the others leave (the start is shorter when narrow)."""
+        """The columns shown, each with its width: the command gets what the others leave (the start is shorter
+        when narrow). Where it would get less than MIN_COMMAND, the columns of OPTIONAL leave first (the GPU's
+        peak too when no session has one): every command read "python3 -c x=by…" at 80 columns, and the table
+        scrolled sideways."""
         narrow = width < NARROW
         widths = {column.key: (14 if column.key == "start" and narrow else column.width) for column in COLUMNS}
-        fixed = sum(width + 2 for key, width in widths.items() if key != "command")
-        widths["command"] = max(16, min(60, width - fixed - 2 - 2))  # its cell padding, the scroll bar
-        return [(column, widths[column.key]) for column in COLUMNS]
+        optional = [*OPTIONAL, *(["gpu"] if not any(row.peak_gpu for row in self.rows) else [])]
+        shown = list(COLUMNS)
+        while True:
+            fixed = sum(widths[column.key] + 2 for column in shown if column.key != "command")
+            room = width - fixed - 2 - 2  # its cell padding, the scroll bar
+            if room >= MIN_COMMAND or not optional:
+                break
+            gone = optional.pop(0)
+            shown = [column for column in shown if column.key != gone]
+        widths["command"] = max(16, min(60, room))
+        return [(column, widths[column.key]) for column in shown]
 
     def _rebuild(self, width: int | None = None) -> None:
         table = self.query_one("#history-table", DataTable)
@@ -561,7 +594,9 @@ class HistoryScreen(_HistoryScreenBase):
         narrow = width < NARROW
         cursor_id = self._cursor_id()
         table.clear(columns=True)
-        for column, column_width in self._columns_for(width):
+        columns = self._columns_for(width)
+        self._shown_keys = {column.key for column, _width in columns}
+        for column, column_width in columns:
             label = column.label
             if column.key == self.sort_key:
                 label += " ▼" if self.sort_reverse else " ▲"
@@ -573,7 +608,10 @@ class HistoryScreen(_HistoryScreenBase):
         self.shown = grouped(rows, self.sort_key, self.sort_reverse, self.expanded, self.group_jobs)
         start_fmt = "%m-%d %H:%M:%S" if narrow else "%Y-%m-%d %H:%M:%S"
         for row in self.shown:
-            table.add_row(*self._cells(row, start_fmt), key=row.id)
+            cells = self._cells(row, start_fmt)
+            table.add_row(
+                *(c for column, c in zip(COLUMNS, cells, strict=True) if column.key in self._shown_keys), key=row.id
+            )
         if cursor_id is not None and cursor_id in table.rows:
             table.move_cursor(row=table.get_row_index(cursor_id), animate=False)
         self._status()

@@ -21,7 +21,7 @@ from textual.driver import Driver
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, Static
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.model.text import escape_controls
@@ -56,6 +56,7 @@ from gputop_tracker.tui.live.process_rows import (
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
 from gputop_tracker.tui.live.texts import DrawPacer, detached_text, status_text
 from gputop_tracker.tui.widgets.job_panel import JobPanel
+from gputop_tracker.tui.widgets.job_panel import rows as job_rows
 from gputop_tracker.tui.widgets.panels import (
     GpuPanel,
     HostPanel,
@@ -68,6 +69,7 @@ from gputop_tracker.tui.widgets.panels import (
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 NARROW = 100  # columns: below this the panels stack and the table drops a column
+MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of drawing pieces of itself
 # The screen is redrawn from the newest sample at most this often (htop: 1.5 s, nvitop: 2 s): at the default
 # 0.5 s interval every other sample is folded into the next draw (the charts and the summary keep every one),
 # which halves the view's CPU. Keys redraw at once.
@@ -94,21 +96,55 @@ def freeze_startup_objects() -> None:
         gc.set_threshold(threshold0 * 10, *older)
 
 
-def fit_heights(height: int, narrow: bool) -> tuple[int, int, int]:
+def fit_heights(height: int, narrow: bool, side_need: int = 0) -> tuple[int, int, int]:
     """Rows of the charts, the output pane and (narrow: stacked under the table) the side panels. They grow with
     the terminal (the side panels keep what they need at 120x40); on a short one the header, the footer and a
     table with three process rows come first, then the output, then the charts, then the side panels, so
-    nothing is cut off and the screen never scrolls."""
+    nothing is cut off and the screen never scrolls. Wide, the side panels (`side_need` rows) stand beside the
+    table: the charts, then the output give them room (see `wide_fits`)."""
     if narrow:
-        charts, output, side = 5, 4, 8
-    else:
-        charts, output, side = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6)), 0
+        return _stacked(height, side_need)
+    charts, output = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6))
     room = height - 3 - 6  # the header (2), the footer (1), the table (its borders, labels and three rows)
     output = min(output, room) if room >= 3 else 0  # a border and one line at least
     room -= output
     charts = min(charts, room) if room >= 5 else 0  # a title, two plot rows, the axis and its labels
-    room -= charts
-    return charts, output, max(0, min(side, room))
+    return (*_beside_the_side(height, charts, output, side_need), 0)
+
+
+def _stacked(height: int, side_need: int) -> tuple[int, int, int]:
+    """Narrow: after the table's three rows, the output's least (a border and a line), then the side panels'
+    figures (at most 8 rows), then the rest of the output, then the charts."""
+    room = height - 3 - 6
+    output = MIN_OUTPUT if room >= MIN_OUTPUT else 0
+    room -= output
+    side = max(0, min(side_need or 8, 8, room))
+    room -= side
+    more = min(4 - output, room) if output else 0
+    room -= more
+    charts = 5 if room >= 5 else 0
+    return charts, output + more, side
+
+
+MIN_CHARTS, MIN_OUTPUT = 5, 3  # the fewest rows the charts (title, two plot rows, the axis) and the output keep
+
+
+def _beside_the_side(height: int, charts: int, output: int, side_need: int) -> tuple[int, int]:
+    """Wide: the charts, then the output, shrink (to their least) until the main row holds the side panels."""
+    short = side_need - (height - 3 - charts - output)
+    if short > 0 and charts > MIN_CHARTS:
+        give = min(short, charts - MIN_CHARTS)
+        charts, short = charts - give, short - give
+    if short > 0 and output > MIN_OUTPUT:
+        output -= min(short, output - MIN_OUTPUT)
+    return charts, output
+
+
+def wide_fits(height: int, side_need: int) -> bool:
+    """The side panels fit beside the table with the charts and the output at their least: otherwise (200x20,
+    or 120x30 with two GPUs) the panels stack under the table in their compact form, as on a narrow terminal,
+    rather than lose the run's figures below the screen's edge."""
+    return height - 3 - MIN_CHARTS - MIN_OUTPUT >= side_need
 
 
 class SamplerEvent(Message):
@@ -238,6 +274,7 @@ class LiveApp(App[int]):
         self._row_cells = RowCells()  # each process's row as last formatted
         self._name_width = 0
         self._has_gpus = False  # a GPU was seen: the table has its GPU columns
+        self._n_gpus = 0  # the most GPUs a sample had: a side panel each
         self._gpu_panels: dict[int, GpuPanel] = {}
         self._held_output: list[str] = []
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
@@ -366,6 +403,7 @@ class LiveApp(App[int]):
         prompt = Input(id="prompt")
         prompt.display = False
         yield prompt
+        yield Static(id="too-small")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -387,9 +425,10 @@ class LiveApp(App[int]):
         # during a resize self.size is still the old one: everything drawn from here on uses view_size
         self.view_size = (width, height if height is not None else self.view_size[1] or self.size.height)
         height = self.view_size[1]
-        narrow = width < NARROW
+        self._too_small(width, height)
+        narrow = width < NARROW or not wide_fits(height, self._side_need(False))
         self.set_class(narrow, "narrow")
-        charts_h, output_h, side_h = fit_heights(height, narrow)
+        charts_h, output_h, side_h = fit_heights(height, narrow, self._side_need(narrow))
         self.query_one("#charts").styles.height = charts_h
         self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
         self.query_one("#side").styles.max_height = side_h if narrow else None
@@ -407,6 +446,33 @@ class LiveApp(App[int]):
         self._label_sort_column()
         if self.latest is not None:
             self._update_table(self.latest)
+
+    def _side_need(self, narrow: bool) -> int:
+        """Rows the side panels take. Wide: the host (3), the run so far (its figures, two more with a GPU, the
+        saved path at the end), a panel per GPU (5), the job's request (a line per resource). Narrow, without
+        borders: the host's line, the summary's (two where it wraps), a line per GPU, one for the request."""
+        n, job = self._n_gpus, self.job_panel.display
+        if narrow:
+            return 3 + n + (1 if job else 0)
+        return 3 + 8 + (2 if n else 0) + 5 * n + (self._job_rows() + 2 if job else 0)
+
+    def _job_rows(self) -> int:
+        u = self.final or self.progress
+        return max(1, len(job_rows(u))) if u is not None else 1
+
+    def _too_small(self, width: int, height: int) -> None:
+        """Under MIN_SIZE the panels are not drawn (at 20x5 they were a few broken borders and a scrolling
+        screen): one plain sentence says why, and what still works."""
+        small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        was = self.has_class("too-small")
+        self.set_class(small, "too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"Terminal too small ({width}×{height}). q quits. The command runs on, still sampled; the live "
+                f"view needs at least {MIN_SIZE[0]}×{MIN_SIZE[1]}."
+            )
+        elif was and self.focused is None:
+            self.query_one("#procs").focus()  # hidden, the table lost the focus: arrows move its rows again
 
     # ------------------------------------------------------------------ workers (off the UI thread)
 
@@ -472,8 +538,9 @@ class LiveApp(App[int]):
 
     def _gpus_seen(self, s: Sample) -> None:
         """The first sample with a GPU: the table gets its GPU columns."""
-        if s.gpus and not self._has_gpus:
+        if len(s.gpus) > self._n_gpus:
             self._has_gpus = True
+            self._n_gpus = len(s.gpus)  # the side panels need more room: the layout is fitted again
             self._apply_width(*self.view_size)
 
     def _draw_sample(self) -> None:
@@ -531,6 +598,7 @@ class LiveApp(App[int]):
         self.query_one("#output", OutputPane).write(event.text)
 
     def _on_finished(self) -> None:
+        self.control.run_ended()
         self._redraw()
         if self.control.quit_choice is not None:
             self.source.close()
@@ -584,7 +652,7 @@ class LiveApp(App[int]):
             str(n),
             *extras,
         )
-        command = self.command or (self.final.command if self.final is not None else [])
+        command = self.shown_command()
         line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
         self.query_one("#header", Panel).show_lines([line1, line2])
 
@@ -613,7 +681,20 @@ class LiveApp(App[int]):
             summary.update(Text(self.failure.message, style="bold red"))
         elif self.progress is not None:
             summary.show_final(run_so_far(self.progress, s), self.narrow, live=True, width=self.panel_width)
+        had_job = self.job_panel.display
         self.job_panel.show(self.final or self.progress, self.narrow, self.panel_width)
+        if self.job_panel.display != had_job:  # the request's panel came: the side needs its rows
+            self._apply_width(*self.view_size)
+
+    def shown_command(self) -> list[str]:
+        """The command line the header and the dialogs name: the one launched; attached, the process's own (from
+        the samples: "attached to 4242" alone said nothing of what was watched until it ended)."""
+        if self.command:
+            return self.command
+        if self.final is not None:
+            return self.final.command
+        procs = self.latest.processes if self.latest is not None else []
+        return next((p.cmdline or [p.name] for p in procs if p.pid == self.main_pid), [])
 
     def detached_line(self) -> str:
         return detached_text(self.main_pid or (self.final.pid if self.final else None), self.mode, self.output_path)

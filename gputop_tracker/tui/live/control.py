@@ -63,6 +63,9 @@ class RunControl:
         what = self.target_text()
 
         def chosen(choice: str | None) -> None:
+            if choice in ("stop", "detach") and not self.running:  # it ended as the key was pressed: just leave
+                self.app.exit(self.exit_code, return_code=self.exit_code)
+                return
             if choice == "stop":
                 self.quit_choice = "stop"
                 self.stop_tree(signal.SIGTERM)
@@ -77,9 +80,17 @@ class RunControl:
 
         self.app.push_screen(QuitScreen(what, self.app.mode == "attach"), chosen)
 
+    def run_ended(self) -> None:
+        """The run ended while a dialog about it was open (quit, SIGKILL, signal one process): its question is
+        moot and its text wrong ("is still running"); it closes, as if cancelled. A key pressed in it a moment
+        later would act on processes that are gone, or on another process that has one of their PIDs now."""
+        screen = self.app.screen
+        if isinstance(screen, QuitScreen | KillScreen | SignalScreen):
+            screen.dismiss(None)
+
     def target_text(self) -> str:
         """The tree's main process as the dialogs name it: PID and command line (cut to a dialog's width)."""
-        command = escape_controls(" ".join(self.app.command))
+        command = escape_controls(" ".join(self.app.shown_command()))
         if len(command) > 60:
             command = command[:59] + "…"
         pid = f"PID {self.app.main_pid}" if self.app.main_pid else ""
@@ -136,6 +147,9 @@ class RunControl:
 
         def chosen(answer: tuple[int, bool] | None) -> None:
             if answer is None:
+                return
+            if not self.running:  # the tree ended meanwhile: its PIDs may be another process's now
+                self.app.notify("the tracked tree has ended: nothing sent", severity="warning", markup=False)
                 return
             sig, whole = answer
             # re-check: rows may have left the tree while the dialog was open

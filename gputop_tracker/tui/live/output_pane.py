@@ -53,6 +53,8 @@ class OutputPane(ScrollView, can_focus=True):
         """The searched word (highlighted), or empty."""
         self.match_line: int | None = None
         """The line of the match found last (find, n, N), or None."""
+        self.following = True
+        """The last line is in view: new output and a resize keep it there (False once scrolled back)."""
 
     # ------------------------------------------------------------------ content
 
@@ -74,7 +76,7 @@ class OutputPane(ScrollView, can_focus=True):
         text = _NOT_SGR.sub("", clean_output(text))
         if not text:
             return
-        follow = self.scroll_y >= self.max_scroll_y - 0.5
+        follow = self.following
         pieces = text.split("\n")
         if len(pieces) > self.max_lines + 1:  # more lines than the pane keeps: parse only those it will keep
             pieces = pieces[-self.max_lines - 1 :]
@@ -101,6 +103,15 @@ class OutputPane(ScrollView, can_focus=True):
             # and once laid out again: a scrollbar that appears now changes the room
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
         self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        # only a scroll decides: a shorter pane has further to scroll, its end is still the end
+        self.following = new_value >= self.max_scroll_y - 0.5
+
+    def on_resize(self) -> None:
+        if self.following:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
 
     def _dropped(self, n: int, follow: bool) -> None:
         """`n` old lines left the ring: scrolled back, the text being read stays where it is, and so does the

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import textwrap
 
 from rich.cells import cell_len
+from rich.console import Group
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.geometry import Region
 from textual.screen import ModalScreen
@@ -381,6 +384,22 @@ def gpu_util_text(u: ResourceUsage, *, short: bool = False) -> str:
 # --------------------------------------------------------------------------- dialogs
 
 
+def key_lines(*rows: tuple[str, str]) -> Table:
+    """A dialog's keys (bold), each with what it does."""
+    return key_grid([(Text(key, style="bold"), Text(what)) for key, what in rows])
+
+
+def key_grid(rows: list[tuple[Text, Text]]) -> Table:
+    """Keys beside what they do: on a narrow terminal a description wraps under itself, beside its key, instead
+    of being cut at the dialog's edge or wrapping back under the keys."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column()  # measured at its whole length: the dialog is as wide as it may be before this wraps
+    for key, what in rows:
+        grid.add_row(key, what)
+    return grid
+
+
 class QuitScreen(ModalScreen[str]):
     """The command still runs: stop it (its whole tree), detach (leave it running), or stay. No default: a
     habitual q, Enter must not stop a job, so nothing is focused and Enter only says which keys choose."""
@@ -403,11 +422,15 @@ class QuitScreen(ModalScreen[str]):
             yield Label(Content.from_markup("[b]$what[/b] is still running.", what=self.what))
             left = "the process" if self.attach else "the command"
             yield Label(
-                f"[b]s[/b]    stop: SIGTERM to {left} and every process of its tree;\n"
-                f"     after {KILL_GRACE:g} s asks before SIGKILL; the session is saved\n"
-                f"[b]d[/b]    detach: stop tracking, {left} keeps running\n"
-                "[b]esc[/b]  cancel: stay here",
-                markup=True,
+                key_lines(
+                    (
+                        "s",
+                        f"stop: SIGTERM to {left} and every process of its tree; after {KILL_GRACE:g} s asks "
+                        "before SIGKILL; the session is saved",
+                    ),
+                    ("d", f"detach: stop tracking, {left} keeps running"),
+                    ("esc", "cancel: stay here"),
+                ),
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):
@@ -461,10 +484,11 @@ class KillScreen(ModalScreen[str]):
                 )
             )
             yield Label(
-                "[b]k[/b]    SIGKILL every process of the tree\n"
-                "[b]w[/b]    wait longer (esc)\n"
-                "[b]d[/b]    detach: stop tracking, leave them running",
-                markup=True,
+                key_lines(
+                    ("k", "SIGKILL every process of the tree"),
+                    ("w", "wait longer (esc)"),
+                    ("d", "detach: stop tracking, leave them running"),
+                ),
                 classes="dialog-help",
             )
             with Horizontal(classes="dialog-buttons"):
@@ -557,7 +581,7 @@ and the session is saved by the sampler whatever happens here.
 [b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output,
          then [b]n[/b] / [b]N[/b] the next match below / above (scrolled back, the text stays put)
 [b]tab[/b]      move between the process table and the output pane
-[b]↑ ↓ pgup pgdn home end[/b]  move in the focused pane
+[b]↑ ↓[/b]      move in the focused pane; so do [b]pgup pgdn home end[/b]
 [b]h[/b]        saved sessions (history)
 [b]b[/b]        the code blocks table (`with block()`, `@tracked`, `mark()`): calls, open now, time,
          peaks, CPU-seconds, marks; under the process table on a large terminal (again: hidden)
@@ -579,7 +603,47 @@ The command's stdin is /dev/null; its stdout and stderr go to the output pane an
 Press escape or ? to close."""
 
 
+_KEY_ROW = re.compile(r"^(\S.*?\S) {2,}(\S.*)$")  # keys, two spaces or more, what they do
+
+
+def reflow(markup: str) -> Group:
+    """Help text written for a wide terminal, laid out for any: the lines of a paragraph join and wrap at the
+    dialog's width; a key row ("keys  what they do", its text continued on indented lines) becomes a row of a
+    grid, its text wrapping beside the keys rather than back at the left edge."""
+    parts: list[Text | Table] = []
+    for kind, lines in _help_blocks(markup):
+        if kind == "keys":
+            parts.append(key_grid([(Text.from_markup(k), Text.from_markup(w)) for k, w in lines]))
+        else:
+            parts.append(Text.from_markup(" ".join(w for _k, w in lines)))
+    return Group(*parts)
+
+
+def _help_blocks(markup: str) -> list[tuple[str, list[list[str]]]]:
+    """The help's lines in blocks: ("keys", [[keys, text], …]), ("text", [["", line], …]) or a blank line."""
+    blocks: list[tuple[str, list[list[str]]]] = []
+    for line in markup.splitlines():
+        kind, rows = blocks[-1] if blocks else ("", [])
+        m = _KEY_ROW.match(line)
+        if not line.strip():
+            blocks.append(("text", []))
+        elif line[0] == " " and kind == "keys":
+            rows[-1][1] += " " + line.strip()
+        elif m is not None:
+            if kind != "keys":
+                blocks.append(("keys", []))
+            blocks[-1][1].append([m.group(1), m.group(2)])
+        elif kind == "text" and rows and not line.startswith("[b]"):  # a bold word at the left starts a paragraph
+            rows.append(["", line.strip()])
+        else:
+            blocks.append(("text", [["", line.strip()]]))
+    return blocks
+
+
 class HelpScreen(ModalScreen[None]):
+    """Keys and what the figures mean; longer than a small terminal (80x24 included): the arrows, pgup/pgdn,
+    home/end and the wheel scroll it."""
+
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
     def __init__(self, text: str = HELP) -> None:
@@ -587,8 +651,11 @@ class HelpScreen(ModalScreen[None]):
         self.text = text
 
     def compose(self) -> ComposeResult:
-        with Grid(id="help-dialog", classes="dialog"):
-            yield Static(self.text, markup=True)
+        with VerticalScroll(id="help-dialog", classes="dialog"):
+            yield Static(reflow(self.text))
+
+    def on_mount(self) -> None:
+        self.query_one("#help-dialog").focus()  # its keys scroll it
 
     def action_close(self) -> None:
         self.dismiss(None)
