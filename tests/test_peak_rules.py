@@ -137,8 +137,11 @@ def test_reaped_below_launcher_copy_is_a_lower_bound() -> None:
 
 
 def test_reaped_with_children_uses_rusage_only_when_it_agrees() -> None:
-    agrees = reaped_process_peak(100 * MB, 101 * MB, own_only=False)
-    assert agrees.exact and agrees.value == 101 * MB
+    agrees = reaped_process_peak(100 * MB, 100 * MB + 8192, own_only=False)  # the counters round differently
+    assert agrees.exact and agrees.value == 100 * MB + 8192
+    # 1 % above: it grew after the last sample, or a child it waited for peaked there; no figure says which
+    near = reaped_process_peak(100 * MB, 101 * MB, own_only=False)
+    assert not near.exact and near.value == 100 * MB and "children it waited for" in near.label
     other = reaped_process_peak(3 * MB, 114 * MB, own_only=False)
     assert not other.exact and other.value == 3 * MB and "children it waited for" in other.label
 

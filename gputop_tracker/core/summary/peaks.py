@@ -36,7 +36,9 @@ def reaped_process_peak(sampled: int, maxrss: int, *, floor: int = 0, own_only: 
     """
     if own_only and maxrss > floor + PAGE_SLACK:
         return Peak(max(maxrss, sampled), True, "ru_maxrss", "exact (ru_maxrss)")
-    if maxrss and agree(sampled, max(maxrss, sampled)):
+    if maxrss and maxrss - sampled <= PAGE_SLACK:
+        # the two counters give the same figure, to their rounding; a maxrss a little above it may be a child's
+        # peak (it covers the children it waited for), so only that is exact
         return Peak(max(sampled, maxrss), True, "VmHWM", "exact (VmHWM; ru_maxrss agrees)")
     if maxrss <= floor + PAGE_SLACK:
         why = f"its ru_maxrss ({maxrss} bytes) is that of the image exec replaced, not the command's"
