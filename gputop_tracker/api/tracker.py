@@ -160,6 +160,23 @@ def _usage_file(name: object) -> Path | None:
     return Path(os.path.abspath(path))  # where the caller meant at construction: the program may chdir
 
 
+def _check_run_numbers(join_timeout: object, gpu_poll: object, n_join_attempts: object, process_id: object) -> None:
+    """The Tracker's own numbers (the tracking options are `validate.tracking_options`'); ValueError otherwise."""
+    validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
+    validate.number("gpu_poll", gpu_poll, 0, validate.MAX_GPU_POLL)
+    validate.integer("n_join_attempts", n_join_attempts, 0)
+    if process_id is not None:
+        validate.integer("process_id", process_id, 1)
+
+
+def _units(ram_unit: object, gpu_ram_unit: object, time_unit: object) -> Units:
+    return Units.parse(
+        validate.optional_text("ram_unit", ram_unit, "megabytes"),
+        validate.optional_text("gpu_ram_unit", gpu_ram_unit, "megabytes"),
+        validate.optional_text("time_unit", time_unit, "hours"),
+    )
+
+
 class Tracker:
     """Tracks a process (this one by default) and all its descendants between start() and stop().
 
@@ -216,16 +233,8 @@ class Tracker:
             oom_dumps=oom_dumps,
             oom_dump_mb=oom_dump_mb,
         )
-        validate.number("join_timeout", join_timeout, 0, 1e6, above=True)
-        validate.number("gpu_poll", gpu_poll, 0, validate.MAX_GPU_POLL)
-        validate.integer("n_join_attempts", n_join_attempts, 0)
-        if process_id is not None:
-            validate.integer("process_id", process_id, 1)
-        self.units = Units.parse(
-            validate.optional_text("ram_unit", ram_unit, "megabytes"),
-            validate.optional_text("gpu_ram_unit", gpu_ram_unit, "megabytes"),
-            validate.optional_text("time_unit", time_unit, "hours"),
-        )
+        _check_run_numbers(join_timeout, gpu_poll, n_join_attempts, process_id)
+        self.units = _units(ram_unit, gpu_ram_unit, time_unit)
         self.process_id = process_id if process_id is not None else os.getpid()
         self.resource_usage_file = _usage_file(resource_usage_file)
         save = validate.flag("save", save)
