@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any
 
+from blocksync import running  # tests/, this script's directory
+
 MiB = 1024**2
 GiB = 1024**3
 
@@ -83,26 +85,6 @@ class OwnGpuMemory:
 
     def close(self) -> None:
         self.nvml.nvmlShutdown()
-
-
-def running() -> None:
-    """Returns once the tracker read a mark sent now: it samples (and its GPU watcher runs) from then on."""
-    import fcntl
-    import struct
-    import termios
-
-    from gputop_tracker import mark
-
-    mark("sync")
-    fd = os.open(os.environ["GPUTOP_TRACKER_BLOCKS"], os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        for _ in range(6000):
-            if struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, bytes(4)))[0] == 0:
-                return
-            time.sleep(0.01)
-        raise SystemExit("the tracker never read its blocks FIFO")
-    finally:
-        os.close(fd)
 
 
 def held_for(seconds: float, since: float) -> None:

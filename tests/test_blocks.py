@@ -24,8 +24,11 @@ from gputop_tracker.core.model import models
 
 MB = 1000 * 1000
 
-PRELUDE = """
+PRELUDE = (
+    f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    + """
 import os, sys, time, json
+from blocksync import drained
 from gputop_tracker import block, tracked, mark
 
 def hwm():
@@ -40,18 +43,6 @@ def touch(n):
         buf[i] = 1
     return buf
 
-def drained():
-    # until the sampler has read every block message sent so far (the FIFO is empty)
-    import fcntl, struct, termios
-    fd = os.open(os.environ["GPUTOP_TRACKER_BLOCKS"], os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        for _ in range(6000):
-            if struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, bytes(4)))[0] == 0:
-                return
-            time.sleep(0.01)
-        raise SystemExit("the sampler never read the FIFO")
-    finally:
-        os.close(fd)
 
 def synced():
     # every block boundary so far has been served (and sampled) while this process lives: the sampler reads
@@ -64,6 +55,7 @@ def truth(key, value):
     with open(os.environ["TRUTH"], "a") as f:
         f.write(json.dumps({"key": key, "pid": os.getpid(), "value": value}) + "\\n")
 """
+)
 
 
 def _run(tmp_path: Path, body: str, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:

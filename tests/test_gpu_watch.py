@@ -181,24 +181,14 @@ def h100(tmp_path: Path, memfile: Path) -> FakeNvml:
     return fake
 
 
-SYNC = """
-import os, time
+SYNC = (
+    f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    + """
+import os, sys, time
+from blocksync import running
 from gputop_tracker import block, mark
-
-def running():
-    # the sampler serves the FIFO only from its loop: once it read this mark, tracking (and the watcher) runs
-    import fcntl, struct, termios
-    mark("sync")
-    fd = os.open(os.environ["GPUTOP_TRACKER_BLOCKS"], os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        for _ in range(6000):
-            if struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, bytes(4)))[0] == 0:
-                return
-            time.sleep(0.01)
-        raise SystemExit("the sampler never read the FIFO")
-    finally:
-        os.close(fd)
 """
+)
 
 
 def track(
