@@ -68,8 +68,14 @@ def test_tree_peak_from_cgroup_is_exact(tmp_path: Path) -> None:
     k = tmp_path / "k.json"
     proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "spike_child", str(k), "1000", "50")
     assert proc.returncode == 0
-    assert r["max_ram"]["peak_source"] in ("cgroup", "VmHWM")
-    assert "cgroup" in r["sources"]["max_ram.combined.total_rss"]
+    label = r["sources"]["max_ram.combined.total_rss"]
+    assert "cgroup" in label
+    if r["max_ram"]["peak_source"] == "sampled":
+        # the cgroup read below the child's own peak (library pages charged elsewhere): it bounds nothing, and the
+        # parent's own pages were held too, so the child's peak is a lower bound, never called exact
+        assert label.startswith("lower bound") and r["max_ram"]["cgroup_peak"] < r["max_ram"]["combined"]["total_rss"]
+    else:
+        assert r["max_ram"]["peak_source"] in ("cgroup", "VmHWM") and label.startswith("exact"), label
     child_peak = kernel_figures(k)["children_maxrss"]
     assert r["max_ram"]["combined"]["total_rss"] == pytest.approx(child_peak, rel=0.02)
 
