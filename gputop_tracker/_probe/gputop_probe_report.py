@@ -119,14 +119,52 @@ def _messages(pid, how, reaps, tally, cf0, child_faults):
     return [_json(m).encode() + b"\n" for m in out]
 
 
+def open_ours(path):
+    """A non-blocking write end of the FIFO `path` only where it is surely the tracker's: a FIFO owned by this
+    user, named directly (no link), in a directory (no link) that this user owns and no one else can enter; else -1
+    and nothing is opened. The path came from the environment: after the run its directory is gone, and another
+    user may have made one of that name holding a link to a file of theirs, or of root's. A regular file or a
+    device is never opened (opening a device can act on it). Also used by code blocks (`gputop_tracker.api.blocks`).
+    """
+    import stat
+
+    head, name = os.path.split(path)
+    if not head or not name or not os.path.isabs(head):
+        return -1
+    uid = os.geteuid()
+    try:
+        dfd = os.open(head, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    try:
+        st = os.fstat(dfd)
+        if st.st_uid != uid or st.st_mode & 0o077:
+            return -1
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if not stat.S_ISFIFO(st.st_mode) or st.st_uid != uid:
+            return -1
+        fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dfd)
+    except OSError:
+        return -1
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)  # what was opened, not what was looked at (it may have been replaced between)
+        if stat.S_ISFIFO(st.st_mode) and st.st_uid == uid:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return -1
+
+
 def _send(lines, fifo):
     """Each line in one write, waiting up to a second in all for room (the exit report is worth the wait)."""
     import time
 
-    try:
-        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return  # no tracker reading (gone, or a program started outside it with our variables)
+    fd = open_ours(fifo)
+    if fd < 0:
+        return  # no tracker reading (gone, or a program started outside it with our variables), or not ours
     deadline = time.monotonic() + 1.0
     try:
         for line in lines:

@@ -18,13 +18,13 @@ import json
 import os
 import select
 import signal
-import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from gputop_tracker._probe.gputop_probe_report import open_ours
 from gputop_tracker.core.blocks.protocol import ENV
 from gputop_tracker.core.sampling.vmhwm import own_peak_rss as _read_hwm
 
@@ -133,16 +133,13 @@ class _Sink:
 def _open_fifo(path: str) -> tuple[int, tuple[int, int]]:
     """A non-blocking write end and what it is; -2 when there is no reader (the sampler is gone) or no FIFO.
 
-    Only a FIFO, named directly: never a regular file, a device, or a link such as /dev/stdout
-    (O_NOFOLLOW), which would get block records written into the program's own output."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
+    Only a FIFO of this user's in a directory only this user can enter, named directly: never a regular file, a
+    device, or a link such as /dev/stdout, which would get block records written into the program's own output
+    (the probe's rule: `open_ours`)."""
+    fd = open_ours(path)
+    if fd < 0:
         return -2, (0, 0)
     st = os.fstat(fd)  # a fresh fd of ours
-    if not stat.S_ISFIFO(st.st_mode):
-        _close(fd)
-        return -2, (0, 0)
     return fd, (st.st_dev, st.st_ino)
 
 
