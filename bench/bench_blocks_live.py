@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gputop_tracker.core.blocks.stats import BlockStats
 from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
-from gputop_tracker.core.sampling import cgroup
+from gputop_tracker.core.proc import cgroup
 
 
 class _NoEvents:

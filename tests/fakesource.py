@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.model.models import Event, LiveBlock, LiveBlocks, ResourceUsage, Sample
+from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.sampling.channel import (
     STOP_SIGNAL,
     BlocksMessage,
@@ -27,7 +28,6 @@ from gputop_tracker.core.sampling.channel import (
     Started,
     Summary,
 )
-from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
 
 MB = 1_000_000

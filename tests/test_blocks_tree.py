@@ -13,8 +13,8 @@ from test_blocks import strict_models as strict_models  # a fixture (re-exported
 
 from gputop_tracker.core.blocks.stats import TREE_SAMPLED, BlockStats
 from gputop_tracker.core.model import models
-from gputop_tracker.core.sampling import cgroup as cgroups
-from gputop_tracker.core.sampling.cgroup import JobCgroup, PeakWindows
+from gputop_tracker.core.proc import cgroup as cgroups
+from gputop_tracker.core.proc.cgroup import JobCgroup, PeakWindows
 
 
 def _resettable() -> bool:

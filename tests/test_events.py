@@ -15,7 +15,7 @@ import pytest
 from helpers import track
 
 from gputop_tracker.core.model.models import Session
-from gputop_tracker.core.sampling import cgroup as cgroups
+from gputop_tracker.core.proc import cgroup as cgroups
 from gputop_tracker.core.summary import events as ev
 
 PY = sys.executable

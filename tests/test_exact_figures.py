@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import WORKLOADS, kernel_figures, track, track_json
 
-from gputop_tracker.core.sampling.cgroup import create_job_cgroup
+from gputop_tracker.core.proc.cgroup import create_job_cgroup
 
 PY = sys.executable
 MB = 1000 * 1000

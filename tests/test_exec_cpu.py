@@ -12,8 +12,8 @@ from pathlib import Path
 
 from helpers import track_json
 
-from gputop_tracker.core.sampling.cpuwindow import HOST_CORES, CpuWindow, bounded
-from gputop_tracker.core.sampling.procfs import ProcessTree
+from gputop_tracker.core.proc.cpuwindow import HOST_CORES, CpuWindow, bounded
+from gputop_tracker.core.proc.procfs import ProcessTree
 
 PY = sys.executable
 

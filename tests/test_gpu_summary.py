@@ -9,8 +9,8 @@ import pytest
 from gputop_tracker.core.gpu.backend import FakeGpuBackend, GpuReading, SimulatedGpuBackend, resolve_gpu_selection
 from gputop_tracker.core.model.models import ResourceUsage, Sample
 from gputop_tracker.core.model.units import Units
+from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.report.render import to_text
-from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.builder import SummaryBuilder
 
 MiB = 1024**2

@@ -384,7 +384,7 @@ def test_the_summary_sums_the_tree_at_one_read_never_highs_of_different_moments(
 
     from gputop_tracker.core.gpu.backend import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage, Sample
-    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder
 
     main, child, other = 100, 101, 999
@@ -524,7 +524,7 @@ def test_a_process_on_two_gpus_is_summed_at_one_read() -> None:
 
     from gputop_tracker.core.gpu.backend import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage
-    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder
 
     r = Reading()
@@ -576,7 +576,7 @@ def test_a_child_known_only_after_its_gpu_reads_is_counted_and_a_reused_pid_is_n
 
     from gputop_tracker.core.gpu.backend import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage
-    from gputop_tracker.core.sampling.procfs import Reading
+    from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder
 
     main, child = 100, 999

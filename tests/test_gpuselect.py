@@ -9,7 +9,7 @@ import pytest
 from gputop_tracker.core.gpu import selection as gpuselect
 from gputop_tracker.core.gpu.backend import GpuReading, resolve_gpu_selection
 from gputop_tracker.core.gpu.selection import GpuSelection
-from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.proc.procfs import Reading
 
 
 def reading(pid: int, name: str) -> Reading:

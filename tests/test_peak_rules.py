@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_tracker.core.sampling.procfs import Reading, _carry_forward
+from gputop_tracker.core.proc.procfs import Reading, _carry_forward
 from gputop_tracker.core.summary.accumulators import CpuLedger
 from gputop_tracker.core.summary.peaks import TreeBounds, agree, combined_peak, reaped_process_peak
 

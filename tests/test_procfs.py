@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop_tracker.core.sampling.procfs import PAGE_SIZE, ProcessTree
+from gputop_tracker.core.proc.procfs import PAGE_SIZE, ProcessTree
 
 PY = sys.executable
 
@@ -94,7 +94,7 @@ def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.Monke
     """Before a process's first smaps_rollup read, and after its memory moved since the last one, its private,
     shared and PSS figures are lower bounds, marked so (`bound`, a sample's `mem_bound`); a read makes them the
     kernel's figures again."""
-    from gputop_tracker.core.sampling import procfs
+    from gputop_tracker.core.proc import procfs
     from gputop_tracker.core.summary.builder import SummaryBuilder
     from gputop_tracker.core.summary.events import FlightRecorder
 
@@ -141,7 +141,7 @@ def test_pages_mapped_while_smaps_is_walked_are_not_counted_twice(monkeypatch: p
     """statm is read before smaps_rollup is walked. Pages the process maps in between are in the walk's USS; were
     the statm before the walk the baseline, the growth after it would count them a second time and the carried
     forward USS would pass the kernel's (seen under load: a Python process's 8 KiB stdin buffer)."""
-    from gputop_tracker.core.sampling import procfs
+    from gputop_tracker.core.proc import procfs
 
     proc = subprocess.Popen([PY, "-c", ALLOCATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
@@ -185,7 +185,7 @@ def test_pages_mapped_while_smaps_is_walked_are_not_counted_twice(monkeypatch: p
 # `children` files and the /proc listing — and tells what each found, and which one listed /proc.
 FIND_BOTH_WAYS = r"""
 import ctypes, json, os, subprocess, sys, threading, time
-from gputop_tracker.core.sampling import procfs
+from gputop_tracker.core.proc import procfs
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 ROOT = '''
 import os, threading, time
@@ -269,7 +269,7 @@ time.sleep(60)
 
 
 def _true_pss(pids: list[int]) -> int:
-    from gputop_tracker.core.sampling.procfs import read_smaps_rollup
+    from gputop_tracker.core.proc.procfs import read_smaps_rollup
 
     return sum((read_smaps_rollup(pid) or (0, 0))[1] for pid in pids)
 
@@ -282,7 +282,7 @@ def test_a_fork_lowers_every_sharers_pss_not_only_the_parents(
     holds a third. The first child's PSS fell though its statm did not move: re-read with the parent (or, out of
     budget, counted as a lower bound), else Σ PSS exceeds what the tree holds (Pool(4) in the adversarial suite:
     a lower bound 15 MB above the truth)."""
-    from gputop_tracker.core.sampling import procfs
+    from gputop_tracker.core.proc import procfs
 
     flag = str(tmp_path / "f")
     proc = subprocess.Popen([PY, "-c", FORKS_ON_DEMAND, "150000000", flag])

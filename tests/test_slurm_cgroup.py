@@ -19,8 +19,9 @@ import pytest
 from helpers import WORKLOADS
 
 from gputop_tracker.core.gpu.backend import GpuReading
+from gputop_tracker.core.gpu.selection import resolve_job_gpus
 from gputop_tracker.core.integrations import slurm
-from gputop_tracker.core.sampling import cgroup
+from gputop_tracker.core.proc import cgroup
 from gputop_tracker.core.summary.efficiency import fractions, memory_limit
 
 MIB = 2**20
@@ -139,9 +140,9 @@ FOUR = [_gpu(i, f"GPU-{i}aaa-0000") for i in range(4)]
 )
 def test_resolve_job_gpus(ids: list[str], seen: list[GpuReading], uuids: list[str], problems: int) -> None:
     job: dict[str, Any] = {"requested": {"gpu_ids": ids, "gpu_uuids": None}}
-    said = slurm.resolve_gpus(job, seen)
+    said = resolve_job_gpus(job, seen)
     assert job["requested"]["gpu_uuids"] == uuids and len(said) == problems
-    assert slurm.resolve_gpus(job, seen) == []  # once
+    assert resolve_job_gpus(job, seen) == []  # once
 
 
 def test_gpu_ids_from_the_environment() -> None:

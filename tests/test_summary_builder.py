@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gputop_tracker.core.model.models import ResourceUsage, Sample
+from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.report.render import to_text
-from gputop_tracker.core.sampling.procfs import Reading
 from gputop_tracker.core.summary.builder import SummaryBuilder
 
 MB = 1_000_000

@@ -13,7 +13,7 @@ from typing import Any
 
 from gputop_tracker.core.blocks.stats import BlockStats
 from gputop_tracker.core.gpu.backend import GpuReading
-from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.builder import SummaryBuilder
 from gputop_tracker.core.summary.probe import ProbeStats
 

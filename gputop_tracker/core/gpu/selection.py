@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuReading
-from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.gpu.backend import GpuReading, resolve_gpu_selection
+from gputop_tracker.core.proc.procfs import Reading
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
 ROCR = "ROCR_VISIBLE_DEVICES"
@@ -133,3 +134,25 @@ class GpuSelection:
 
     def _label(self, spec: str) -> str:
         return spec if "=" in spec else f"{VARIABLE}={spec}"
+
+
+def resolve_job_gpus(job: dict[str, Any] | None, readings: Sequence[GpuReading]) -> list[str]:
+    """Fill `requested.gpu_uuids` of `job` from its `gpu_ids` and the GPUs NVML sees; the problems, if any.
+
+    SLURM gives global indices (SLURM_JOB_GPUS=2,3); a job whose devices are constrained by its cgroup sees
+    only its own GPUs, renumbered from 0. So when the ids are indices and NVML sees exactly as many physical
+    GPUs as the job was given, those are its GPUs; otherwise each id is resolved as CUDA_VISIBLE_DEVICES is
+    (NVML indices, full or short UUIDs, MIG UUIDs: `resolve_gpu_selection`). The job is the SLURM facts the
+    front end found (`integrations.slurm.context_for`), handed to the sampler as data."""
+    requested = (job or {}).get("requested") or {}
+    ids = requested.get("gpu_ids")
+    if not ids or not readings or requested.get("gpu_uuids"):
+        return []
+    physical = [r.uuid for r in readings if r.mig_parent is None]
+    if all(i.isdigit() for i in ids) and len(physical) == len(ids):
+        requested["gpu_uuids"] = physical
+        return []
+    chosen, problems = resolve_gpu_selection(readings, ",".join(ids))
+    if chosen:
+        requested["gpu_uuids"] = [r.uuid for r in readings if r.uuid in chosen]  # in NVML's order
+    return [f"the job's GPUs ({','.join(ids)}): {p}" for p in problems]

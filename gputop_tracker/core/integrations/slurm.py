@@ -15,12 +15,11 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuReading, resolve_gpu_selection
-from gputop_tracker.core.sampling import cgroup
-from gputop_tracker.core.sampling.procfs import read_environ
+from gputop_tracker.core.proc import cgroup
+from gputop_tracker.core.proc.procfs import read_environ
 
 REQUEST_KEYS = ("mem_bytes", "cpus", "gpus", "time_limit_s")
 _MEM_SUFFIX = {"": 2**20, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -155,27 +154,6 @@ def gpu_ids(env: Mapping[str, str]) -> list[str] | None:
     return None
 
 
-def resolve_gpus(job: dict[str, Any] | None, readings: Sequence[GpuReading]) -> list[str]:
-    """Fill `requested.gpu_uuids` of `job` from its `gpu_ids` and the GPUs NVML sees; the problems, if any.
-
-    SLURM gives global indices (SLURM_JOB_GPUS=2,3); a job whose devices are constrained by its cgroup sees
-    only its own GPUs, renumbered from 0. So when the ids are indices and NVML sees exactly as many physical
-    GPUs as the job was given, those are its GPUs; otherwise each id is resolved as CUDA_VISIBLE_DEVICES is
-    (NVML indices, full or short UUIDs, MIG UUIDs: `gpu.resolve_gpu_selection`)."""
-    requested = (job or {}).get("requested") or {}
-    ids = requested.get("gpu_ids")
-    if not ids or not readings or requested.get("gpu_uuids"):
-        return []
-    physical = [r.uuid for r in readings if r.mig_parent is None]
-    if all(i.isdigit() for i in ids) and len(physical) == len(ids):
-        requested["gpu_uuids"] = physical
-        return []
-    chosen, problems = resolve_gpu_selection(readings, ",".join(ids))
-    if chosen:
-        requested["gpu_uuids"] = [r.uuid for r in readings if r.uuid in chosen]  # in NVML's order
-    return [f"the job's GPUs ({','.join(ids)}): {p}" for p in problems]
-
-
 def cgroup_limit(pid: int) -> int | None:
     """The memory limit of the cgroup `pid` (0: ourselves) runs in, the smallest up the hierarchy."""
     found = cgroup.effective_limit(pid or "self")
@@ -260,7 +238,7 @@ def job_context(
             requested["time_limit_s"] = _time_limit(env, job_id, which)
     requested.update(request or {})
     requested["gpu_ids"] = gpu_ids(env) if job_id is not None else None
-    requested["gpu_uuids"] = None  # resolved by the sampler once NVML answers (`resolve_gpus`)
+    requested["gpu_uuids"] = None  # resolved by the sampler once NVML answers (`gpu.selection.resolve_job_gpus`)
     requested["cgroup_mem_bytes"] = mem_limit(pid)
     return {
         "job_id": job_id,

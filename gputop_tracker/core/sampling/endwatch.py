@@ -15,7 +15,7 @@ import shlex
 import time
 from collections.abc import Callable, Iterable
 
-from gputop_tracker.core.sampling.procfs import read_cmdline
+from gputop_tracker.core.proc.procfs import read_cmdline
 
 MAX_NAMED = 10  # survivors named in the note; the rest are counted
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 
-from gputop_tracker.core.sampling.procfs import parse_stat
+from gputop_tracker.core.proc.procfs import parse_stat
 
 
 class StopMirror:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gputop_tracker.core.model import paths
 from gputop_tracker.core.model.config import EngineConfig
-from gputop_tracker.core.sampling.cgroup import JobCgroup
+from gputop_tracker.core.proc.cgroup import JobCgroup
 from gputop_tracker.core.summary import events as ev
 
 DUMP_MIN_GAP = 5.0  # seconds between two dumps: an OOM storm writes one bundle, not hundreds

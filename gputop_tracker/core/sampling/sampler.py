@@ -31,18 +31,17 @@ from gputop_tracker.core.blocks.relay import BlockRelay
 from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
 from gputop_tracker.core.gpu.backend import GpuBackend, resolve_gpu_selection
 from gputop_tracker.core.gpu.choose import open_backend
-from gputop_tracker.core.gpu.selection import GpuSelection, variables_for
-from gputop_tracker.core.integrations import slurm
+from gputop_tracker.core.gpu.selection import GpuSelection, resolve_job_gpus, variables_for
 from gputop_tracker.core.model import paths
 from gputop_tracker.core.model.config import ATTACH, JOB_SIGNALS, LAUNCH, MIN_INTERVAL, EngineConfig
-from gputop_tracker.core.sampling.cgroup import JobCgroup, PeakWindows
+from gputop_tracker.core.proc.cgroup import JobCgroup, PeakWindows
+from gputop_tracker.core.proc.procfs import HostReader, ProcessTree, read_cmdline, read_environ
 from gputop_tracker.core.sampling.endwatch import EndWatch
 from gputop_tracker.core.sampling.jobctl import StopMirror
 from gputop_tracker.core.sampling.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.sampling.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.sampling.oomdetect import OomDetector
 from gputop_tracker.core.sampling.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
-from gputop_tracker.core.sampling.procfs import HostReader, ProcessTree, read_cmdline, read_environ
 from gputop_tracker.core.sampling.relayed import RelayLedger
 from gputop_tracker.core.sampling.tee import OutputFilePoller, OutputTee
 from gputop_tracker.core.store import sessions as store
@@ -276,7 +275,7 @@ class Engine:
         if gpus:  # only once GPUs answer: nothing is read on a machine without one
             if s.gpu_selection is None:
                 s.gpu_selection = _gpu_selection(self.cfg, self.main_pid, s.gpu.vendor)
-                for p in slurm.resolve_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID
+                for p in resolve_job_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID
                     builder.note(p)
             if s.gpu_selection.observe(readings, gpus):
                 _select_gpus(builder, gpus, s.gpu_selection)

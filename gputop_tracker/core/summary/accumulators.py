@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from gputop_tracker.core.gpu.backend import GpuReading
-from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.events import PEAK_STEP_BYTES, PEAK_STEP_FRACTION, EventLog, LevelWatch
 
 TIMELINE_CAP = 14_400  # rows; past it, neighbouring rows merge (24 h at 1 s stays ~3 MB)

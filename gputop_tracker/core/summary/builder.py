@@ -20,7 +20,7 @@ from typing import Any
 from gputop_tracker._version import SCHEMA_VERSION, __version__
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.gpu.watch import TreePeaks, Window
-from gputop_tracker.core.sampling.procfs import Reading
+from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
     CpuLedger,

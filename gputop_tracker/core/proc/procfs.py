@@ -13,7 +13,7 @@ import os
 import signal
 import time
 
-from gputop_tracker.core.sampling.cpuwindow import CpuWindow, bounded, exec_signature
+from gputop_tracker.core.proc.cpuwindow import CpuWindow, bounded, exec_signature
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
