@@ -34,6 +34,7 @@ SMAPS_DEBT = 0.2
 # VmHWM (in /proc/PID/status, the costliest read) can only have risen if the process faulted pages in
 # since we last looked; otherwise it is re-read at most this often.
 STATUS_PERIOD = 2.0
+HWM_RESET_SLACK = 256 * 1024  # VmHWM down by more than this within one image: it was reset
 # A small tree finds its new processes in its own threads' `children` files rather than by listing /proc: the
 # listing, and a stat read of every process started anywhere since, cost ~0.3 ms a sample on a busy machine,
 # whatever the tree's size. Up to this many threads (the tree's and ours, as subreaper) the files are cheaper.
@@ -100,6 +101,11 @@ def read_smaps_rollup(pid: int) -> tuple[int, int] | None:
     return uss, pss
 
 
+def started_at(ticks: int) -> float:
+    """The wall-clock time of a process start given in clock ticks since boot (/proc/PID/stat field 22)."""
+    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / CLOCK_TICKS)
+
+
 class ProcHandle:
     """A tracked process with its /proc files kept open. Reads fail with OSError once it is gone."""
 
@@ -109,10 +115,14 @@ class ProcHandle:
         "cmdline",
         "cpu",
         "exec_sig",
+        "execs",
         "faults",
         "first_seen",
         "forked",
         "hwm",
+        "hwm_reset",
+        "image_hwm",
+        "image_sig",
         "name",
         "pid",
         "ppid",
@@ -153,8 +163,12 @@ class ProcHandle:
         self.cmdline: list[str] = read_cmdline(pid)
         self.cpu: CpuWindow | None = None
         self.exec_sig: tuple[bytes, ...] = ()  # set at the first read; a change means it exec'd
+        self.execs = 0  # image changes seen
         self.first_seen = time.time()
         self.hwm = 0
+        self.image_hwm = 0  # the last VmHWM read, and the image it was read in
+        self.image_sig: tuple[bytes, ...] = ()
+        self.hwm_reset = False  # a VmHWM read went down within one image
         self.faults = -1
         self.status_due = 0.0
         self.rss = 0
@@ -192,8 +206,10 @@ class Reading:
         "bound",
         "child_faults",
         "cpu_percent",
+        "exec_seen",
         "handle",
         "hwm",
+        "hwm_reset",
         "private",
         "pss",
         "pss_shared",
@@ -213,6 +229,8 @@ class Reading:
         self.shared = 0  # RSS - USS: pages shared with another process, a lower bound
         self.pss_shared = 0  # PSS - USS: this process's share of its shared pages, a lower bound
         self.hwm = 0
+        self.hwm_reset = False  # its VmHWM was seen going down within one image (reset by the program)
+        self.exec_seen = False  # it was seen replacing its image (exec): VmHWM covers the last one only
         self.threads = 0
         self.utime_stime = 0.0
         self.child_faults = 0
@@ -582,9 +600,14 @@ class ProcessTree:
                 hwm = int(status[i + 6 : status.index(b"kB", i)]) * 1024
                 if hwm > h.hwm:
                     h.hwm = hwm
+                if hwm + HWM_RESET_SLACK < h.image_hwm and h.image_sig == h.exec_sig:
+                    h.hwm_reset = True  # down within one image: the program reset it (clear_refs), or a code block
+                h.image_hwm, h.image_sig = hwm, h.exec_sig
             if status is not None and (i := status.find(b"SigIgn:")) >= 0:
                 h.autoreaps = _sigchld_ignored(status, i + 7)
             r.autoreaps = h.autoreaps
+            r.hwm_reset = h.hwm_reset
+            r.exec_seen = h.execs > 0
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads
@@ -615,6 +638,7 @@ class ProcessTree:
             if not h.zombie:
                 h.cmdline = read_cmdline(h.pid) or h.cmdline
             h.name = name
+            h.execs += 1
         h.exec_sig = sig
 
     def _sharing_changed(self, readings: list[Reading], keep: set[int]) -> None:
