@@ -77,7 +77,9 @@ def test_tree_peak_from_cgroup_is_exact(tmp_path: Path) -> None:
     # job cgroup (page cache and kernel memory too) the ceiling; exact only if the two meet, to a few pages
     assert combined["lower"] == pytest.approx(child_peak, rel=0.02)
     if cgroup >= combined["lower"]:
-        assert combined["upper"] == cgroup and (f"at most {int(cgroup)} bytes" in label or label.startswith("exact")), label
+        assert combined["upper"] == cgroup and (f"at most {int(cgroup)} bytes" in label or label.startswith("exact")), (
+            label
+        )
     else:  # the cgroup read below the child's own peak (library pages charged elsewhere): set aside, and said
         assert combined["upper"] is None and "set aside" in label, label
     assert label.startswith("exact") == (

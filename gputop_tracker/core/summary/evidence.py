@@ -115,13 +115,17 @@ def derive(evidence: Iterable[Evidence], same: Callable[[int, int], bool] = agre
     if low is not None and top is not None and same(low.value, top.value):
         a, b = sorted((low.value, top.value))
         # named by the most direct of the counters that meet the reading
-        by = min((c for c in ceilings if same(low.value, c.value)), key=lambda c: RANK.index(c.source))
+        by = min((c for c in ceilings if same(low.value, c.value)), key=_rank)
         return Figure(b, a, b, True, by.source, _label("exact", by, None, voided), gone)
     if low is not None:
         return Figure(low.value, lower, upper, False, low.source, _label("lower bound", low, top, voided), gone)
     if top is not None:
         return Figure(top.value, None, upper, False, top.source, _label("upper bound", top, None, voided), gone)
-    return Figure(0, None, None, False, "none", "not measured", gone)
+    return Figure(0, None, None, False, "none", "lower bound (nothing was read)", gone)
+
+
+def _rank(e: Evidence) -> int:
+    return RANK.index(e.source) if e.source in RANK else len(RANK)
 
 
 def _label(kind: str, by: Evidence, other: Evidence | None, voided: Sequence[str]) -> str:
@@ -239,9 +243,14 @@ def tree_figure(t: TreeFacts) -> Figure:
     ev = [reading(t.sum_pss, "sum_pss"), reading(t.largest, "largest_process", f"PID {t.largest_pid}")]
     if t.together is not None:
         ev.append(ceiling(t.together, "sum_peaks", void="sum_below"))
-    if t.cgroup is not None:
+    if t.cgroup is not None and (t.largest or t.sum_pss):
+        # a ceiling only where a reading can show it wrong: it leaves out file pages charged to another cgroup
+        # before the run (the libraries a small program maps can be most of it)
         ev.append(ceiling(t.cgroup, "cgroup", t.cgroup_where, void="cgroup_below"))
     fig = derive(ev, pages)
+    if fig.source == "none" and t.cgroup is not None:
+        label = f"lower bound (no process was read; {SOURCES['cgroup']} ({t.cgroup} bytes) cannot be checked)"
+        return Figure(0, None, None, False, "none", label)
     if fig.upper is None and t.together_why and not fig.exact:
         label = f"{fig.label[:-1]}; no upper bound: {t.together_why})"
         return Figure(fig.value, fig.lower, None, False, fig.source, label, fig.voided)
