@@ -34,8 +34,8 @@ SMAPS_DEBT = 0.2
 # VmHWM (in /proc/PID/status, the costliest read) can only have risen if the process faulted pages in
 # since we last looked; otherwise it is re-read at most this often.
 STATUS_PERIOD = 2.0
-HWM_RESET_SLACK = 256 * 1024
-TORN_SLACK = 1 << 20  # a walk's RSS this far from statm's on both sides of it: torn  # VmHWM down by more than this within one image: it was reset
+HWM_RESET_SLACK = 256 * 1024  # VmHWM down by more than this within one image: it was reset
+TORN_SLACK = 1 << 20  # a walk's RSS this far from statm's on both sides of it: torn
 # A small tree finds its new processes in its own threads' `children` files rather than by listing /proc: the
 # listing, and a stat read of every process started anywhere since, cost ~0.3 ms a sample on a busy machine,
 # whatever the tree's size. Up to this many threads (the tree's and ours, as subreaper) the files are cheaper.
