@@ -75,6 +75,17 @@ class JobCgroup:
         value = self._read_int("memory.max_usage_in_bytes" if self.version == "v1" else "memory.peak")
         return None if value is None else max(value, self.kept_peak)
 
+    def cache(self) -> int | None:
+        """Page cache charged to the group now (memory.stat: v1 total_cache, v2 file), or None."""
+        key = b"total_cache " if self.version == "v1" else b"file "
+        try:
+            for line in (self.path / "memory.stat").read_bytes().splitlines():
+                if line.startswith(key):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
     def limit(self) -> int | None:
         value = self._read_int("memory.limit_in_bytes" if self.version == "v1" else "memory.max")
         return value if value is not None and value < 1 << 60 else None

@@ -418,6 +418,7 @@ class Engine:
             peak = cgroup.peak()
             if peak is not None:
                 outcome.cgroup_peak, outcome.cgroup_source = peak, cgroup.source
+                outcome.cgroup_cache = cgroup.cache()
             cgroup.remove()
         main_exit = self.launcher.main_exit
         if main_exit is not None:

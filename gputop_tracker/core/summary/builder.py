@@ -37,7 +37,13 @@ from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
 from gputop_tracker.core.summary.evidence import Figure
 from gputop_tracker.core.summary.evidence import tree_figure as derive_tree
-from gputop_tracker.core.summary.figures import autoreaper_names, completeness, process_figures, tree_facts
+from gputop_tracker.core.summary.figures import (
+    autoreaper_names,
+    completeness,
+    doubt_counters,
+    process_figures,
+    tree_facts,
+)
 from gputop_tracker.core.summary.gpulate import LateJoiners
 from gputop_tracker.core.summary.gpupeaks import SAMPLED as GPU_SAMPLED
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
@@ -87,6 +93,7 @@ class Outcome:
     exit_signal: int | None = None
     cgroup_peak: int | None = None
     cgroup_source: str | None = None
+    cgroup_cache: int | None = None  # page cache still charged to the job cgroup when tracking ended
     smaps_max_age: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -212,6 +219,7 @@ class SummaryBuilder:
         self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
         self.main_maxrss = 0  # main's ru_maxrss, once we reaped it, whatever image it counts
         self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
+        self.counters_doubted = ""  # why the processes' own counters cannot be ceilings ("" if they can)
         self.vanished_by_others = 0  # processes reaped by someone else than us: their peaks are lower bounds
         self.unseen_reaped = 0  # children we reaped that no sample ever saw
         self.outcome = Outcome(status="running")
@@ -639,6 +647,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     add_reaped(b, ProcessStats.unseen)
     b.credit_late_gpu_memory()  # a process that joined the tree after the last sample
     peaks = process_figures(b)
+    peaks = doubt_counters(b, peaks)
     if details:
         _final_peak_events(b, peaks)
     sources: dict[str, str] = {}

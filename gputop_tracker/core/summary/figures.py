@@ -69,6 +69,35 @@ def process_facts(b: Any, p: Any, floor: int) -> ProcessFacts:
     return f
 
 
+DOUBT_SLACK = 16 << 20  # kernel memory (page tables, slab) the cgroup counts beside the pages: at least this much
+
+
+def doubt_counters(b: Any, figures: dict[int, Figure]) -> dict[int, Figure]:
+    """The job cgroup's peak above all the processes' own counters allow together and above the page cache it still
+    holds at the end: memory no counter of theirs kept (a program that reset its VmHWM before a sample saw it).
+    Then no figure resting on those counters is exact: each keeps its readings, without a ceiling, and says why."""
+    cgroup, cache = b.outcome.cgroup_peak, b.outcome.cgroup_cache
+    if cgroup is None or cache is None or not figures:
+        return figures
+    facts = tree_facts(b, figures, completeness(b, figures))
+    together = facts.together
+    if together is None or cgroup <= together + cache + max(DOUBT_SLACK, cgroup // 20):
+        return figures
+    why = (
+        f"the job cgroup's peak ({cgroup} bytes) is above all the processes' own counters allow together "
+        f"({together} bytes) with the page cache it still held ({cache} bytes): a process may have reset its VmHWM"
+    )
+    b.counters_doubted = why
+    out = {}
+    for pid, fig in figures.items():
+        if fig.upper is None or fig.lower is None:
+            out[pid] = fig
+            continue
+        label = f"lower bound ({fig.label.partition(' (')[2][:-1]}; not exact: {why})"
+        out[pid] = Figure(fig.lower, fig.lower, None, False, fig.source, label, fig.voided)
+    return out
+
+
 def _has_descendants(b: Any) -> bool:
     return any(q.role == "descendant" for q in b.procs.values())
 
@@ -77,6 +106,7 @@ def _has_descendants(b: Any) -> bool:
 
 
 def tree_facts(b: Any, figures: dict[int, Figure], why: str) -> TreeFacts:
+    why = why or getattr(b, "counters_doubted", "")
     """`why`: why the processes' own figures cannot bound the tree ("" when every process is accounted for)."""
     largest_pid = max(figures, key=lambda pid: figures[pid].lower or 0, default=0)
     t = TreeFacts(
