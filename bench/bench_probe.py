@@ -33,6 +33,20 @@ def _start(env: dict[str, str], flags: tuple[str, ...] = ()) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+PEAK_CODE = (
+    "import sys\ns = sys.modules.get('sitecustomize')\n"
+    "getattr(s, '_report', lambda how: None)('exit')  # the exit report, now: its cost lands in VmHWM below\n"
+    "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])"
+)
+
+
+def _peak(env: dict[str, str]) -> int:
+    """The peak RSS (bytes) of one `python -c pass`, the exit report included: VmHWM read by the process itself
+    after its report (a child's ru_maxrss would hold the parent's pages its vfork inherited)."""
+    out = subprocess.run([sys.executable, "-c", PEAK_CODE], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout) * 1024
+
+
 def _importtime(env: dict[str, str], flags: tuple[str, ...] = ()) -> int:
     out = subprocess.run(
         [sys.executable, *flags, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True, check=True
@@ -85,6 +99,7 @@ def main() -> None:
         imports = [_importtime(probed) for _ in range(n)]
         imports_uncached = [_importtime(nocache, uncached) for _ in range(n)]
         exits = [_exit_cost(probed) for _ in range(n)]
+        peaks = {k: [_peak(e) for _ in range(n)] for k, e in (("without", base), ("with", probed), ("uncached", nocache))}
         stop.set()
         reader.join()
         os.close(rfd)
@@ -105,6 +120,12 @@ def main() -> None:
     )
     print(
         f"  its exit report (VmHWM, allocators, one FIFO write; median of {n}): {statistics.median(exits) * 1e3:.2f} ms"
+    )
+    pk = {k: statistics.median(v) / 2**20 for k, v in peaks.items()}
+    print(
+        f"  peak RSS of python -c pass (ru_maxrss, median of {n}): without {pk['without']:.2f} MiB, with the probe "
+        f"{pk['with']:.2f} MiB ({pk['with'] - pk['without']:+.2f}), bytecode not cached {pk['uncached']:.2f} MiB "
+        f"({pk['uncached'] - pk['without']:+.2f}) (target ≤ 1 MiB)"
     )
 
 
