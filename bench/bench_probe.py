@@ -99,7 +99,9 @@ def main() -> None:
         imports = [_importtime(probed) for _ in range(n)]
         imports_uncached = [_importtime(nocache, uncached) for _ in range(n)]
         exits = [_exit_cost(probed) for _ in range(n)]
-        peaks = {k: [_peak(e) for _ in range(n)] for k, e in (("without", base), ("with", probed), ("uncached", nocache))}
+        peaks = {
+            k: [_peak(e) for _ in range(n)] for k, e in (("without", base), ("with", probed), ("uncached", nocache))
+        }
         stop.set()
         reader.join()
         os.close(rfd)

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_tracker.core.proc.procfs import Reading, _carry_forward
+from gputop_tracker.core.proc.procfs import Reading
+from gputop_tracker.core.proc.smaps import carry_forward as _carry_forward
 from gputop_tracker.core.summary.accumulators import CpuLedger
 
 MB = 1_000_000

@@ -11,7 +11,8 @@ import pytest
 
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, FakeGpuBackend, GpuReading
 from gputop_tracker.core.model import models
-from gputop_tracker.core.proc.procfs import HostReader, ProcessTree
+from gputop_tracker.core.proc.host import HostReader
+from gputop_tracker.core.proc.procfs import ProcessTree
 from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
 from gputop_tracker.core.summary.events import FlightRecorder
 

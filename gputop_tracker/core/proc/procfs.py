@@ -14,6 +14,7 @@ import signal
 import time
 
 from gputop_tracker.core.proc.cpuwindow import CpuWindow, bounded, exec_signature
+from gputop_tracker.core.proc.smaps import private_and_shared, read_smaps_rollup, same_pages
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -35,7 +36,6 @@ SMAPS_DEBT = 0.2
 # since we last looked; otherwise it is re-read at most this often.
 STATUS_PERIOD = 2.0
 HWM_RESET_SLACK = 256 * 1024  # VmHWM down by more than this within one image: it was reset
-TORN_SLACK = 1 << 20  # a walk's RSS this far from statm's on both sides of it: torn
 # A small tree finds its new processes in its own threads' `children` files rather than by listing /proc: the
 # listing, and a stat read of every process started anywhere since, cost ~0.3 ms a sample on a busy machine,
 # whatever the tree's size. Up to this many threads (the tree's and ours, as subreaper) the files are cheaper.
@@ -82,32 +82,6 @@ def read_environ(pid: int) -> dict[str, str]:
         if sep:
             env[k.decode(errors="replace")] = v.decode(errors="replace")
     return env
-
-
-def read_smaps_rollup(pid: int) -> tuple[int, int, int] | None:
-    """(USS, PSS, RSS) in bytes as one walk of the page tables saw them, or None when the process is gone or
-    unreadable. The walk's own RSS tells whether statm, read around it, describes the same pages."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    uss = pss = rss = 0
-    for line in data.split(b"\n"):
-        if line.startswith(b"Pss:"):
-            pss = int(line.split()[1]) * 1024
-        elif line.startswith(b"Rss:"):
-            rss = int(line.split()[1]) * 1024
-        elif line.startswith((b"Private_Clean:", b"Private_Dirty:", b"Private_Hugetlb:")):
-            uss += int(line.split()[1]) * 1024
-    if not data:
-        return None
-    return uss, pss, rss
-
-
-def _close(a: int, b: int) -> bool:
-    """Two RSS figures of one process that describe the same pages (statm's per-CPU counters are approximate)."""
-    return abs(a - b) <= max(TORN_SLACK, 0.02 * max(a, b))
 
 
 def started_at(ticks: int) -> float:
@@ -334,54 +308,6 @@ def _read_statm(h: ProcHandle, keep: set[int]) -> bool:
         keep.add(h.pid)
         return True
     return False
-
-
-def _private_and_shared(r: Reading, h: ProcHandle, rss: int, anon: int, file_shmem: int) -> None:
-    """USS, PSS and the shared figures of this reading, from the last smaps_rollup read (or none yet)."""
-    if h.uss < 0:
-        # Not read yet (out of budget). A forked child shares all its pages copy-on-write and statm cannot
-        # tell: count only what grew since we first saw it, a lower bound.
-        if h.anon0 < 0:
-            h.anon0 = anon
-        r.private = r.pss = max(0, anon - h.anon0)
-        r.bound = True
-    elif h.smaps_stale:
-        # a fork since the read, and no re-read yet (out of budget): the pages it shared may now be shared with
-        # one more process, so its old PSS may be too high; its private pages are still its own, unless it is
-        # the one that forked (then only anonymous growth since the read surely is)
-        _carry_forward(r, h, anon, file_shmem)
-        if h.forked:
-            r.private = max(0, min(rss, anon - h.smaps_anon))
-        r.pss = r.private
-        r.shared = r.pss_shared = 0
-        r.bound = True
-    elif h.smaps_settled and anon == h.smaps_anon and file_shmem == h.smaps_shared:  # unchanged: its figures
-        r.pss, r.shared, r.pss_shared = h.pss, h.smaps_rss - h.uss, h.pss - h.uss
-        r.private = h.uss if h.uss < h.pss else h.pss
-    else:
-        _carry_forward(r, h, anon, file_shmem)
-        r.bound = True
-
-
-def _carry_forward(r: Reading, h: ProcHandle, anon: int, file_shmem: int) -> None:
-    """USS, PSS and the shared figures between two smaps_rollup reads, each a lower bound of the truth.
-
-    statm splits RSS into anonymous pages and file/shmem pages, and says nothing of who shares them. New
-    anonymous pages are private (a fork since the read makes us re-read), so their growth counts as private
-    at once: a spike shows. New file or shmem pages may be private (a file mapped by this process alone) or
-    shared: they count nowhere until the next read. Any decrease may have hit any figure: it is taken off
-    every one of them.
-    """
-    d_anon = anon - h.smaps_anon
-    d_file = file_shmem - h.smaps_shared
-    loss = min(0, d_anon) + min(0, d_file)
-    rss = anon + file_shmem
-    private = max(0, min(rss, h.uss + d_anon + min(0, d_file)))
-    pss = max(0, min(rss, h.pss + d_anon + min(0, d_file)))
-    r.private = min(private, pss)
-    r.pss = pss
-    r.shared = max(0, min(rss - r.private, h.smaps_rss - h.uss + loss))
-    r.pss_shared = max(0, min(pss - r.private, h.pss - h.uss + loss))
 
 
 class ProcessTree:
@@ -629,7 +555,7 @@ class ProcessTree:
                 and self._smaps_due(h, now_mono, anon, shared_resident)
             ):
                 self._read_smaps(h, now_mono, anon, shared_resident)
-            _private_and_shared(r, h, rss, anon, shared_resident)
+            private_and_shared(r, h, rss, anon, shared_resident)
             r.rss = rss
             if h.uss >= 0 and shared_resident > h.smaps_shared + SHARE_STEP:
                 sharing_grew = True  # it mapped file/shmem pages: maybe ones another tracked process holds
@@ -706,7 +632,7 @@ class ProcessTree:
             rss_after, shared_after = int(after[1]) * PAGE_SIZE, int(after[2]) * PAGE_SIZE
         except (OSError, ValueError, IndexError):
             rss_after, shared_after = anon + shared, shared
-        if not (_close(got[2], anon + shared) or _close(got[2], rss_after)):
+        if not (same_pages(got[2], anon + shared) or same_pages(got[2], rss_after)):
             # torn: the walk saw other pages than statm did on either side of it (a process freeing and faulting
             # pages while a slow walk passed, under load): USS from it against statm's RSS would call pages
             # shared that are not. Nothing of it is used; it is walked again next sample
@@ -730,46 +656,3 @@ class ProcessTree:
             h.close()
         self.handles.clear()
         os.close(self._loadavg)
-
-
-def _meminfo_kb(mem: bytes, key: bytes) -> int:
-    """One `Key:   N kB` line of /proc/meminfo (among its first nine lines, as the kernel orders them), or 0."""
-    i = mem.find(key, 0, 1024)
-    if i < 0 or (i > 0 and mem[i - 1] != 0x0A):
-        return 0
-    i += len(key)
-    return int(mem[i : mem.index(b"k", i)])
-
-
-class HostReader:
-    """Whole-machine RAM (MemTotal - MemAvailable) and CPU busy %, from kept-open /proc files."""
-
-    def __init__(self) -> None:
-        self._meminfo = os.open("/proc/meminfo", os.O_RDONLY)
-        self._stat = os.open("/proc/stat", os.O_RDONLY)
-        self.cpu_count = os.cpu_count() or 1
-        self._last: tuple[int, int] | None = None
-        self._cpu_due = 0.0
-        self._cpu_pct = 0.0
-
-    def read(self) -> tuple[int, int, float]:
-        """(memory_total, memory_used, cpu_percent with 100 = every core busy)."""
-        mem = os.pread(self._meminfo, 4096, 0)
-        total, avail = _meminfo_kb(mem, b"MemTotal:") * 1024, _meminfo_kb(mem, b"MemAvailable:") * 1024
-        now = time.monotonic()
-        if now >= self._cpu_due:  # /proc/stat grows with the core count: once a second is plenty
-            self._cpu_due = now + 1.0
-            first = os.pread(self._stat, 256, 0).split(b"\n", 1)[0].split()[1:]
-            ticks = [int(x) for x in first]
-            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-            busy = sum(ticks[:8]) - idle
-            if self._last is not None:
-                d_busy, d_idle = busy - self._last[0], idle - self._last[1]
-                if d_busy + d_idle > 0:
-                    self._cpu_pct = 100.0 * d_busy / (d_busy + d_idle)
-            self._last = (busy, idle)
-        return total, total - avail, self._cpu_pct
-
-    def close(self) -> None:
-        os.close(self._meminfo)
-        os.close(self._stat)

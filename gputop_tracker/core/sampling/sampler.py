@@ -35,7 +35,8 @@ from gputop_tracker.core.gpu.selection import GpuSelection, resolve_job_gpus, va
 from gputop_tracker.core.model import paths
 from gputop_tracker.core.model.config import ATTACH, JOB_SIGNALS, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.proc.cgroup import JobCgroup, PeakWindows
-from gputop_tracker.core.proc.procfs import HostReader, ProcessTree, read_cmdline, read_environ
+from gputop_tracker.core.proc.host import HostReader
+from gputop_tracker.core.proc.procfs import ProcessTree, read_cmdline, read_environ
 from gputop_tracker.core.sampling.endwatch import EndWatch
 from gputop_tracker.core.sampling.jobctl import StopMirror
 from gputop_tracker.core.sampling.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
