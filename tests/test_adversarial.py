@@ -85,7 +85,7 @@ SHORT_LIVED = ["exec_short_child", "exec_short_child[nocg]", "orphan_short_child
 
 @pytest.mark.parametrize("case_id", SHORT_LIVED)
 def test_short_lived_children_in_descendants_and_processes(case_id: str, workdir: Path) -> None:
-    """Issue 11 item 5. A child that lived less than an interval still reached the tracker: through its own
+    """A child that lived less than an interval still reached the tracker: through its own
     wait4 (an orphan the tracker reaped as subreaper: exact rusage of that very pid) or through main's wait4
     (main's ru_maxrss covers the children it waited for; main itself stayed small and was sampled small after
     the child died). Its peak belongs in `descendants`, and a child the tracker saw or reaped has a row."""
@@ -118,7 +118,7 @@ def test_short_lived_children_in_descendants_and_processes(case_id: str, workdir
 
 @pytest.mark.parametrize("case_id", ["mmap_private", "mmap_shared[nocg]"])
 def test_file_mapping_of_one_process_is_not_shared(case_id: str, big_file: str, workdir: Path) -> None:
-    """Issue 11 item 4: a 1 GiB file mapped (private or shared flag, read-only) by one process only is not
+    """A 1 GiB file mapped (private or shared flag, read-only) by one process only is not
     shared memory: smaps_rollup, read by the process at its peak, says Shared_* is a few MB of libraries."""
     report, truth, _ = result(case_id, workdir)
     shared_truth = truth["truth"]["max_ram.main.shared_rss"][1]
@@ -131,7 +131,7 @@ def test_file_mapping_of_one_process_is_not_shared(case_id: str, big_file: str, 
 
 @pytest.mark.parametrize("case_id", ["pool_fork", "pool_fork[nocg]", "pool_spawn[nocg]"])
 def test_pool_sum_of_pss_within_10_percent(case_id: str, workdir: Path) -> None:
-    """Issue 11 item 6: five processes holding their peak for 2 s (four intervals) — every one must have had its
+    """Five processes holding their peak for 2 s (four intervals) — every one must have had its
     smaps read: Σ PSS sampled within 10 % of Σ PSS read by the workload at that moment."""
     report, truth, _ = result(case_id, workdir)
     want = truth["sum_pss_at_peak"]
@@ -143,7 +143,7 @@ def test_pool_sum_of_pss_within_10_percent(case_id: str, workdir: Path) -> None:
 
 
 def test_attach_after_spike_is_not_reported_as_exact(workdir: Path) -> None:
-    """Issue 11 item 2: the process spiked to 800 MB and freed it before the attach. The first sample shows RSS
+    """The process spiked to 800 MB and freed it before the attach. The first sample shows RSS
     far below VmHWM, so the tool can tell its peak predates the attach: it must not be labelled exact as the
     peak seen while attached; and the per-process CPU must count from the attach, like cpu_time.total."""
     report, truth, _ = result("attach_spike", workdir)

@@ -202,7 +202,7 @@ def test_gpus_counted_follow_the_jobs_own_cuda_visible_devices(
     util: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 12 item 13: our own environment has no CUDA_VISIBLE_DEVICES; the job sets it for itself."""
+    """Our own environment has no CUDA_VISIBLE_DEVICES; the job sets it for itself."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     run = Run(tmp_path, fake_lib, fake, command_prefix=prefix)
     main, child = run.pids()
@@ -228,7 +228,7 @@ def test_gpus_counted_follow_the_jobs_own_cuda_visible_devices(
 def test_job_given_one_of_two_gpus_efficiency_over_that_one(
     tmp_path: Path, fake_lib: Path, fake: FakeNvml, monkeypatch: pytest.MonkeyPatch, job_env: dict[str, str], what: str
 ) -> None:
-    """Issue 18: the request records the GPUs SLURM gave the job by UUID, and gpu_memory / gpu_utilization are
+    """The request records the GPUs SLURM gave the job by UUID, and gpu_memory / gpu_utilization are
     fractions of exactly those, whatever the tree holds on others (here 1000 MiB on GPU 0, 3000 MiB on GPU 1)."""
     for k in [k for k in os.environ if k.startswith("SLURM")] + ["CUDA_VISIBLE_DEVICES"]:
         monkeypatch.delenv(k, raising=False)

@@ -1,4 +1,4 @@
-"""Issue 12: bad input, odd files and odd text, through the real CLI (real processes, real files)."""
+"""Bad input, odd files and odd text, through the real CLI (real processes, real files)."""
 
 from __future__ import annotations
 

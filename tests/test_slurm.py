@@ -1,4 +1,4 @@
-"""Issue 18: the SLURM job in every session, efficiency against the request, `advise`, `sessions job`.
+"""The SLURM job in every session, efficiency against the request, `advise`, `sessions job`.
 
 SLURM is simulated with environment variables and a fake `scontrol`/`squeue` on PATH; the tracked
 processes are real (python holding N MB)."""

@@ -1,4 +1,4 @@
-"""Issue 18: the job cgroup's real memory limit (the smallest up the hierarchy) in the request, and the
+"""The job cgroup's real memory limit (the smallest up the hierarchy) in the request, and the
 memory efficiency over the smaller of it and the SLURM request; the job's GPUs resolved to UUIDs.
 
 The reader runs on a fake cgroup tree in tmp_path (v1 and v2); where this machine lets us (root, a writable

@@ -1,4 +1,4 @@
-"""Issue 18 in the views: the live view's job panel (fractions of the request, live), the history's line of
+"""In the views: the live view's job panel (fractions of the request, live), the history's line of
 a job session, and the history list grouped by SLURM job (array tasks, nodes). Pilot tests and snapshots;
 fake data only (tests/fakesource.py, generated sessions)."""
 
