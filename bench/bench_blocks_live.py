@@ -17,8 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gputop_tracker.core.blocks.stats import BlockStats
-from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
+from gputop_tracker.core.blocks.summary import BlocksPart
 from gputop_tracker.core.proc import cgroup
+from gputop_tracker.core.summary.builder import SummaryBuilder
 
 
 class _NoEvents:
@@ -53,7 +54,7 @@ def stats(names: int, open_runs: int) -> BlockStats:
 
 
 def main() -> None:
-    b = BlocksSummaryBuilder(main_pid=1, command=["x"], mode="launch", interval=1.0, start_time=0.0)
+    b = BlocksPart.attach(SummaryBuilder(main_pid=1, command=["x"], mode="launch", interval=1.0, start_time=0.0))
     print(f"live_blocks(), nothing changed: {best(lambda: b.live_blocks(time.monotonic()), 100_000) * 1e9:.0f} ns")
     for names, open_runs in ((10, 2), (100, 10), (1000, 100), (1000, 10_000)):
         s = stats(names, open_runs)

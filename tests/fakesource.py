@@ -14,7 +14,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
+from gputop_tracker.core.blocks.summary import BlocksPart
 from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.model.models import Event, LiveBlock, LiveBlocks, ResourceUsage, Sample
 from gputop_tracker.core.proc.procfs import Reading
@@ -158,7 +158,7 @@ def new_builder(
     main_pid: int = MAIN_PID, *, interval: float = 1.0, clock: Callable[[], float] | None = None
 ) -> SummaryBuilder:
     """The sampler's summary builder, pinned to the demo: its start, host, cores and clock."""
-    builder = BlocksSummaryBuilder(
+    builder = SummaryBuilder(
         main_pid=main_pid,
         command=COMMAND,
         mode="launch",
@@ -168,6 +168,7 @@ def new_builder(
         simulated_gpus=True,
         clock=clock or (lambda: START_TIME),
     )
+    BlocksPart.attach(builder)
     builder.host = HOST_NAME
     builder.system_core_count = CORES
     return builder

@@ -31,6 +31,7 @@ class BlockRelay:
         self.inbox: BlockInbox | None = None
         self.owned = False  # our FIFO (removed at the end), or the Tracker's
         self.builder: Any = None  # SummaryBuilder (not imported: the relay is a leaf)
+        self.part: Any = None  # its BlocksPart
         self.sample: Callable[[], object] = lambda: None
         self.failed: Callable[[Any, Exception], None] = lambda _b, _e: None
         self.next_boundary = 0.0
@@ -70,8 +71,11 @@ class BlockRelay:
     def fd(self) -> int:
         return self.inbox.fd if self.inbox is not None else -1
 
-    def bind(self, builder: Any, sample: Callable[[], object], failed: Callable[[Any, Exception], None]) -> None:
-        self.builder, self.sample, self.failed = builder, sample, failed
+    def bind(
+        self, builder: Any, part: Any, sample: Callable[[], object], failed: Callable[[Any, Exception], None]
+    ) -> None:
+        """Feed `builder`'s probe and its code-blocks part (`BlocksPart`)."""
+        self.builder, self.part, self.sample, self.failed = builder, part, sample, failed
         builder.probe = self.probe
 
     def _split(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,7 +93,7 @@ class BlockRelay:
         msgs = self._split(self.inbox.read())
         if self.builder is None or not msgs:
             return
-        if self.builder.blocks.feed(msgs, self.builder.events, self._boundary_sample):
+        if self.part.stats.feed(msgs, self.builder.events, self._boundary_sample):
             self._boundary_sample()
 
     def _boundary_sample(self) -> bool:
@@ -107,9 +111,9 @@ class BlockRelay:
         """Tracking ends: the last messages (the blocks that ended as the command exited), then close."""
         if self.inbox is not None and self.builder is not None:
             with contextlib.suppress(Exception):
-                self.builder.blocks.feed(self._split(self.inbox.read()), self.builder.events, lambda: False)
+                self.part.stats.feed(self._split(self.inbox.read()), self.builder.events, lambda: False)
         if self.builder is not None:
-            self.builder.blocks.close()
+            self.part.stats.close()
         self.close()
 
     def close(self) -> None:

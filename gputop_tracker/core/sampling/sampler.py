@@ -28,7 +28,7 @@ from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core.blocks.relay import BlockRelay
-from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
+from gputop_tracker.core.blocks.summary import BlocksPart
 from gputop_tracker.core.gpu.backend import GpuBackend, resolve_gpu_selection
 from gputop_tracker.core.gpu.choose import open_backend
 from gputop_tracker.core.gpu.selection import GpuSelection, resolve_job_gpus, variables_for
@@ -112,6 +112,7 @@ class Engine:
         self.tee = OutputTee(self._scan_output)
         self.output_file: OutputFilePoller | None = None
         self.builder: SummaryBuilder | None = None
+        self.block_part: BlocksPart | None = None  # the builder's code-blocks part
         self.oom: OomDetector | None = None
         self.dumps = DumpWriter.for_session(cfg, self.store_dir, self.session_id)
         self.sampling_errors = 0
@@ -149,7 +150,7 @@ class Engine:
         if not self._start():
             return 1
         sampling = self.sampling = self._setup(start)
-        self.blocks.bind(sampling.builder, lambda: self._sample(sampling), self._sampling_failed)
+        self.blocks.bind(sampling.builder, self.block_part, lambda: self._sample(sampling), self._sampling_failed)
         while self._step(sampling):
             self._pace(sampling)
         return self._finish_run(sampling)
@@ -200,7 +201,7 @@ class Engine:
         cgroup_limit = self.cgroup.limit() if self.cgroup else None
         if not mem_limit and cgroup_limit:
             mem_limit, limit_source = cgroup_limit, "the job's cgroup limit"
-        builder = BlocksSummaryBuilder(
+        builder = SummaryBuilder(
             main_pid=self.main_pid,
             command=cfg.argv if cfg.mode == LAUNCH else read_cmdline(self.main_pid),
             mode=cfg.mode,
@@ -220,9 +221,10 @@ class Engine:
         )
         self.builder = builder
         builder.gpu_memory_source = gpu.memory_source
-        builder.blocks.gpu_watch = gpu.watcher  # each block's GPU peak from the watcher's reads over its run
+        self.block_part = part = BlocksPart.attach(builder)
+        part.stats.gpu_watch = gpu.watcher  # each block's GPU peak from the watcher's reads over its run
         if self.cgroup is not None and self.cgroup.created:  # each block's tree peak from the cgroup's own
-            builder.blocks.windows = PeakWindows(self.cgroup)
+            part.stats.windows = PeakWindows(self.cgroup)
         if cgroup_limit:
             builder.note(f"memory limit of the job's cgroup: {cgroup_limit} bytes")
         return builder
@@ -289,7 +291,7 @@ class Engine:
                 # sent before the sample, so a view draws both in one update
                 self.next_progress = now_mono + 0.95 * PROGRESS_PERIOD  # ticks jitter by ms
                 self.pipe.send("progress", {"summary": builder.summary(details=False, job=self.cfg.slurm)})
-            if isinstance(builder, BlocksSummaryBuilder) and (blocks := builder.live_blocks(now_mono)) is not None:
+            if (part := self.block_part) is not None and (blocks := part.live_blocks(now_mono)) is not None:
                 self.pipe.send("blocks", {"blocks": blocks})  # only once blocks changed: nothing without them
             self.pipe.send("sample", {"sample": sample})
         if self.output_file is not None:

@@ -216,16 +216,7 @@ class ProcessStats:
         rss = r.rss
         if rss > self.max_sampled_rss:
             self.max_sampled_rss = rss
-        hwm = r.hwm
-        if self.hwm_at_attach is not None:
-            if hwm > self.hwm_at_attach:
-                self.hwm_at_attach = None  # a new peak while attached: VmHWM is this run's again
-                self.peak_source = "VmHWM"
-            else:
-                hwm = self.max_sampled_rss
-                self.peak_source = "sampled while attached (its VmHWM predates the attach)"
-        if hwm > self.peak_rss:
-            self.peak_rss = hwm
+        self.see_hwm(r.hwm)
         if r.private > self.peak_private:
             self.peak_private = r.private
         if r.pss > self.peak_pss:
@@ -241,6 +232,19 @@ class ProcessStats:
             self.peak_gpu = gpu_bytes
         if rss:  # an exiting process (or a zombie) holds no memory any more: not a point of its RSS curve
             self.trend.add(now, rss)
+
+    def see_hwm(self, hwm: int) -> None:
+        """A VmHWM of this process (read by a sample, or by a code block before its reset) into its peak. Attached:
+        one not above the VmHWM at the attach is from before it, and the samples' RSS stands instead."""
+        if self.hwm_at_attach is not None:
+            if hwm > self.hwm_at_attach:
+                self.hwm_at_attach = None  # a new peak while attached: VmHWM is this run's again
+                self.peak_source = "VmHWM"
+            else:
+                hwm = self.max_sampled_rss
+                self.peak_source = "sampled while attached (its VmHWM predates the attach)"
+        if hwm > self.peak_rss:
+            self.peak_rss = hwm
 
     def peak_events(self, events: EventLog, now: float, rss: int, gpu_bytes: int) -> None:
         """A `peak` event each time RSS or GPU memory passes the next step over the last one reported."""

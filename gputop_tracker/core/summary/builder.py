@@ -34,6 +34,8 @@ from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
 from gputop_tracker.core.summary.gpulate import LateJoiners
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog
+from gputop_tracker.core.summary.parts import SummaryPart
+from gputop_tracker.core.summary.probe import ProbeStats
 from gputop_tracker.core.summary.sampleparts import (
     exit_event,
     gpu_memory_by_pid,
@@ -163,6 +165,7 @@ class SummaryBuilder:
         recorder: FlightRecorder | None = None,
         event_sink: EventSink | None = None,
         clock: Callable[[], float] = time.time,
+        parts: Sequence[SummaryPart] = (),
     ) -> None:
         self.main_pid = main_pid
         self.clock = clock  # when a reap or an end is told us (a fixed clock makes a scripted run replay exactly)
@@ -205,6 +208,9 @@ class SummaryBuilder:
         self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
         self.main_maxrss = 0  # main's ru_maxrss, once we reaped it, whatever image it counts
         self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
+        self.parts = list(parts)  # parts of the summary beside the builder's own (code blocks)
+        self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.cleared_hwm: dict[int, int] = {}  # pid -> the largest VmHWM code blocks cleared (a part tells it)
         self.counters_doubted = ""  # why the processes' own counters cannot be ceilings ("" if they can)
         self.vanished_by_others = 0  # processes reaped by someone else than us: their peaks are lower bounds
         self.unseen_reaped = 0  # children we reaped that no sample ever saw
@@ -361,6 +367,8 @@ class SummaryBuilder:
         gpu_memory_row = self._add_gpus(now, gpus, out_gpus)
         elapsed = now - self.start_time
         self._append_row(elapsed, tree, len(readings), mem_used, host_cpu, gpu_memory_row)
+        for part in self.parts:
+            part.sampled(readings, gpus)
         if not want_sample:
             return None
         return {
@@ -591,4 +599,9 @@ class SummaryBuilder:
 
     def summary(self, *, details: bool = True, job: dict[str, Any] | None = None) -> dict[str, Any]:
         """The report as a `models.ResourceUsage` dict (bytes and seconds); see `build_summary`."""
-        return with_job(build_summary(self, details=details), job)
+        for part in self.parts:
+            part.before_report(self)
+        out = with_job(build_summary(self, details=details), job)
+        for part in self.parts:
+            part.report(out)
+        return out

@@ -42,7 +42,7 @@ def process_figures(b: Any) -> dict[int, Figure]:
 def process_facts(b: Any, p: Any, floor: int) -> ProcessFacts:
     probe = probe_of(b)
     ex = probe.exits.get(p.pid) if probe is not None else None
-    blocks = getattr(getattr(b, "blocks", None), "hwm", {}).get(p.pid)
+    blocks = b.cleared_hwm.get(p.pid)
     f = ProcessFacts(
         read=p.peak_rss,
         attached=p.hwm_at_attach is not None,
