@@ -83,6 +83,9 @@ def test_exec_after_a_larger_image(tmp_path: Path, interval: str) -> None:
     assert child["peak_rss"] >= 300 << 20  # the first image's 300 MiB, not the last image's VmHWM
     # parent (100 MiB) and child (300 MiB) at once: the tree held more than the child alone
     assert r["max_ram"]["combined"]["upper"] is None or r["max_ram"]["combined"]["upper"] >= 400 << 20
+    # the timeline's peaks end where the report's do, also for a peak no sample saw
+    peaks = [e for e in r["events"] if e["type"] == "peak" and e.get("pid") == child["pid"]]
+    assert peaks and max(e["value"] for e in peaks) >= (child["peak_rss_lower"] or 0), peaks
 
 
 @pytest.mark.parametrize("interval", INTERVALS)

@@ -208,12 +208,16 @@ def _max_ram(b: SummaryBuilder, peaks: dict[int, Figure], sources: dict[str, str
 
 
 def _final_peak_events(b: SummaryBuilder, peaks: dict[int, Figure]) -> None:
-    """A last `peak` event for each process whose figure (an exit report, a reap record) passed the next step over
-    the last one the samples reported: the timeline's peaks end where the report's do."""
+    """A last `peak` event for each process whose figure (an exit report, a reap record) is above the last one the
+    samples reported: the timeline's peaks end where the report's do."""
+    last: dict[int, float] = {}
+    for e in b.events.events:
+        if e.get("type") == "peak" and e.get("resource") == "ram" and e.get("pid") is not None:
+            last[e["pid"]] = max(last.get(e["pid"], 0), e.get("value") or 0)
     for pid, fig in peaks.items():
         p = b.procs[pid]
         value = fig.lower or 0
-        if value < p.next_rss_event:
+        if not value or value <= last.get(pid, 0):
             continue
         when = p.ended if p.ended is not None else b.end_time
         kind = "exact" if fig.exact else "at least"
