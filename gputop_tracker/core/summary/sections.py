@@ -221,7 +221,7 @@ def _final_peak_events(b: SummaryBuilder, peaks: dict[int, Figure]) -> None:
             continue
         when = p.ended if p.ended is not None else b.end_time
         kind = "exact" if fig.exact else "at least"
-        b.events.add(
+        ev = b.events.add(
             "peak",
             when,
             f"process {pid} ({p.name}) RSS peak {megabytes(value)} ({kind}, {fig.source})",
@@ -230,6 +230,13 @@ def _final_peak_events(b: SummaryBuilder, peaks: dict[int, Figure]) -> None:
             resource="ram",
             value=value,
         )
+        if ev is not None:  # in its place on the timeline (before the run's `stop`), not after it
+            events = b.events.events
+            events.pop()
+            at = len(events)
+            while at and events[at - 1]["time"] > when:
+                at -= 1
+            events.insert(at, ev)
         p.next_rss_event = next_peak_step(value)
 
 
