@@ -98,12 +98,15 @@ def test_sequential_lives_do_not_add_up() -> None:
 
 
 def test_the_tree_cgroup_is_a_ceiling_and_exact_only_where_it_meets_a_reading() -> None:
-    fig = tree_figure(TreeFacts(sum_pss=500 * MB, largest=853 * MB, largest_pid=7, cgroup=1066 * MB))
-    assert not fig.exact and (fig.lower, fig.upper) == (853 * MB, 1066 * MB) and "job cgroup" in fig.label
-    fig = tree_figure(TreeFacts(sum_pss=500 * MB, largest=853 * MB, cgroup=853 * MB + 4096))
+    """The cgroup leaves out file pages charged to another cgroup before the run: its ceiling adds those the
+    tree mapped (the samples' largest Σ), and is no ceiling where no sample read a process."""
+    fig = tree_figure(TreeFacts(sum_pss=500 * MB, largest=853 * MB, largest_pid=7, cgroup=1066 * MB, file_pages=7 * MB))
+    assert not fig.exact and (fig.lower, fig.upper) == (853 * MB, 1073 * MB) and "job cgroup" in fig.label
+    fig = tree_figure(TreeFacts(sum_pss=500 * MB, largest=853 * MB, cgroup=853 * MB, file_pages=4096))
     assert fig.exact and fig.source == "cgroup"
-    # below the largest process's own peak (libraries charged to another cgroup): set aside, both named
-    fig = tree_figure(TreeFacts(sum_pss=40 * MB, largest=60 * MB, cgroup=52 * MB))
+    assert tree_figure(TreeFacts(sum_pss=0, largest=853 * MB, cgroup=1066 * MB)).upper is None  # no sample
+    # below the largest process's own peak even with the file pages: set aside, both named
+    fig = tree_figure(TreeFacts(sum_pss=40 * MB, largest=60 * MB, cgroup=52 * MB, file_pages=1 * MB))
     assert not fig.exact and fig.value == 60 * MB and "set aside" in fig.label and "charged to another" in fig.label
     # a parent's interpreter beside the child's peak: 2 % apart is not the same tree figure
     fig = tree_figure(TreeFacts(sum_pss=40 * MB, largest=1000 * MB, together=1010 * MB))
@@ -223,8 +226,13 @@ def _tree_world(rng: random.Random) -> tuple[int, TreeFacts]:
             Span(upper, s if rng.random() < 0.7 else None, e + rng.uniform(0, 1) if rng.random() < 0.7 else None)
         )
     together = alive_together(spans, 0.0, 75.0) if complete else None
-    cgroup = truth + rng.choice([0, 0, rng.randint(0, 500) * MB]) if rng.random() < 0.6 else None
-    return truth, TreeFacts(sum_pss, largest, 1, together, "" if complete else "PID 9 may have reaped others", cgroup)
+    # the cgroup counts page cache too, and leaves out file pages charged elsewhere (at most those mapped)
+    file_pages = rng.randint(1, 30) * MB if samples else 0
+    elsewhere = rng.randint(0, file_pages)
+    cache = rng.choice([0, 0, rng.randint(0, 500) * MB])
+    cgroup = truth + cache - elsewhere if rng.random() < 0.6 else None
+    why = "" if complete else "PID 9 may have reaped others"
+    return truth, TreeFacts(sum_pss, largest, 1, together, why, cgroup, "", file_pages)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -238,4 +246,4 @@ def test_property_the_tree_bounds_contain_the_truth(seed: int) -> None:
         assert fig.upper is None or fig.upper >= truth, (truth, facts, fig)
         assert not fig.exact or abs(fig.value - truth) <= PAGE_SLACK, (truth, facts, fig)
         exact += fig.exact
-    assert exact > 20
+    assert exact > 0  # a cgroup looser by the file pages, a Σ over overlapping lives: exact is rarer here

@@ -190,6 +190,7 @@ class Reading:
         "child_faults",
         "cpu_percent",
         "exec_seen",
+        "file_rss",
         "handle",
         "hwm",
         "hwm_reset",
@@ -214,6 +215,7 @@ class Reading:
         self.hwm = 0
         self.hwm_reset = False  # its VmHWM was seen going down within one image (reset by the program)
         self.exec_seen = False  # it was seen replacing its image (exec): VmHWM covers the last one only
+        self.file_rss = 0  # resident file and shmem pages (statm), which may be charged to another cgroup
         self.threads = 0
         self.utime_stime = 0.0
         self.child_faults = 0
@@ -556,6 +558,7 @@ class ProcessTree:
             ):
                 self._read_smaps(h, now_mono, anon, shared_resident)
             private_and_shared(r, h, rss, anon, shared_resident)
+            r.file_rss = shared_resident
             r.rss = rss
             if h.uss >= 0 and shared_resident > h.smaps_shared + SHARE_STEP:
                 sharing_grew = True  # it mapped file/shmem pages: maybe ones another tracked process holds

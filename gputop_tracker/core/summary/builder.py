@@ -210,6 +210,7 @@ class SummaryBuilder:
         self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
         self.parts = list(parts)  # parts of the summary beside the builder's own (code blocks)
         self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.max_file_rss = 0  # the largest Σ over the tree of resident file pages one sample saw
         self.cleared_hwm: dict[int, int] = {}  # pid -> the largest VmHWM code blocks cleared (a part tells it)
         self.counters_doubted = ""  # why the processes' own counters cannot be ceilings ("" if they can)
         self.vanished_by_others = 0  # processes reaped by someone else than us: their peaks are lower bounds
@@ -401,7 +402,7 @@ class SummaryBuilder:
         gpu_sums = self._gpu_sums
         rec_procs: list[tuple[Any, ...]] | None = [] if self.recorder is not None else None
         live_user = live_system = d_cpu = 0.0
-        d_pss = d_private = d_shared = d_max_rss = d_threads = d_gpu = 0
+        d_pss = d_private = d_shared = d_max_rss = d_threads = d_gpu = file_rss = 0
         main: Reading | None = None
         main_gpu = 0
         events = self.events
@@ -414,6 +415,7 @@ class SummaryBuilder:
             gmem = gpu_by_pid.get(pid) if gpu_by_pid else None
             gsum = gpu_sums.get(pid, 0) if gmem else 0
             p.update(r, now, gsum)
+            file_rss += r.file_rss
             rss = r.rss
             if rss >= p.next_rss_event or gsum >= p.next_gpu_event:
                 p.peak_events(events, now, rss, gsum)
@@ -450,6 +452,7 @@ class SummaryBuilder:
             live_system=live_system,
         )
         t.add_main(main, main_gpu)
+        self.max_file_rss = max(self.max_file_rss, file_rss)
         if attached_start:
             self.ledger.start_attached(t.live_user, t.live_system)
             self.notes.append(ATTACH_NOTE)

@@ -237,16 +237,18 @@ class TreeFacts:
     together_why: str = ""  # why there is none
     cgroup: int | None = None
     cgroup_where: str = ""
+    file_pages: int = 0  # the largest Σ of resident file pages over the tree that a sample saw (0: none read)
 
 
 def tree_figure(t: TreeFacts) -> Figure:
     ev = [reading(t.sum_pss, "sum_pss"), reading(t.largest, "largest_process", f"PID {t.largest_pid}")]
     if t.together is not None:
         ev.append(ceiling(t.together, "sum_peaks", void="sum_below"))
-    if t.cgroup is not None and (t.largest or t.sum_pss):
-        # a ceiling only where a reading can show it wrong: it leaves out file pages charged to another cgroup
-        # before the run (the libraries a small program maps can be most of it)
-        ev.append(ceiling(t.cgroup, "cgroup", t.cgroup_where, void="cgroup_below"))
+    if t.cgroup is not None and t.file_pages and (t.largest or t.sum_pss):
+        # it leaves out file pages charged to another cgroup before the run (the interpreter and libraries a
+        # Python process maps, about 7 MB): a ceiling once those the tree mapped are added, as samples saw them
+        where = f"{t.cgroup_where}; with the {t.file_pages} bytes of file pages the samples saw mapped"
+        ev.append(ceiling(t.cgroup + t.file_pages, "cgroup", where, void="cgroup_below"))
     fig = derive(ev, pages)
     if fig.source == "none" and t.cgroup is not None:
         label = f"lower bound (no process was read; {SOURCES['cgroup']} ({t.cgroup} bytes) cannot be checked)"

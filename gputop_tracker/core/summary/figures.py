@@ -116,6 +116,7 @@ def tree_facts(b: Any, figures: dict[int, Figure], why: str) -> TreeFacts:
         together_why=why,
         cgroup=b.outcome.cgroup_peak,
         cgroup_where=b.outcome.cgroup_source or "",
+        file_pages=b.max_file_rss,
     )
     if why:
         return t
