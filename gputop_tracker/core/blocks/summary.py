@@ -14,6 +14,7 @@ from typing import Any
 from gputop_tracker.core.blocks.stats import BlockStats
 from gputop_tracker.core.gpu.backend import GpuReading
 from gputop_tracker.core.proc.procfs import Reading
+from gputop_tracker.core.summary import gpuoom
 from gputop_tracker.core.summary.builder import SummaryBuilder
 from gputop_tracker.core.summary.probe import ProbeStats
 
@@ -25,6 +26,7 @@ class BlocksSummaryBuilder(SummaryBuilder):
         super().__init__(*args, **kwargs)
         self.blocks = BlockStats()
         self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.gpu_ooms = gpuoom.GpuOomLog()  # the probe's CUDA out-of-memory records (the Engine's GpuOomRecorder)
         self.blocks.tree = self.procs
         self.live_version = 0  # BlockStats.version when the live table was last sent
         self.next_live = 0.0
@@ -57,6 +59,9 @@ class BlocksSummaryBuilder(SummaryBuilder):
         out = super().summary(details=details, job=job)
         out["blocks"] = self.blocks.summary()
         out["notes"] = [*out["notes"], *self.blocks.notes()]
+        out["gpu_ooms"] = gpuoom.section(self.gpu_ooms, out["processes"])
+        if self.gpu_ooms.dropped or self.gpu_ooms.bad:
+            out["notes"].append(gpuoom.log_note(self.gpu_ooms))
         return out
 
 

@@ -276,6 +276,17 @@ class GpuWatcher:
             own, tree_total = max(own, p), max(tree_total, t)
         return BlockPeak(own, tree_total, len(during))
 
+    def procs_at(self, t: float) -> tuple[Procs, float] | None:
+        """The process lists as read at wall time `t` (a CUDA out-of-memory error's): the read whose span holds
+        it, else the nearest one kept; and how many seconds that read lay from `t` (0 inside its span)."""
+        best: tuple[Procs, float] | None = None
+        with self._lock:
+            for s in self._history:
+                gap = s.first - t if s.first > t else max(0.0, t - s.last)
+                if best is None or gap < best[1]:
+                    best = ({dev: dict(p) for dev, p in s.procs.items()}, gap)
+        return best
+
     def _around(self, start: float, end: float) -> list[Seen]:
         before = [s for s in self._history if s.last < start]
         after = [s for s in self._history if s.first > end]

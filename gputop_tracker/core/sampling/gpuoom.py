@@ -1,0 +1,148 @@
+"""The sampler's side of CUDA out-of-memory records: each record the probe sends (message "o") is reconciled with
+what the GPU memory watcher read at that moment (`summary.gpuoom`'s rules), kept in the session, put on the event
+timeline (`gpu_oom`, an alert: the live view and the headless front end show it) and into an OOM dump bundle with
+the files the process left beside the FIFO (every segment's state; with --gpu-history, the allocator history
+memory_viz opens), within the dump budget. A burst of OOMs (a program that retries smaller) shares one bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gputop_tracker.core.blocks.inbox import BlockInbox
+from gputop_tracker.core.gpu.watch import GpuWatcher
+from gputop_tracker.core.sampling.oomdump import DumpWriter
+from gputop_tracker.core.summary import gpuoom
+
+STATE_CAP = 1 << 20  # bytes of a state file read (the probe writes at most that)
+VIEWER = "https://pytorch.org/memory_viz"
+
+WriteDump = Callable[[Any, float, dict[str, Any], dict[str, bytes]], "Path | None"]
+
+
+class GpuOomRecorder:
+    def __init__(self, dumps: DumpWriter) -> None:
+        self.dumps = dumps
+
+    def serve(self, msg: dict[str, Any], engine: Any) -> None:
+        """A record from the relay, with what the Engine knows (its builder, FIFO, GPU watcher, last readings);
+        a failure is noted, never worth the run."""
+        builder, sampling = engine.builder, engine.sampling
+        if builder is None:
+            return
+        try:
+            watcher = sampling.gpu.watcher if sampling is not None else None
+            self.receive(msg, builder, engine.blocks.inbox, watcher, engine.last_gpus, engine._write_dump)
+        except Exception as e:
+            builder.note(f"a CUDA out-of-memory record could not be kept ({type(e).__name__}: {e})")
+
+    def receive(
+        self,
+        msg: dict[str, Any],
+        builder: Any,
+        inbox: BlockInbox | None,
+        watcher: GpuWatcher | None,
+        gpus: Sequence[Any],
+        write_dump: WriteDump,
+    ) -> None:
+        """One record: reconciled, diagnosed, kept, on the timeline and in a bundle."""
+        log: gpuoom.GpuOomLog = builder.gpu_ooms
+        rec = gpuoom.parse(msg, builder.start_time)
+        if rec is None:
+            log.bad += 1
+            return
+        state = _state(inbox, msg.get("file"))
+        seen = watcher.procs_at(rec["time"]) if watcher is not None else None
+        procs_at, age = seen if seen is not None else ({}, None)
+        gpu = gpuoom.match_gpu(rec, gpus, procs_at)
+        procs = procs_at.get(gpu.index) if gpu is not None else None
+        gpuoom.reconcile(rec, gpu, procs, age, builder.procs, lambda pid: _name(builder, pid))
+        rec["diagnosis"], rec["diagnosis_text"] = gpuoom.diagnose(rec)
+        if not log.add(rec):
+            _discard(inbox, msg.get("hist"))
+            return
+        text = gpuoom.message(rec)
+        event = {"time": rec["time"], "elapsed": rec["elapsed"], "type": "gpu_oom", "message": text}
+        event.update(source="probe", pid=rec["pid"])
+        self._bundle(rec, state, event, builder, write_dump)
+        self._snapshot(rec, inbox, msg.get("hist"), builder)
+        resource = f"gpu{rec['gpu_index']}" if rec.get("gpu_index") is not None else None
+        builder.events.add(
+            "gpu_oom", rec["time"], text, pid=rec["pid"], name=rec["name"] or None, resource=resource,
+            value=rec["request"], source="probe", dump=rec.get("dump"),
+        )  # fmt: skip
+
+    def _bundle(
+        self, rec: dict[str, Any], state: Any, event: dict[str, Any], builder: Any, write_dump: WriteDump
+    ) -> None:
+        """The record (and every segment's state) in a new bundle, or in the latest one during a burst."""
+        name = f"gpu_oom-{rec['pid']}-{rec['n']}.json"
+        data = json.dumps({**rec, "segments_state": state}, indent=1).encode()
+        now = time.time()
+        try:
+            path = write_dump(builder, now, event, {name: data}) if self.dumps.due(now) else self.dumps.add(name, data)
+        except (OSError, TypeError, ValueError) as e:
+            builder.note(f"OOM dump NOT written: {e}")
+            path = None
+        if path is not None:
+            rec["dump"] = event["dump"] = str(path)
+            rec["state_file"] = str(path / name)
+
+    def _snapshot(self, rec: dict[str, Any], inbox: BlockInbox | None, hist: Any, builder: Any) -> None:
+        """--gpu-history: the allocator history the process wrote, moved into the record's bundle."""
+        if not isinstance(hist, str) or inbox is None:
+            return
+        if hist.startswith("!"):  # the probe stopped writing it: past the budget
+            rec["snapshot_note"] = f"allocator history not kept: {hist[1:]} (--oom-dump-mb)"
+            return
+        fd, size = inbox.take(hist, int(self.dumps.max_bytes))
+        if fd < 0:
+            why = f"{size} bytes, over --oom-dump-mb" if size > 0 else "its file was not found"
+            rec["snapshot_note"] = f"allocator history not kept: {why}"
+            return
+        name = f"memory_snapshot-{rec['pid']}-{rec['n']}.pickle"
+        try:
+            path = self.dumps.add(name, fd) if rec.get("dump") else None
+        except OSError as e:
+            builder.note(f"allocator history NOT kept: {e}")
+            path = None
+        finally:
+            os.close(fd)
+        if path is None:
+            rec["snapshot_note"] = "allocator history not kept: no OOM dump bundle (--no-save, --oom-dumps 0)"
+        else:
+            rec["snapshot"] = str(path / name)
+
+
+def _state(inbox: BlockInbox | None, name: Any) -> Any:
+    """Every segment's state, from the file the probe left (None: none, or not readable)."""
+    if inbox is None or not isinstance(name, str):
+        return None
+    data = inbox.claim(name, STATE_CAP)
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
+
+
+def _discard(inbox: BlockInbox | None, hist: Any) -> None:
+    if inbox is not None and isinstance(hist, str) and not hist.startswith("!"):
+        fd, _ = inbox.take(hist, 0)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _name(builder: Any, pid: int) -> str:
+    who = builder.process_label(pid)
+    if who is not None:
+        return str(who[0])
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().strip().decode(errors="replace")[:64]
+    except OSError:
+        return ""
