@@ -375,6 +375,7 @@ class GpuOom(Model):
     framework: str = "torch"
     device: str = Field(description="the framework's device: cuda:0")
     n: int = Field(1, description="the process's n-th out-of-memory error")
+    at_exit: bool = Field(False, description="JAX, CuPy: the allocator at exit after the uncaught error, not at it")
     request: int = Field(description="what the allocator asked the device for")
     allocated: int | None = None
     reserved: int | None = None
@@ -403,7 +404,9 @@ class GpuOom(Model):
     beyond_allocator: int | None = Field(None, description="nvml_process - reserved")
     other_processes: list[OomProcess] = Field(default_factory=list)
     at_peak: OomAtPeak | None = None
-    diagnosis: str = Field("unknown", description="too_big | fragmentation | other_process | outside_allocator | limit")
+    diagnosis: str = Field(
+        "unknown", description="too_big | fragmentation | other_process | outside_allocator | limit | at_exit"
+    )
     diagnosis_text: str = ""
     state_file: str | None = Field(None, description="every segment's state (JSON), in the OOM dump bundle")
     snapshot: str | None = Field(None, description="--gpu-history: the allocator history memory_viz opens")

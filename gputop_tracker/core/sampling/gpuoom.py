@@ -3,6 +3,10 @@ what the GPU memory watcher read at that moment (`summary.gpuoom`'s rules), kept
 timeline (`gpu_oom`, an alert: the live view and the headless front end show it) and into an OOM dump bundle with
 the files the process left beside the FIFO (every segment's state; with --gpu-history, the allocator history
 memory_viz opens), within the dump budget. A burst of OOMs (a program that retries smaller) shares one bundle.
+
+A record waits (`settle`, each sample) until the watcher has read past the OOM's moment: the allocation that
+failed never reached the device, so the read just after it (a few ms at 50 Hz) holds what the process held then,
+also what it allocated since the read before; at most SETTLE_WAIT seconds.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from gputop_tracker.core.sampling.oomdump import DumpWriter
 from gputop_tracker.core.summary import gpuoom
 
 STATE_CAP = 1 << 20  # bytes of a state file read (the probe writes at most that)
-VIEWER = "https://pytorch.org/memory_viz"
+SETTLE_WAIT = 2.0  # seconds a record waits for the watcher's read after the OOM
 
 WriteDump = Callable[[Any, float, dict[str, Any], dict[str, bytes]], "Path | None"]
 
@@ -28,49 +32,81 @@ WriteDump = Callable[[Any, float, dict[str, Any], dict[str, bytes]], "Path | Non
 class GpuOomRecorder:
     def __init__(self, dumps: DumpWriter) -> None:
         self.dumps = dumps
+        #: (record, every segment's state, the allocator history's fd and size: taken from the FIFO's directory at
+        #: once, which goes when tracking ends)
+        self.pending: list[tuple[dict[str, Any], Any, tuple[int, int] | str | None]] = []
 
     def serve(self, msg: dict[str, Any], engine: Any) -> None:
-        """A record from the relay, with what the Engine knows (its builder, FIFO, GPU watcher, last readings);
-        a failure is noted, never worth the run."""
-        builder, sampling = engine.builder, engine.sampling
+        """A record from the relay: parsed now (its state file taken), kept once the watcher read past it."""
+        builder = engine.builder
         if builder is None:
             return
         try:
-            watcher = sampling.gpu.watcher if sampling is not None else None
-            self.receive(msg, builder, engine.blocks.inbox, watcher, engine.last_gpus, engine._write_dump)
-        except Exception as e:
-            builder.note(f"a CUDA out-of-memory record could not be kept ({type(e).__name__}: {e})")
+            rec = gpuoom.parse(msg, builder.start_time)
+            if rec is None:
+                builder.gpu_ooms.bad += 1
+                return
+            inbox = engine.blocks.inbox
+            self.pending.append((rec, _state(inbox, msg.get("file")), self._history(inbox, msg.get("hist"))))
+        except Exception as e:  # never worth the run
+            builder.note(f"a CUDA out-of-memory record could not be read ({type(e).__name__}: {e})")
+        self.settle(engine)
 
-    def receive(
+    def _history(self, inbox: BlockInbox | None, hist: Any) -> tuple[int, int] | str | None:
+        """The allocator history's file, taken (fd, size), or why it is not kept, or None (none asked)."""
+        if not isinstance(hist, str) or inbox is None:
+            return None
+        if hist.startswith("!"):  # the probe stopped writing it: past the budget
+            return f"allocator history not kept: {hist[1:]} (--oom-dump-mb)"
+        fd, size = inbox.take(hist, int(self.dumps.max_bytes))
+        if fd < 0:
+            return f"allocator history not kept: {f'{size} bytes, over --oom-dump-mb' if size > 0 else 'not found'}"
+        return fd, size
+
+    def settle(self, engine: Any, final: bool = False) -> None:
+        """The records whose moment the watcher has read past (all of them when `final`, or without a watcher):
+        reconciled, kept, on the timeline. A failure is noted, never worth the run."""
+        builder, sampling = engine.builder, engine.sampling
+        watcher = sampling.gpu.watcher if sampling is not None else None
+        now = time.time()
+        while self.pending and builder is not None:
+            rec, state, history = self.pending[0]
+            ready = final or watcher is None or watcher.has_read_since(rec["time"]) or now - rec["time"] > SETTLE_WAIT
+            if not ready:
+                return
+            self.pending.pop(0)
+            try:
+                self.keep(rec, state, history, builder, watcher, engine.last_gpus, engine._write_dump)
+            except Exception as e:
+                builder.note(f"a CUDA out-of-memory record could not be kept ({type(e).__name__}: {e})")
+            finally:
+                if isinstance(history, tuple):
+                    os.close(history[0])
+
+    def keep(
         self,
-        msg: dict[str, Any],
+        rec: dict[str, Any],
+        state: Any,
+        history: tuple[int, int] | str | None,
         builder: Any,
-        inbox: BlockInbox | None,
         watcher: GpuWatcher | None,
         gpus: Sequence[Any],
         write_dump: WriteDump,
     ) -> None:
         """One record: reconciled, diagnosed, kept, on the timeline and in a bundle."""
-        log: gpuoom.GpuOomLog = builder.gpu_ooms
-        rec = gpuoom.parse(msg, builder.start_time)
-        if rec is None:
-            log.bad += 1
-            return
-        state = _state(inbox, msg.get("file"))
-        seen = watcher.procs_at(rec["time"]) if watcher is not None else None
+        seen = watcher.procs_at(rec["time"], rec["pid"]) if watcher is not None else None
         procs_at, age = seen if seen is not None else ({}, None)
         gpu = gpuoom.match_gpu(rec, gpus, procs_at)
         procs = procs_at.get(gpu.index) if gpu is not None else None
         gpuoom.reconcile(rec, gpu, procs, age, builder.procs, lambda pid: _name(builder, pid))
         rec["diagnosis"], rec["diagnosis_text"] = gpuoom.diagnose(rec)
-        if not log.add(rec):
-            _discard(inbox, msg.get("hist"))
+        if not builder.gpu_ooms.add(rec):
             return
         text = gpuoom.message(rec)
         event = {"time": rec["time"], "elapsed": rec["elapsed"], "type": "gpu_oom", "message": text}
         event.update(source="probe", pid=rec["pid"])
         self._bundle(rec, state, event, builder, write_dump)
-        self._snapshot(rec, inbox, msg.get("hist"), builder)
+        self._snapshot(rec, history, builder)
         resource = f"gpu{rec['gpu_index']}" if rec.get("gpu_index") is not None else None
         builder.events.add(
             "gpu_oom", rec["time"], text, pid=rec["pid"], name=rec["name"] or None, resource=resource,
@@ -93,26 +129,17 @@ class GpuOomRecorder:
             rec["dump"] = event["dump"] = str(path)
             rec["state_file"] = str(path / name)
 
-    def _snapshot(self, rec: dict[str, Any], inbox: BlockInbox | None, hist: Any, builder: Any) -> None:
-        """--gpu-history: the allocator history the process wrote, moved into the record's bundle."""
-        if not isinstance(hist, str) or inbox is None:
-            return
-        if hist.startswith("!"):  # the probe stopped writing it: past the budget
-            rec["snapshot_note"] = f"allocator history not kept: {hist[1:]} (--oom-dump-mb)"
-            return
-        fd, size = inbox.take(hist, int(self.dumps.max_bytes))
-        if fd < 0:
-            why = f"{size} bytes, over --oom-dump-mb" if size > 0 else "its file was not found"
-            rec["snapshot_note"] = f"allocator history not kept: {why}"
+    def _snapshot(self, rec: dict[str, Any], history: tuple[int, int] | str | None, builder: Any) -> None:
+        """--gpu-history: the allocator history the process wrote, copied into the record's bundle."""
+        if history is None or isinstance(history, str):
+            rec["snapshot_note"] = history
             return
         name = f"memory_snapshot-{rec['pid']}-{rec['n']}.pickle"
         try:
-            path = self.dumps.add(name, fd) if rec.get("dump") else None
+            path = self.dumps.add(name, history[0]) if rec.get("dump") else None
         except OSError as e:
             builder.note(f"allocator history NOT kept: {e}")
             path = None
-        finally:
-            os.close(fd)
         if path is None:
             rec["snapshot_note"] = "allocator history not kept: no OOM dump bundle (--no-save, --oom-dumps 0)"
         else:
@@ -128,13 +155,6 @@ def _state(inbox: BlockInbox | None, name: Any) -> Any:
         return json.loads(data) if data else None
     except ValueError:
         return None
-
-
-def _discard(inbox: BlockInbox | None, hist: Any) -> None:
-    if inbox is not None and isinstance(hist, str) and not hist.startswith("!"):
-        fd, _ = inbox.take(hist, 0)
-        if fd >= 0:
-            os.close(fd)
 
 
 def _name(builder: Any, pid: int) -> str:

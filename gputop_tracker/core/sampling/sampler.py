@@ -296,6 +296,7 @@ class Engine:
             self.pipe.send("sample", {"sample": sample})
         if self.output_file is not None:
             self.output_file.poll()
+        self.gpu_ooms.settle(self)  # CUDA OOM records, once the GPU watcher read past them
         return tree_gone
 
     def _pace(self, s: _Sampling) -> None:
@@ -365,6 +366,7 @@ class Engine:
         self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
+        self.gpu_ooms.settle(self, final=True)
         s.gpu.stop_watch()  # its reads are kept (the blocks above took theirs)
         s.builder.final_gpu_energy(s.gpu.read_energy())  # the energy counters at the end, read once more
         # the last read's failures and any process gone since: one end each, whatever we saw of it

@@ -72,6 +72,7 @@ def parse(msg: dict[str, Any], start_time: float) -> dict[str, Any] | None:
     if rec["reserved"] is not None and rec["allocated"] is not None:
         rec["reserved_unallocated"] = max(0, rec["reserved"] - rec["allocated"])
     rec["gpu_uuid"] = _text(msg.get("uuid"), 80)
+    rec["at_exit"] = msg.get("when") == "exit"
     return rec
 
 
@@ -134,6 +135,8 @@ def diagnose(rec: dict[str, Any]) -> tuple[str, str]:
     room (the allocator's cache in pieces, another process, memory outside the allocator), the largest; none:
     the request exceeded what was free even after the cache was released."""
     req, free = rec["request"], rec.get("device_free")
+    if rec.get("at_exit"):
+        return "at_exit", _at_exit(rec, req)
     if free is None:
         return "unknown", f"the request ({human_bytes(req)}) failed; the allocator gave no free figure"
     limit = rec.get("allocator_limit")
@@ -197,6 +200,17 @@ def _causes(rec: dict[str, Any]) -> list[tuple[int, str, str]]:
     return out
 
 
+def _at_exit(rec: dict[str, Any], req: int) -> str:
+    fw = {"jax": "JAX", "cupy": "CuPy"}.get(rec["framework"], rec["framework"])
+    limit = rec.get("reserved")
+    held = f" of the {human_bytes(limit)} it may use" if limit is not None and rec["framework"] == "jax" else ""
+    return (
+        f"an uncaught {fw} out-of-memory error ended the program: the request ({human_bytes(req)}) with "
+        f"{human_bytes(rec.get('allocated'))} in use{held} ({fw} has no hook at the moment itself: its allocator "
+        "as it stood at exit)"
+    )
+
+
 def _too_big(rec: dict[str, Any], req: int, free: int) -> str:
     total = rec.get("device_total")
     if total is not None and req > total:
@@ -248,19 +262,23 @@ def section(log: GpuOomLog | None, processes: list[dict[str, Any]]) -> list[dict
     if log is None:
         return []
     rows = {p["pid"]: p for p in processes}
+    at_oom: dict[int, int] = {}  # NVML's figure at an OOM: a floor of the process's peak (a spike between samples)
+    for rec in log.records:
+        if rec.get("nvml_process") is not None:
+            at_oom[rec["pid"]] = max(at_oom.get(rec["pid"], 0), rec["nvml_process"])
     out = []
     for rec in log.records:
         r = dict(rec)
         p = rows.get(rec["pid"])
         if p is not None:
-            r["at_peak"] = at_peak(rec, p)
+            r["at_peak"] = at_peak(rec, p, at_oom.get(rec["pid"], 0))
         out.append(r)
     return out
 
 
-def at_peak(rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any] | None:
+def at_peak(rec: dict[str, Any], row: dict[str, Any], floor: int = 0) -> dict[str, Any] | None:
     """NVML's peak of the process = its allocator's reserved peak + what lay beyond (None: a figure missing)."""
-    nvml = row.get("peak_gpu_memory") or None
+    nvml = max(row.get("peak_gpu_memory") or 0, floor) or None
     reserved = [
         a.get("peak_reserved")
         for a in row.get("gpu_allocator") or []
