@@ -137,13 +137,6 @@ def build_parser() -> Parser:
         help="no in-process probe: launched Python processes do not report their exact peaks at exit",
     )
     p.add_argument(
-        "--gpu-history",
-        type=int,
-        default=0,
-        metavar="N",
-        help="record PyTorch's allocator history (N entries) and keep a snapshot at a CUDA OOM (memory_viz)",
-    )
-    p.add_argument(
         "--plot",
         metavar="FILE",
         help="after the run, draw the session to FILE (.png, .svg, .html; implies --headless; needs the plot extra)",
@@ -165,6 +158,13 @@ def build_parser() -> Parser:
 
 
 def _add_alert_options(alerts: argparse._ArgumentGroup) -> None:
+    alerts.add_argument(
+        "--gpu-history",
+        type=int,
+        default=0,
+        metavar="N",
+        help="record PyTorch's allocator history (N entries); a CUDA OOM keeps its snapshot (memory_viz)",
+    )
     alerts.add_argument(
         "--mem-limit",
         metavar="SIZE",

@@ -214,15 +214,16 @@ def _read_by_someone(path: str) -> bool:
 
 def _remove(directory: str, path: str) -> None:
     """The FIFO and its directory, only if they are still what we make: a FIFO (never a file put in its
-    place), the files the probe leaves there and no one took (regular files named as it names them), then the
-    directory if empty (never a directory with anything else in it)."""
+    place), the files the probe leaves there and no one took (named as it names them; a link among them goes as a
+    link, what it points to is untouched), then the directory if empty (never a directory with anything else in
+    it)."""
     with contextlib.suppress(OSError):
         if stat.S_ISFIFO(os.lstat(path).st_mode):
             os.unlink(path)
     with contextlib.suppress(OSError):
         for name in os.listdir(directory):
             left = os.path.join(directory, name)
-            if OWN_FILE.fullmatch(name) and stat.S_ISREG(os.lstat(left).st_mode):
+            if OWN_FILE.fullmatch(name) and not stat.S_ISDIR(os.lstat(left).st_mode):
                 os.unlink(left)
     with contextlib.suppress(OSError):
         os.rmdir(directory)

@@ -276,19 +276,13 @@ class GpuWatcher:
             own, tree_total = max(own, p), max(tree_total, t)
         return BlockPeak(own, tree_total, len(during))
 
-    def procs_at(self, t: float, pid: int) -> tuple[Procs, float] | None:
-        """The process lists as read nearest to wall time `t` (a CUDA out-of-memory error's) among the reads that
-        list `pid` (else among all kept), and how many seconds that read lay from `t` (0 inside its span)."""
-        best: tuple[Seen, float, bool] | None = None
+    def reads_near(self, t: float, window: float) -> list[tuple[Procs, float]]:
+        """The distinct process lists read within `window` seconds of wall time `t` (a CUDA out-of-memory
+        error's), each with how far it lay from `t` (0: its span holds `t`), nearest first."""
         with self._lock:
-            for s in self._history:
-                gap = s.first - t if s.first > t else max(0.0, t - s.last)
-                listed = any(pid in procs for procs in s.procs.values())
-                if best is None or (listed, -gap) > (best[2], -best[1]):
-                    best = (s, gap, listed)
-            if best is None:
-                return None
-            return {dev: dict(p) for dev, p in best[0].procs.items()}, best[1]
+            near = [(s, s.first - t if s.first > t else max(0.0, t - s.last)) for s in self._history]
+            out = [({dev: dict(p) for dev, p in s.procs.items()}, gap) for s, gap in near if gap <= window]
+        return sorted(out, key=lambda r: r[1])
 
     def _around(self, start: float, end: float) -> list[Seen]:
         before = [s for s in self._history if s.last < start]

@@ -94,10 +94,10 @@ class GpuOomRecorder:
         write_dump: WriteDump,
     ) -> None:
         """One record: reconciled, diagnosed, kept, on the timeline and in a bundle."""
-        seen = watcher.procs_at(rec["time"], rec["pid"]) if watcher is not None else None
-        procs_at, age = seen if seen is not None else ({}, None)
-        gpu = gpuoom.match_gpu(rec, gpus, procs_at)
-        procs = procs_at.get(gpu.index) if gpu is not None else None
+        reads = watcher.reads_near(rec["time"], SETTLE_WAIT) if watcher is not None else []
+        gpu = gpuoom.match_gpu(rec, gpus, reads)
+        read = gpuoom.pick_read(rec, gpu.index, reads) if gpu is not None else None
+        procs, age = read if read is not None else (None, None)
         gpuoom.reconcile(rec, gpu, procs, age, builder.procs, lambda pid: _name(builder, pid))
         rec["diagnosis"], rec["diagnosis_text"] = gpuoom.diagnose(rec)
         if not builder.gpu_ooms.add(rec):

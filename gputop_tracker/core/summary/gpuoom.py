@@ -88,17 +88,35 @@ def _segment_rows(raw: Any) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ the driver's side
 
 
-def match_gpu(rec: dict[str, Any], gpus: Iterable[Any], procs_at: dict[int, dict[int, int]]) -> Any:
+Reads = list[tuple[dict[int, dict[int, int]], float]]  # the watcher's process lists near the OOM, and how near
+
+
+def match_gpu(rec: dict[str, Any], gpus: Iterable[Any], reads: Reads) -> Any:
     """The GPU reading (`GpuReading`) of the OOM's device: by the UUID PyTorch gave (it prints without NVML's
-    "GPU-"), else the one GPU where NVML lists the process; None when neither tells."""
+    "GPU-"), else the one GPU where NVML lists the process (near the OOM, else at the last sample); None when
+    neither tells."""
     gpus = list(gpus)
     uuid = (rec.get("gpu_uuid") or "").lower()
     if uuid:
         for g in gpus:
             if g.uuid.lower().endswith(uuid):
                 return g
-    holding = [g for g in gpus if rec["pid"] in procs_at.get(g.index, g.processes)]
+    holding = [g for g in gpus if any(rec["pid"] in procs.get(g.index, {}) for procs, _ in reads)]
+    holding = holding or [g for g in gpus if rec["pid"] in g.processes]
     return holding[0] if len(holding) == 1 else None
+
+
+def pick_read(rec: dict[str, Any], index: int, reads: Reads) -> tuple[dict[int, int], float] | None:
+    """Of the watcher's reads near the OOM that list the process on GPU `index`, the one that agrees best with
+    what CUDA said was in use at that very moment (total - free: every process's memory on the GPU), then the
+    nearest: the read just before may miss an allocation made since, the one after hold what the program did
+    once it caught the error."""
+    listed = [(procs[index], gap) for procs, gap in reads if rec["pid"] in procs.get(index, {})]
+    if not listed:
+        return None
+    total, free = rec.get("device_total"), rec.get("device_free")
+    used = total - free if total is not None and free is not None else None
+    return min(listed, key=lambda r: (abs(sum(r[0].values()) - used) if used is not None else 0, r[1]))
 
 
 def reconcile(

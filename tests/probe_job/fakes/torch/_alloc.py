@@ -9,7 +9,8 @@ asked again; when it still has no room: an out-of-memory error, after the observ
 and merge with free neighbours of their segment.
 
 The device: FAKE_TORCH_GPU_TOTAL bytes (default 80 GiB); the process's CUDA context takes FAKE_TORCH_CONTEXT bytes
-(default 512 MiB) outside the allocator; other processes on the GPU take FAKE_TORCH_OTHERS bytes. With
+(default 512 MiB) outside the allocator; other processes on the GPU take FAKE_TORCH_OTHERS bytes (the error's text
+names FAKE_TORCH_OTHER_PID as theirs). With
 FAKE_TORCH_NVML_MEMFILE set (the stand-in NVML's `memfile`), the process's figure as NVML would give it (its
 segments + its context) is written there at every change, "{rank}" in the name replaced by $RANK.
 """
@@ -243,7 +244,8 @@ def format_size(n):
 def _oom_text(dev, size):
     others = ""
     if dev.others:
-        others = "Process %d has %s memory in use. " % (os.getppid(), format_size(dev.others))
+        pid = int(os.environ.get("FAKE_TORCH_OTHER_PID") or os.getppid())
+        others = "Process %d has %s memory in use. " % (pid, format_size(dev.others))
     allocated, reserved = dev.allocated(), dev.reserved()
     return (
         "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %s"
