@@ -52,7 +52,13 @@ def _allocator(r: GpuOom, size: Size) -> list[str]:
     n = r.segments if r.segments is not None else "?"
     second = f"segments {n}, largest free block {size(r.largest_free_block)}"
     if freeing := [s for s in r.segment_list if s.free > 0]:
-        top = ", ".join(f"{size(s.size)} ({size(s.free)} free)" for s in freeing[:4])
+        groups: dict[tuple[float, float], int] = {}
+        for seg in freeing:  # the same segment size and free space: once, counted
+            groups[(seg.size, seg.free)] = groups.get((seg.size, seg.free), 0) + 1
+        top = ", ".join(
+            f"{size(total)} ({size(free)} free){f' ×{n}' if n > 1 else ''}"
+            for (total, free), n in list(groups.items())[:3]
+        )
         second += f"; most free: {top}"
     if r.num_ooms is not None:
         second += f"; num_ooms {r.num_ooms}"
