@@ -101,7 +101,7 @@ def _jax_oom(text):
 
 
 def _cupy_oom(text):
-    cupy = sys.modules.get("cupy")
+    cupy = sys.modules["cupy"]
     pool = cupy.get_default_memory_pool()
     rt = cupy.cuda.runtime
     free, total = rt.memGetInfo()

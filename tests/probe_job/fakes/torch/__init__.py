@@ -43,4 +43,8 @@ def empty(*size, dtype=float32, device="cpu"):
     return Tensor(n * dtype.itemsize, index)
 
 
-__all__ = ["OutOfMemoryError", "Tensor", "cuda", "empty", "float32", "uint8"]
+def zeros(*size, dtype=float32, device="cpu"):
+    return empty(*size, dtype=dtype, device=device)
+
+
+__all__ = ["OutOfMemoryError", "Tensor", "cuda", "empty", "float32", "uint8", "zeros"]
