@@ -67,7 +67,9 @@ def _drain(fd: int, stop: threading.Event) -> None:
 
 FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "probe_job", "fakes")
 STDLIB = sorted(
-    m for m in sys.stdlib_module_names if not m.startswith("_") and m not in ("antigravity", "this", "idlelib", "turtle")
+    m
+    for m in sys.stdlib_module_names
+    if not m.startswith("_") and m not in ("antigravity", "this", "idlelib", "turtle")
 )
 IMPORTS = (
     "import importlib, sys\n"

@@ -330,7 +330,7 @@ def test_a_process_without_torch_imports_nothing_and_sends_nothing(tmp_path: Pat
 
 
 def test_gpu_history_snapshot_kept_in_the_bundle_and_named(tmp_path: Path, nvml: dict[str, str]) -> None:
-    proc, rep, facts = run(tmp_path, nvml, "retry", "--gpu-history", "1000")
+    proc, rep, _ = run(tmp_path, nvml, "retry", "--gpu-history", "1000")
     assert proc.returncode == 0, proc.stderr
     first = rep["gpu_ooms"][0]
     path = Path(first["snapshot"])
@@ -401,3 +401,60 @@ def test_inbox_takes_only_the_probes_own_files(tmp_path: Path) -> None:
     finally:
         box.close()
     assert not d.exists() and (tmp_path / "secret").read_text() == "theirs"  # leftovers removed, nothing else
+
+
+async def test_the_live_view_raises_a_gpu_oom_as_an_alert() -> None:
+    import asyncio
+
+    from fakesource import MAIN_PID, FakeSource
+
+    from gputop_tracker.core.model.models import Event
+    from gputop_tracker.core.sampling.channel import EventMessage
+    from gputop_tracker.tui.live.app import LiveApp
+
+    src = FakeSource(2)
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    text = "CUDA out of memory in PID 7 (python) torch cuda:0: fragmentation: …"
+    async with app.run_test(size=(160, 50)) as pilot:
+        for _ in range(400):
+            if app.n_messages >= src.n_scripted:
+                break
+            await asyncio.sleep(0.01)
+        src.push(EventMessage(Event(time=1.0, type="gpu_oom", message=text, pid=MAIN_PID, dump="/s/x.oom-1")))
+        for _ in range(400):
+            if app.alert == "gpu_oom":
+                break
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        assert app.alert == "gpu_oom"
+        shown = [(n.title, n.message) for n in app._notifications]
+        assert ("GPU_OOM", f"{text}\ndump: /s/x.oom-1") in shown
+
+
+def test_tracker_of_its_own_process_records_an_oom_with_history(tmp_path: Path) -> None:
+    """Tracker(gpu_history=N) in the program itself: torch imported while it tracks is hooked in this process,
+    the history recorded from CUDA's start, the OOM kept with its snapshot."""
+    script = tmp_path / "api.py"
+    script.write_text(
+        "import json, sys\n"
+        "from gputop_tracker import Tracker\n"
+        f"with Tracker(sleep_time=0.2, store={str(tmp_path / 'store')!r}, gpu_history=500) as t:\n"
+        "    import torch\n"
+        "    x = torch.empty(10 << 30, dtype=torch.uint8, device='cuda')\n"
+        "    try:\n"
+        "        torch.empty(8 << 30, dtype=torch.uint8, device='cuda')\n"
+        "    except torch.OutOfMemoryError:\n"
+        "        stats = torch.cuda.memory_stats(0)\n"
+        "u = t.resource_usage\n"
+        f"json.dump({{'ooms': [o.model_dump() for o in u.gpu_ooms], 'stats': stats}}, open({str(tmp_path / 'out.json')!r}, 'w'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(JOB / "fakes"), "FAKE_TORCH_GPU_TOTAL": str(TOTAL), "TMPDIR": str(tmp_path)}
+    env.pop("GPUTOP_TRACKER_BLOCKS", None)
+    proc = subprocess.run([PY, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads((tmp_path / "out.json").read_text())
+    (r,) = out["ooms"]
+    assert (r["allocated"], r["num_ooms"]) == (out["stats"]["allocated_bytes.all.current"], 1)
+    assert r["pid"] and r["request"] == 8 * GiB and r["snapshot"]
+    snap = pickle.loads(Path(r["snapshot"]).read_bytes())
+    assert [t["action"] for t in snap["device_traces"][0]][-1] == "oom"

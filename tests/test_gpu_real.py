@@ -336,6 +336,7 @@ def test_real_pytorch_oom_caught_then_uncaught(oom_runs: dict[str, Any]) -> None
     assert beyond is not None and 0 < beyond < 2 * GiB
     assert first["diagnosis"] in ("too_big", "other_process"), first["diagnosis_text"]
     assert [e["value"] for e in rep["events"] if e["type"] == "gpu_oom"] == [first["request"], second["request"]]
+
     # the program saw PyTorch's own error, as without the tracker
     def error_line(stderr: str) -> str:
         return next(line for line in reversed(stderr.splitlines()) if "OutOfMemoryError" in line).split(". Tried")[0]

@@ -2,8 +2,7 @@
 hook, memory_stats, memory_snapshot, mem_get_info, OutOfMemoryError, the allocator history) over a small caching
 allocator (`_alloc.py`), and fixed, recognisable peak figures of what the program did before."""
 
-from . import _C
-from . import cuda
+from . import _C, cuda  # torch._C first, as in PyTorch: the probe hooks the observer once torch.cuda ran
 from ._C import OutOfMemoryError
 
 
@@ -47,4 +46,4 @@ def zeros(*size, dtype=float32, device="cpu"):
     return empty(*size, dtype=dtype, device=device)
 
 
-__all__ = ["OutOfMemoryError", "Tensor", "cuda", "empty", "float32", "uint8", "zeros"]
+__all__ = ["_C", "OutOfMemoryError", "Tensor", "cuda", "empty", "float32", "uint8", "zeros"]

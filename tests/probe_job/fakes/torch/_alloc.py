@@ -233,37 +233,29 @@ def _merge(seg):
 def format_size(n):
     """c10's format_size: the sizes PyTorch's out-of-memory message shows."""
     if n <= 1024:
-        return "%d bytes" % n
+        return f"{n} bytes"
     if n <= 1048576:
-        return "%.2f KiB" % (n / 1024.0)
+        return f"{n / 1024.0:.2f} KiB"
     if n <= 1073741824:
-        return "%.2f MiB" % (n / 1048576.0)
-    return "%.2f GiB" % (n / 1073741824.0)
+        return f"{n / 1048576.0:.2f} MiB"
+    return f"{n / 1073741824.0:.2f} GiB"
 
 
 def _oom_text(dev, size):
     others = ""
     if dev.others:
         pid = int(os.environ.get("FAKE_TORCH_OTHER_PID") or os.getppid())
-        others = "Process %d has %s memory in use. " % (pid, format_size(dev.others))
+        others = f"Process {pid} has {format_size(dev.others)} memory in use. "
     allocated, reserved = dev.allocated(), dev.reserved()
     return (
-        "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %s"
-        "Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated "
-        "by PyTorch, and %s is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
-        "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-        "Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-"
-        "pytorch-cuda-alloc-conf)"
-        % (
-            format_size(size),
-            dev.index,
-            format_size(dev.total),
-            format_size(dev.free()),
-            others,
-            format_size(reserved + dev.context),
-            format_size(allocated),
-            format_size(reserved - allocated),
-        )
+        f"CUDA out of memory. Tried to allocate {format_size(size)}. GPU {dev.index} has a total capacity of "
+        f"{format_size(dev.total)} of which {format_size(dev.free())} is free. {others}Including non-PyTorch memory, "
+        f"this process has {format_size(reserved + dev.context)} memory in use. Of the allocated memory "
+        f"{format_size(allocated)} is allocated by PyTorch, and {format_size(reserved - allocated)} is reserved by "
+        "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+        "Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-"
+        "cuda-alloc-conf)"
     )
 
 
@@ -272,7 +264,7 @@ def _write_memfile(dev):
     if not path or dev.index != 0:
         return
     path = path.replace("{rank}", os.environ.get("RANK", "0"))
-    tmp = "%s.%d.tmp" % (path, os.getpid())
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        f.write("%d %d" % (os.getpid(), dev.reserved() + dev.context))
+        f.write(f"{os.getpid()} {dev.reserved() + dev.context}")
     os.replace(tmp, path)

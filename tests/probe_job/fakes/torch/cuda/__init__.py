@@ -9,7 +9,7 @@ observers (`torch._C._cuda_attach_out_of_memory_observer`), OutOfMemoryError, an
 
 import os
 
-from torch import _alloc, _C
+from torch import _C, _alloc
 from torch._C import OutOfMemoryError
 
 from . import memory
@@ -151,9 +151,7 @@ def memory_stats(device=None) -> dict:
         "inactive_split_bytes.all.peak": now["inactive_split_bytes"],
         "segment.all.current": now["segment"],
         "segment.all.peak": d.peak["segment"],
-        "allocation.all.current": sum(
-            1 for s in d.segments for b in s.blocks if b.state == "active_allocated"
-        ),
+        "allocation.all.current": sum(1 for s in d.segments for b in s.blocks if b.state == "active_allocated"),
         "max_split_size": -1,
     }
     out.update(d.stats)
@@ -186,4 +184,4 @@ def get_device_properties(device=None) -> _Props:
     return _Props(_index(device))
 
 
-__all__ = ["OutOfMemoryError", "memory", "memory_snapshot", "memory_stats", "mem_get_info"]
+__all__ = ["OutOfMemoryError", "mem_get_info", "memory", "memory_snapshot", "memory_stats"]
