@@ -59,7 +59,8 @@ class BlocksSummaryBuilder(SummaryBuilder):
         out = super().summary(details=details, job=job)
         out["blocks"] = self.blocks.summary()
         out["notes"] = [*out["notes"], *self.blocks.notes()]
-        out["gpu_ooms"] = gpuoom.section(self.gpu_ooms, out["processes"])
+        # the live view's once-a-second progress leaves them out, as it does the events (they come as events)
+        out["gpu_ooms"] = gpuoom.section(self.gpu_ooms, out["processes"]) if details else []
         if self.gpu_ooms.dropped or self.gpu_ooms.bad:
             out["notes"].append(gpuoom.log_note(self.gpu_ooms))
         return out
