@@ -6,6 +6,12 @@ also with the probe in a directory its bytecode cannot be cached in (another Pyt
 the probe's own import as `python -X importtime` reports it (the cumulative µs of `sitecustomize`). Exit: the
 wall time of the exit report itself (a FIFO with a reader).
 
+The out-of-memory hook (a meta-path finder that answers only for `torch.cuda`): what it adds to a process that
+imports ~180 standard-library modules and never torch (CPU time start to exit, with and without the probe, and the
+finder's own cost per import, timed in-process); what hooking adds to `import torch` (the stand-in torch of
+tests/probe_job/fakes: the import itself is tiny, so the hook's cost shows; real PyTorch's import takes seconds);
+and what the observer costs at one CUDA out-of-memory error (the stand-in's allocator, 20 segments, one FIFO line).
+
     python bench/bench_probe.py [runs]
 """
 
@@ -73,6 +79,112 @@ def _drain(fd: int, stop: threading.Event) -> None:
             time.sleep(0.01)
 
 
+FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "probe_job", "fakes")
+STDLIB = sorted(
+    m
+    for m in sys.stdlib_module_names
+    if not m.startswith("_") and m not in ("antigravity", "this", "idlelib", "turtle")
+)
+IMPORTS = (
+    "import importlib, sys\n"
+    "for m in " + repr(STDLIB) + ":\n"
+    "    try:\n        importlib.import_module(m)\n    except Exception:\n        pass\n"
+    "print(len(sys.modules))"
+)
+
+
+def _run_cpu(env: dict[str, str], code: str) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+FINDER = """
+import sys, time
+finder = sys.meta_path[0]
+assert type(finder).__name__ == "_TorchCuda", sys.meta_path
+names = sorted(sys.modules) * 20
+t = time.perf_counter()
+for n in names:
+    finder.find_spec(n)
+print((time.perf_counter() - t) / len(names))
+"""
+
+HOOK = """
+import sys, time
+import torch
+import sitecustomize as probe
+times = []
+for _ in range(50):
+    probe._hooked.clear()  # hook again (a second observer: only for this measurement)
+    t = time.perf_counter()
+    probe._torch_cuda(sys.modules["torch.cuda"])
+    times.append(time.perf_counter() - t)
+times.sort()
+print(times[len(times) // 2])
+"""
+
+OOM = """
+import os, sys, time
+import torch
+GiB, MiB = 1 << 30, 1 << 20
+big = [torch.empty(512 * MiB, dtype=torch.uint8, device="cuda") for _ in range(20)]
+del big[:]
+held = [torch.empty(300 * MiB, dtype=torch.uint8, device="cuda") for _ in range(20)]
+times = []
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter()
+    try:
+        torch.empty(7 * GiB, dtype=torch.uint8, device="cuda")
+    except torch.OutOfMemoryError:
+        times.append(time.perf_counter() - t)
+times.sort()
+print(times[len(times) // 2])
+"""
+
+
+def _oom_cost(env: dict[str, str], n: int) -> float:
+    out = subprocess.run([sys.executable, "-c", OOM, str(n)], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+def hook_costs(runs: int, base: dict[str, str], probed: dict[str, str]) -> None:
+    """The out-of-memory hook: nothing for a process without torch; what hooking and an OOM cost with it."""
+    times: dict[str, list[float]] = {"without": [], "with": [], "torch without": [], "torch with": []}
+    fakes = {"FAKE_TORCH_GPU_TOTAL": str(16 << 30)}
+    torch_base = {**base, **fakes, "PYTHONPATH": FAKES}
+    torch_probed = {**probed, **fakes, "PYTHONPATH": f"{PROBE_DIR}{os.pathsep}{FAKES}"}
+    for _ in range(runs):
+        times["without"].append(_run_cpu(base, IMPORTS))
+        times["with"].append(_run_cpu(probed, IMPORTS))
+        times["torch without"].append(_run_cpu(torch_base, "import torch"))
+        times["torch with"].append(_run_cpu(torch_probed, "import torch"))
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    low = {k: min(v) * 1e3 for k, v in times.items()}
+    finder = subprocess.run([sys.executable, "-c", FINDER], env=probed, capture_output=True, text=True, check=True)
+    per_import = float(finder.stdout) * 1e9
+    hook = subprocess.run([sys.executable, "-c", HOOK], env=torch_probed, capture_output=True, text=True, check=True)
+    print(
+        f"out-of-memory hook: {len(STDLIB)} standard-library imports, no torch, CPU time start to exit (median / "
+        f"min of {runs}): {med['without']:.1f} / {low['without']:.1f} ms without the probe, {med['with']:.1f} / "
+        f"{low['with']:.1f} ms with it (the probe's start-up and exit report included); the finder itself "
+        f"{per_import:.0f} ns per import, timed in-process (x {len(STDLIB)} = {per_import * len(STDLIB) / 1e3:.1f} µs)"
+    )
+    print(
+        f"  `import torch` (stand-in), median / min: {med['torch without']:.2f} / {low['torch without']:.2f} ms "
+        f"without the probe, {med['torch with']:.2f} / {low['torch with']:.2f} ms with it; the hook itself (the "
+        f"out-of-memory half loaded, the observer attached), in-process: {float(hook.stdout) * 1e3:.3f} ms"
+    )
+    n = max(20, runs)
+    plain, hooked = _oom_cost(torch_base, n), _oom_cost(torch_probed, n)
+    print(
+        f"  one CUDA out-of-memory error (stand-in allocator, 20 segments; median of {n}): {plain * 1e3:.3f} ms "
+        f"without the probe, {hooked * 1e3:.3f} ms with it ({(hooked - plain) * 1e3:+.3f} ms: statistics, snapshot, "
+        "a state file, one FIFO line)"
+    )
+
+
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     probe_environment({})  # the bytecode cached for this interpreter, as a tracked run does
@@ -102,6 +214,7 @@ def main() -> None:
         peaks = {
             k: [_peak(e) for _ in range(n)] for k, e in (("without", base), ("with", probed), ("uncached", nocache))
         }
+        hook_costs(runs, base, probed)
         stop.set()
         reader.join()
         os.close(rfd)

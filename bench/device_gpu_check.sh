@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The real-GPU checks in one short run on a lent GPU machine (Python 3.12 with PyTorch and nvidia-ml-py, no
 # registry): installs the wheels carried in .whl/ (bench/device_wheels.sh downloads them here), builds nothing,
-# then runs tests/test_gpu_real.py (marker gpu; each test prints its figures as "FIGURE: ...") and two short
-# measurements of NVML on the real driver. Everything goes to $OUT/log as well. About 3 minutes on an H100.
+# then runs tests/test_gpu_real.py (marker gpu; each test prints its figures as "FIGURE: ..."; among them a real
+# PyTorch CUDA out-of-memory error, caught then uncaught, untracked, tracked and with --gpu-history: about 40 s)
+# and two short measurements of NVML on the real driver. Everything goes to $OUT/log as well. About 4 minutes on
+# an H100.
 #
 #     bash bench/device_gpu_check.sh          (from the repo root; OUT defaults to /tmp/gpu-check)
 set -uo pipefail
@@ -18,7 +20,7 @@ main() {
   python3 -c 'import sys, pydantic, pytest, gputop_tracker.core.model.models as m; print("python", sys.version.split()[0],
     "pydantic", pydantic.VERSION, "pytest", pytest.__version__, "models from", m.__file__)' || return 2
   # addopts (-n 3 --dist loadfile) needs pytest-xdist: emptied, one process
-  timeout -k 10 420 python3 -m pytest -p no:cacheprovider -o addopts="" -m gpu -s -v -rs tests/test_gpu_real.py
+  timeout -k 10 480 python3 -m pytest -p no:cacheprovider -o addopts="" -m gpu -s -v -rs tests/test_gpu_real.py
   local rc=$?
   echo "== pytest exit $rc"
   echo "== NVML calls on this driver (CPU per call)"

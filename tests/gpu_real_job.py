@@ -6,7 +6,9 @@ The truth for GPU memory is NVML's own per-process figure, read here for this pr
 (after `torch.cuda.synchronize()`); the truth for the allocator is what `torch.cuda.max_memory_allocated/reserved`
 return here. Modes: `spike` (6 GiB held, 10 GiB more for 150 ms), `blocks` (a block that creates the CUDA context,
 an 8 GiB / 300 ms block), `probe` (allocator peaks before and after a block, and at the end), `cpu` (a light
-wrapper around a mostly idle PyTorch child, reporting the CPU time of both, the child's exit included).
+wrapper around a mostly idle PyTorch child, reporting the CPU time of both, the child's exit included), `oom` (half
+the free memory held, 80 % of it asked: caught; then twice the GPU asked: uncaught, exit 1; the allocator's own
+figures read at each, and what 2,000 small allocations and the failing call cost here).
 Runs as a tracked program: imports gputop_tracker only for its code blocks.
 """
 
@@ -162,6 +164,49 @@ def probe(facts: dict[str, Any]) -> None:
     facts["at_end"] = peaks()  # the probe reads at exit, after this
 
 
+OOM_KEYS = ("allocated_bytes.all.current", "reserved_bytes.all.current", "active_bytes.all.current", "num_ooms")
+
+
+def allocator_state() -> dict[str, Any]:
+    import torch
+
+    s = torch.cuda.memory_stats(0)
+    free, total = torch.cuda.mem_get_info(0)
+    return {"stats": {k: s.get(k) for k in OOM_KEYS}, "free": free, "total": total}
+
+
+def oom(facts: dict[str, Any], out: str) -> None:
+    """Sized from mem_get_info (an H100 80 GB or an H200 141 GB alike)."""
+    import torch
+
+    nv = OwnGpuMemory()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info(0)
+    held = [torch.empty(int(free * 0.5) // MiB * MiB, dtype=torch.uint8, device="cuda")]
+    t = time.perf_counter()
+    for _ in range(2000):  # from the cache: what the allocator history (--gpu-history) adds to each
+        x = torch.empty(MiB, dtype=torch.uint8, device="cuda")
+        del x
+    facts["alloc_free_us"] = (time.perf_counter() - t) / 2000 * 1e6
+    torch.cuda.synchronize()
+    facts["nvml_held"] = nv.read()
+    facts["asked"] = int(free * 0.8) // MiB * MiB
+    time.sleep(0.5)  # the tracker's GPU watcher reads the held state meanwhile
+    t = time.perf_counter()
+    try:
+        held.append(torch.empty(facts["asked"], dtype=torch.uint8, device="cuda"))
+    except torch.OutOfMemoryError as e:
+        facts["oom_call_ms"] = (time.perf_counter() - t) * 1e3
+        facts["caught"] = {**allocator_state(), "type": type(e).__name__, "text": str(e)[:400]}
+    nv.close()
+    time.sleep(0.3)
+    facts["uncaught_before"] = allocator_state()
+    with open(out, "w") as f:
+        json.dump(facts, f)
+    torch.empty(2 * total, dtype=torch.uint8, device="cuda")  # not caught: ends the program (exit 1)
+
+
 def cpu_child(seconds: float) -> None:
     """A PyTorch process as a training job between steps: 4 GiB held, a small matmul every half second."""
     import torch
@@ -190,6 +235,8 @@ def main() -> None:
     facts: dict[str, Any] = {"pid": os.getpid()}
     if mode == "cpu":
         cpu(facts, seconds)
+    elif mode == "oom":
+        oom(facts, out)
     else:
         {"spike": spike, "blocks": blocks, "probe": probe}[mode](facts)
     with open(out, "w") as f:

@@ -19,6 +19,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 GiB = 1024**3
+MiB = 1024**2
 
 
 def _first_gpu_uuid() -> str | None:
@@ -276,3 +277,86 @@ def test_nvml_accounting_exact_when_on_said_when_off(
     elif on is False:
         assert any("NVML accounting mode is off" in n and "nvidia-smi -am 1" in n for n in rep["notes"]), rep["notes"]
         assert rep["sources"]["max_gpu_ram.main"] != LABEL
+
+
+# ------------------------------------------------------------------ CUDA out-of-memory forensics (the probe's observer)
+
+
+@pytest.fixture(scope="module")
+def oom_runs(tmp_path_factory: pytest.TempPathFactory, gpu_uuid: str) -> dict[str, Any]:
+    """The `oom` workload three times: untracked, tracked, tracked with --gpu-history (each: a caught OOM, then an
+    uncaught one); its own figures and the reports. About 10 s each (PyTorch's import most of it)."""
+    tmp = tmp_path_factory.mktemp("oom")
+    env = {**job_env(gpu_uuid), "GPUTOP_TRACKER_STORE": str(tmp / "store")}
+    runs: dict[str, Any] = {}
+    for name, args in (("plain", None), ("tracked", []), ("history", ["--gpu-history", "100000"])):
+        facts, out = tmp / f"{name}.facts.json", tmp / f"{name}.json"
+        job = [sys.executable, str(JOB), "oom", str(facts)]
+        cmd = job if args is None else [sys.executable, "-m", "gputop_tracker", "--headless", "-f", "json", "-o",
+                                        str(out), "--gru", "bytes", *args, "--", *job]  # fmt: skip
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=ROOT)
+        assert p.returncode == 1, p.stderr  # the uncaught error ends the workload, tracked or not
+        assert "torch.OutOfMemoryError: CUDA out of memory" in p.stderr, p.stderr[-2000:]
+        runs[name] = {"facts": json.loads(facts.read_text()), "report": json.loads(out.read_text()) if args is not None
+                      else None, "stderr": p.stderr}  # fmt: skip
+    return runs
+
+
+def _oom_figures(r: dict[str, Any]) -> tuple[Any, ...]:
+    return r["allocated"], r["reserved"], r["active"], r["num_ooms"]
+
+
+def _workload_figures(state: dict[str, Any], ooms: int | None = None) -> tuple[Any, ...]:
+    s = state["stats"]
+    n = s["num_ooms"] if ooms is None else ooms
+    return s["allocated_bytes.all.current"], s["reserved_bytes.all.current"], s["active_bytes.all.current"], n
+
+
+def test_real_pytorch_oom_caught_then_uncaught(oom_runs: dict[str, Any]) -> None:
+    facts, rep = oom_runs["tracked"]["facts"], oom_runs["tracked"]["report"]
+    caught, before = facts["caught"], facts["uncaught_before"]
+    ooms = rep["gpu_ooms"]
+    print(f"FIGURE: OOM records {[(r['request'], r['diagnosis']) for r in ooms]}; caught: record "
+          f"{_oom_figures(ooms[0]) if ooms else None} vs memory_stats read by the workload {_workload_figures(caught)}; "
+          f"device free {gb(ooms[0]['device_free'] if ooms else None)} vs {gb(caught['free'])}")  # fmt: skip
+    assert caught["type"] == "OutOfMemoryError" and len(ooms) == 2, ooms
+    first, second = ooms
+    assert _oom_figures(first) == _workload_figures(caught)
+    assert first["request"] >= facts["asked"] and first["device_total"] == caught["total"]
+    assert abs(first["device_free"] - caught["free"]) <= 64 * MiB
+    assert _oom_figures(second) == _workload_figures(before, ooms=2)
+    assert second["request"] >= 2 * before["total"] and second["diagnosis"] == "too_big"
+    assert "larger than the whole GPU" in second["diagnosis_text"]
+    # NVML's figure = reserved + beyond the allocator (the CUDA context: a few hundred MiB)
+    beyond = first["beyond_allocator"]
+    print(f"FIGURE: NVML {gb(first['nvml_process'])} (the workload read {gb(facts['nvml_held'])}) = reserved "
+          f"{gb(first['reserved'])} + {gb(beyond)} beyond the allocator; read {first['nvml_age']} s from the OOM; "
+          f"others {first['other_processes']}; diagnosis: {first['diagnosis_text']}")  # fmt: skip
+    assert first["nvml_process"] is not None and within(first["nvml_process"], facts["nvml_held"], 0.02)
+    assert beyond is not None and 0 < beyond < 2 * GiB
+    assert first["diagnosis"] in ("too_big", "other_process"), first["diagnosis_text"]
+    assert [e["value"] for e in rep["events"] if e["type"] == "gpu_oom"] == [first["request"], second["request"]]
+
+    # the program saw PyTorch's own error, as without the tracker
+    def error_line(stderr: str) -> str:
+        return next(line for line in reversed(stderr.splitlines()) if "OutOfMemoryError" in line).split(". Tried")[0]
+
+    assert error_line(oom_runs["plain"]["stderr"]) == error_line(oom_runs["tracked"]["stderr"])
+
+
+def test_real_pytorch_oom_history_and_costs(oom_runs: dict[str, Any]) -> None:
+    import pickle
+
+    rep = oom_runs["history"]["report"]
+    first = rep["gpu_ooms"][0]
+    path = Path(first["snapshot"] or "")
+    snap = pickle.loads(path.read_bytes())
+    actions = [t["action"] for t in snap["device_traces"][0]]
+    costs = {k: oom_runs[k]["facts"] for k in ("plain", "tracked", "history")}
+    print(f"FIGURE: allocator history: snapshot {path.stat().st_size / 1e6:.2f} MB, {len(actions)} events "
+          f"({sorted(set(actions))}); 1 MiB alloc+free from the cache: "
+          + ", ".join(f"{k} {f['alloc_free_us']:.1f} µs" for k, f in costs.items())
+          + "; the failing call (observer included when tracked): "
+          + ", ".join(f"{k} {f['oom_call_ms']:.2f} ms" for k, f in costs.items()))  # fmt: skip
+    assert set(snap) >= {"segments", "device_traces"} and "oom" in actions
+    assert path.parent == Path(first["dump"])

@@ -80,6 +80,64 @@ def _cupy():
     return [["cupy", "cuda", used, total, "at_exit"]] if total else []
 
 
+def _bytes_after(text, word):
+    """The number (digits, maybe with commas) after `word` in an error's text, or None."""
+    i = text.find(word)
+    if i < 0:
+        return None
+    digits = ""
+    for c in text[i + len(word) :].lstrip()[:40]:
+        if c.isdigit():
+            digits += c
+        elif c != "," or not digits:
+            break
+    return int(digits) if digits else None
+
+
+def _jax_oom(text):
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    best = None
+    for backend in list((getattr(bridge, "_backends", None) or {}).values()):
+        for d in backend.local_devices():
+            stats = d.memory_stats() or {}
+            used = stats.get("bytes_in_use")
+            if used is not None and (best is None or used > best[1].get("bytes_in_use", 0)):
+                best = (d, stats)
+    if best is None:
+        return None
+    d, st = best
+    return {"fw": "jax", "dev": "%s:%d" % (d.platform, d.id), "req": _bytes_after(text, "allocate"),
+            "alloc": st.get("bytes_in_use"), "res": st.get("bytes_limit"), "palloc": st.get("peak_bytes_in_use"),
+            "largest": st.get("largest_free_block_bytes")}  # fmt: skip
+
+
+def _cupy_oom(text):
+    cupy = sys.modules["cupy"]
+    pool = cupy.get_default_memory_pool()
+    rt = cupy.cuda.runtime
+    free, total = rt.memGetInfo()
+    return {"fw": "cupy", "dev": "cuda:%d" % rt.getDevice(), "req": _bytes_after(text, "allocating"),
+            "alloc": int(pool.used_bytes()), "res": int(pool.total_bytes()), "dfree": int(free),
+            "dtotal": int(total)}  # fmt: skip
+
+
+def _uncaught_oom():
+    """An out-of-memory error of JAX or CuPy that ended the program (they have no hook at the moment itself, as
+    PyTorch has): the allocator as it stands at exit, or None."""
+    exc = getattr(sys, "last_value", None)
+    if exc is None:
+        return None
+    text = str(exc)[:4000]
+    try:
+        if type(exc).__name__ == "OutOfMemoryError" and "cupy" in sys.modules:
+            return _cupy_oom(text)
+        if "RESOURCE_EXHAUSTED" in text and "jax" in sys.modules:
+            return _jax_oom(text)
+    except Exception:
+        pass
+    return None
+
+
 def _allocators():
     out = []
     for read in (_torch, _jax, _cupy):
@@ -134,6 +192,10 @@ def _messages(pid, how, reaps, tally, cf0, child_faults):
     exit_msg["rf"] = -1 if tally[1] else tally[0]
     exit_msg["cf0"] = cf0
     exit_msg["ga"] = _allocators()
+    oom = _uncaught_oom()
+    if oom is not None and oom.get("req") is not None:
+        oom.update(k="o", pid=pid, name=exit_msg["name"], t=now, n=1, when="exit")
+        out.append(oom)
     out.append(exit_msg)
     return [_json(m).encode() + b"\n" for m in out]
 

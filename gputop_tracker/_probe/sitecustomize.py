@@ -7,6 +7,9 @@ imported by `site` itself afterwards, as always), and at exit - a normal exit, `
 or `os._exit` (how multiprocessing children leave: fork, forkserver, pool workers) - sends one line through the
 session's FIFO (GPUTOP_TRACKER_BLOCKS): its VmHWM and the peaks of GPU allocators the program itself imported
 (gputop_probe_report.py beside it, loaded only at exit).
+Should the program import `torch.cuda` itself, a finder on sys.meta_path that answers for that one name only
+(`_TorchCuda`) lets the import run as always and then loads gputop_probe_oom.py beside it, which hooks PyTorch's
+out-of-memory observer: the allocator's state at each CUDA out-of-memory error goes through the same FIFO.
 It reads `os.waitpid`'s children through `os.wait4` (same result to the caller) to list the children it reaped
 with their ru_maxrss, so the tracker knows whether any process of the tree went unseen.
 
@@ -52,19 +55,101 @@ def _child_faults():
 
 
 _HALF = os.path.join(_DIR, "gputop_probe_report.py")  # the exit half, loaded only at exit
+_OOM_HALF = os.path.join(_DIR, "gputop_probe_oom.py")  # loaded only once the program imported torch.cuda
+_HISTORY = os.environ.get("GPUTOP_TRACKER_GPU_HISTORY") or ""  # --gpu-history: "ENTRIES,MAX_BYTES"
 
 
-def _half_code():
-    """The exit half's code: from its cached bytecode where there is one (the import system's own loader,
-    always loaded), else compiled now."""
+def _half_code(path=_HALF):
+    """A half's code: from its cached bytecode where there is one (the import system's own loader, always
+    loaded), else compiled now."""
+    name = os.path.basename(path)[:-3]
     ext = sys.modules.get("_frozen_importlib_external")
     if ext is not None:
         try:
-            return ext.SourceFileLoader("gputop_probe_report", _HALF).get_code("gputop_probe_report")
+            return ext.SourceFileLoader(name, path).get_code(name)
         except Exception:
             pass
-    with open(_HALF, "rb") as f:
-        return compile(f.read(), _HALF, "exec")
+    with open(path, "rb") as f:
+        return compile(f.read(), path, "exec")
+
+
+def _fifo():
+    return _FIFO
+
+
+def _torch_cuda(cuda):
+    """The program imported torch.cuda: PyTorch's out-of-memory observer reports through the FIFO (once)."""
+    if _hooked or not _FIFO:
+        return
+    _hooked.append(True)
+    try:
+        half = {"__name__": "gputop_probe_oom", "__file__": _OOM_HALF}  # type: dict
+        exec(_half_code(_OOM_HALF), half)
+        half["attach"](cuda, _fifo, _HISTORY, _half_code(_HALF))
+    except Exception:
+        pass
+
+
+class _Loader(object):
+    """torch.cuda's own loader, which runs the module as always, then hooks the observer."""
+
+    def __init__(self, real, spec):
+        self.real, self.spec = real, spec
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module):
+        _unfind()
+        self.spec.loader = self.real  # the module knows only its own loader from here on
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self.real
+        self.real.exec_module(module)  # its errors are the program's, unchanged
+        _torch_cuda(module)
+
+
+class _TorchCuda(object):
+    """On sys.meta_path until torch.cuda is imported: any other name costs one comparison."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch.cuda":
+            return None
+        try:
+            finders = sys.meta_path[sys.meta_path.index(self) + 1 :]
+        except ValueError:
+            return None
+        for finder in finders:  # as the import system would go on: their spec, their errors
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if getattr(spec.loader, "exec_module", None) is not None:
+            spec.loader = _Loader(spec.loader, spec)
+        return spec
+
+
+_finder = _TorchCuda()
+_hooked = []  # type: list[bool]  # True once the observer is hooked (once per process: forks inherit it)
+
+
+def _find_torch():
+    cuda = sys.modules.get("torch.cuda")
+    if cuda is not None:
+        _torch_cuda(cuda)  # a Tracker started after the program imported torch
+    elif not _hooked and _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+
+
+def _unfind():
+    try:
+        sys.meta_path.remove(_finder)
+    except ValueError:
+        pass
 
 
 def _report(how):
@@ -78,7 +163,7 @@ def _report(how):
         old = _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGPIPE,))  # a closed FIFO: EPIPE, no signal
         try:
             half = {"__name__": "gputop_probe_report", "__file__": _HALF}  # type: dict
-            exec(_half_code(), half)
+            exec(_half_code(_HALF), half)
             half["report"](pid, how, _FIFO, _reaps, _tally, _cf0[0], _child_faults)
         finally:
             if _signal.SIGPIPE not in old:
@@ -164,6 +249,7 @@ def install(fifo=None):
         if hasattr(os, "wait4"):
             _wrap_waits()
         os.register_at_fork(after_in_child=_forked)
+    _find_torch()
 
 
 def uninstall():
@@ -171,6 +257,7 @@ def uninstall():
     wrapped: the program may hold them; they return what the interpreter's would)."""
     global _FIFO
     _FIFO = ""
+    _unfind()
     if os._exit is _exit:
         os._exit = _real_exit
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
-from gputop_tracker.core.blocks.probe import InProcess
+from gputop_tracker.core.blocks.probe import InProcess, history_setting
 from gputop_tracker.core.integrations import slurm
 from gputop_tracker.core.integrations.exporters.base import (
     DEFAULT_TOP_PROCESSES,
@@ -67,11 +67,13 @@ def _new_inbox() -> BlockInbox | None:
     return inbox
 
 
-def _hold(path: str, probe: bool) -> tuple[Any, InProcess | None]:
-    """This process's blocks report to `path`; with the probe, its exit hooks here and on PYTHONPATH too."""
+def _hold(path: str, cfg: EngineConfig) -> tuple[Any, InProcess | None]:
+    """This process's blocks report to `path`; with the probe, its exit hooks here and on PYTHONPATH too (and
+    PyTorch's out-of-memory observer, with its history when asked)."""
     from gputop_tracker.api import blocks
 
-    return blocks._push(path), InProcess(path) if probe else None
+    history = history_setting(cfg) if cfg.gpu_history else ""
+    return blocks._push(path), InProcess(path, history) if cfg.probe else None
 
 
 def _release(held: tuple[Any, InProcess | None]) -> None:
@@ -220,6 +222,7 @@ class Tracker:
         prometheus_textfile: str | os.PathLike[str] | None = None,
         prometheus_top: int = DEFAULT_TOP_PROCESSES,
         probe: bool = True,
+        gpu_history: int = 0,
     ) -> None:
         # every number finite and in range (NaN and inf pass a plain `<` test); ValueError otherwise
         validate.tracking_options(
@@ -260,6 +263,7 @@ class Tracker:
             oom_dump_mb=oom_dump_mb,
             wait_descendants=validate.flag("wait_descendants", wait_descendants),
             probe=validate.flag("probe", probe),
+            gpu_history=validate.gpu_history("gpu_history", gpu_history, probe),
             control_stdin=True,
             slurm=slurm.context_for("attach", self.process_id, _request(request)),
         )
@@ -442,7 +446,7 @@ class Tracker:
             return
         if on:
             inbox.close_fds()  # the sampler reads it now
-            self._blocks_sink = _hold(inbox.path, self._cfg.probe)
+            self._blocks_sink = _hold(inbox.path, self._cfg)
         elif self._blocks_sink is not None:
             held, self._blocks_sink = self._blocks_sink, None
             _release(held)

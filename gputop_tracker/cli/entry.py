@@ -159,6 +159,13 @@ def build_parser() -> Parser:
 
 def _add_alert_options(alerts: argparse._ArgumentGroup) -> None:
     alerts.add_argument(
+        "--gpu-history",
+        type=int,
+        default=0,
+        metavar="N",
+        help="record PyTorch's allocator history (N entries); a CUDA OOM keeps its snapshot (memory_viz)",
+    )
+    alerts.add_argument(
         "--mem-limit",
         metavar="SIZE",
         help="RAM limit for alerts, e.g. 4G, 500M (default: the job's cgroup limit, else the system's RAM)",
@@ -283,6 +290,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
             oom_dump_mb=args.oom_dump_mb,
         )
         validate.number("--gpu-poll", args.gpu_poll, 0, validate.MAX_GPU_POLL)
+        validate.gpu_history("--gpu-history", args.gpu_history, not args.no_probe and args.attach is None)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -420,6 +428,7 @@ def track(args: argparse.Namespace) -> int:
         oom_dump_mb=args.oom_dump_mb,
         wait_descendants=args.wait_descendants,
         probe=not args.no_probe,
+        gpu_history=args.gpu_history,
         slurm=job,
         # never our own front end (nor what it starts): attached to an ancestor, e.g. the shell we run
         # in, it would count as one of the tracked process's descendants

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import stat
 from typing import Any
 
@@ -111,6 +112,43 @@ class BlockInbox:
                 self.bad += 1
         return out
 
+    def take(self, name: str, cap: int) -> tuple[int, int]:
+        """(an open descriptor, its size) of `name`, a file a tracked process left in our directory beside the
+        FIFO (the probe's out-of-memory state, an allocator history), now taken away (unlinked): only a regular
+        file of ours, named as the probe names them, at most `cap` bytes; (-1, size or -1) otherwise. Nothing
+        else is opened, a link is never followed. The caller closes the descriptor."""
+        if not OWN_FILE.fullmatch(name):
+            return -1, -1
+        path = os.path.join(self.directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return -1, -1
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_size <= cap:
+                return fd, st.st_size
+            size = st.st_size
+        except OSError:
+            size = -1
+        os.close(fd)
+        return -1, size
+
+    def claim(self, name: str, cap: int) -> bytes | None:
+        """`take`'s file read whole (a small one), or None."""
+        fd, _ = self.take(name, cap)
+        if fd < 0:
+            return None
+        try:
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read(cap + 1)[:cap]
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
     def close_fds(self) -> None:
         for fd in (self.fd, self.keep_fd):
             if fd >= 0:
@@ -140,6 +178,7 @@ class BlockInbox:
 
 
 FALLBACKS = ("/tmp", "/var/tmp", "/dev/shm")  # after TMPDIR
+OWN_FILE = re.compile(r"oom-[0-9]{1,10}-[0-9]{1,6}\.(json|pickle)")  # what the probe leaves beside the FIFO
 PREFIX = "gputop-blocks-"  # + the sampler's pid + a random part
 
 
@@ -175,10 +214,17 @@ def _read_by_someone(path: str) -> bool:
 
 def _remove(directory: str, path: str) -> None:
     """The FIFO and its directory, only if they are still what we make: a FIFO (never a file put in its
-    place), then the directory if empty (never a directory with anything else in it)."""
+    place), the files the probe leaves there and no one took (named as it names them; a link among them goes as a
+    link, what it points to is untouched), then the directory if empty (never a directory with anything else in
+    it)."""
     with contextlib.suppress(OSError):
         if stat.S_ISFIFO(os.lstat(path).st_mode):
             os.unlink(path)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            left = os.path.join(directory, name)
+            if OWN_FILE.fullmatch(name) and not stat.S_ISDIR(os.lstat(left).st_mode):
+                os.unlink(left)
     with contextlib.suppress(OSError):
         os.rmdir(directory)
 
@@ -189,7 +235,7 @@ _INTS = ("pid", "id", "hwm", "peak", "dropped")
 
 def _valid(msg: Any) -> bool:
     """A block message as `gputop_tracker.api.blocks` writes it (anything else in the FIFO is counted and left)."""
-    kinds = ("s", "e", "m", "d", "x", "r")  # x, r: a probe's exit report and its reap list
+    kinds = ("s", "e", "m", "d", "x", "r", "o")  # x, r: a probe's exit report and its reap list; o: a GPU OOM
     if not isinstance(msg, dict) or msg.get("k") not in kinds or not isinstance(msg.get("name"), str):
         return False
     if not isinstance(msg.get("pid"), int) or not isinstance(msg.get("t"), (int, float)):

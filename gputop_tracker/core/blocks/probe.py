@@ -12,6 +12,14 @@ from typing import Any
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_probe")
 SITE_FILE = os.path.join(PROBE_DIR, "sitecustomize.py")
+HALVES = ("gputop_probe_report.py", "gputop_probe_oom.py")  # loaded at exit, and once torch.cuda is imported
+HISTORY_ENV = "GPUTOP_TRACKER_GPU_HISTORY"  # --gpu-history: "ENTRIES,MAX_BYTES" (the dump budget)
+
+
+def history_setting(cfg: Any) -> str:
+    """The probe's --gpu-history setting: how many entries PyTorch keeps, and the most bytes a snapshot may take
+    (the OOM dump budget, --oom-dump-mb, which it is counted in)."""
+    return f"{int(cfg.gpu_history)},{int(cfg.oom_dump_mb * 1e6)}"
 
 
 def probe_environment(env: dict[str, str]) -> str | None:
@@ -35,7 +43,7 @@ def _compiled() -> None:
     compiling the file at each start. Nothing happens when the directory cannot be written."""
     import importlib.util
 
-    for source in (SITE_FILE, os.path.join(PROBE_DIR, "gputop_probe_report.py")):
+    for source in (SITE_FILE, *(os.path.join(PROBE_DIR, half) for half in HALVES)):
         try:
             cached = importlib.util.cache_from_source(source)
             if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
@@ -69,11 +77,14 @@ class InProcess:
     """A `Tracker` of its own process: the probe's exit hooks here (so the children it forks report) and the
     probe on PYTHONPATH for the Python processes it starts, while it tracks; `off()` puts both back."""
 
-    def __init__(self, fifo: str) -> None:
+    def __init__(self, fifo: str, history: str = "") -> None:
         import importlib.util
 
         self.old_path = os.environ.get("PYTHONPATH")
+        self.old_history = os.environ.get(HISTORY_ENV)
         self.hooks: Any = None
+        if history:  # the probe reads it as it loads, here and in the Python processes this one starts
+            os.environ[HISTORY_ENV] = history
         spec = importlib.util.spec_from_file_location("gputop_tracker._probe_hooks", SITE_FILE)
         if spec is None or spec.loader is None or probe_environment(os.environ) is not None:  # type: ignore[arg-type]
             return
@@ -86,7 +97,8 @@ class InProcess:
         if self.hooks is not None:
             self.hooks.uninstall()
             self.hooks = None
-        if self.old_path is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = self.old_path
+        for name, old in (("PYTHONPATH", self.old_path), (HISTORY_ENV, self.old_history)):
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
-from gputop_tracker.core.blocks.probe import probe_environment, remove_probe_path
+from gputop_tracker.core.blocks.probe import HISTORY_ENV, history_setting, probe_environment, remove_probe_path
 from gputop_tracker.core.model.config import LAUNCH, EngineConfig
 from gputop_tracker.core.summary.probe import ProbeStats
 
@@ -37,6 +37,8 @@ class BlockRelay:
         self.next_boundary = 0.0
         self.probe = ProbeStats(False)
         self.probe_path_set = False
+        #: a CUDA out-of-memory record of the probe (a message "o"): the sampler's to reconcile and keep
+        self.on_gpu_oom: Callable[[dict[str, Any]], None] = lambda _m: None
 
     def open(self) -> None:
         """Before the command starts: where its blocks report (nothing read when there is no FIFO)."""
@@ -66,6 +68,8 @@ class BlockRelay:
         why = probe_environment(os.environ)  # type: ignore[arg-type]
         self.probe = ProbeStats(why is None, why)
         self.probe_path_set = why is None
+        if why is None and self.cfg.gpu_history > 0:
+            os.environ[HISTORY_ENV] = history_setting(self.cfg)
 
     @property
     def fd(self) -> int:
@@ -79,11 +83,15 @@ class BlockRelay:
         builder.probe = self.probe
 
     def _split(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The probe's reports to its stats; the code blocks' messages returned."""
-        if not any(m["k"] in ("x", "r") for m in msgs):
+        """The probe's reports to its stats, its out-of-memory records to the sampler; the code blocks' messages
+        returned."""
+        if not any(m["k"] in ("x", "r", "o") for m in msgs):
             return msgs
         self.probe.feed([m for m in msgs if m["k"] in ("x", "r")])
-        return [m for m in msgs if m["k"] not in ("x", "r")]
+        for m in msgs:
+            if m["k"] == "o":
+                self.on_gpu_oom(m)
+        return [m for m in msgs if m["k"] not in ("x", "r", "o")]
 
     def serve(self) -> None:
         """The FIFO is readable: its messages into the builder, a sample at the boundaries (so a block shorter
@@ -125,6 +133,7 @@ class BlockRelay:
             os.environ.pop("GPUTOP_TRACKER_BLOCKS", None)
             if self.probe_path_set:
                 remove_probe_path(os.environ)  # type: ignore[arg-type]
+                os.environ.pop(HISTORY_ENV, None)
                 self.probe_path_set = False
         else:
             inbox.close_fds()

@@ -276,6 +276,14 @@ class GpuWatcher:
             own, tree_total = max(own, p), max(tree_total, t)
         return BlockPeak(own, tree_total, len(during))
 
+    def reads_near(self, t: float, window: float) -> list[tuple[Procs, float]]:
+        """The distinct process lists read within `window` seconds of wall time `t` (a CUDA out-of-memory
+        error's), each with how far it lay from `t` (0: its span holds `t`), nearest first."""
+        with self._lock:
+            near = [(s, s.first - t if s.first > t else max(0.0, t - s.last)) for s in self._history]
+            out = [({dev: dict(p) for dev, p in s.procs.items()}, gap) for s, gap in near if gap <= window]
+        return sorted(out, key=lambda r: r[1])
+
     def _around(self, start: float, end: float) -> list[Seen]:
         before = [s for s in self._history if s.last < start]
         after = [s for s in self._history if s.first > end]

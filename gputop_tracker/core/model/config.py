@@ -60,6 +60,7 @@ class EngineConfig:
     slurm: dict[str, Any] | None = None
     blocks_fifo: str | None = None  # the API's code-block FIFO (made by the Tracker); launch mode makes its own
     probe: bool = True  # the in-process probe on the launched command's PYTHONPATH (exact peaks at exit)
+    gpu_history: int = 0  # --gpu-history: entries of PyTorch's allocator history recorded by the probe (0: none)
     front_end: int = 0  # the pid of the process that starts the sampler (set by channel.start_*): its death is noted
 
 

@@ -344,8 +344,78 @@ class Event(Model):
     percent: float | None = None
     exit_code: int | None = None
     signal: int | None = None
-    source: str | None = Field(None, description="oom: what detected it (kernel counter, output, API)")
+    source: str | None = Field(None, description="oom: what detected it (kernel counter, output, API, probe)")
     dump: str | None = Field(None, description="oom: the dump bundle directory")
+
+
+class OomSegment(Model):
+    size: int
+    free: int = Field(description="not allocated (reserved but unallocated)")
+    largest_free: int = Field(description="its largest free block")
+    pool: str = Field(description="small | large")
+
+
+class OomProcess(Model):
+    pid: int
+    name: str = ""
+    memory: int = Field(description="NVML's figure on that GPU at the OOM (bytes)")
+    tracked: bool = Field(False, description="a process of this job")
+
+
+class OomAtPeak(Model):
+    nvml_peak: int = Field(description="the process's GPU memory peak as NVML read it")
+    reserved_peak: int = Field(description="its allocator's reserved peak")
+    beyond: int = Field(description="nvml_peak - reserved_peak: context, libraries, other allocators")
+
+
+class GpuOom(Model):
+    """The allocator's state at one CUDA out-of-memory error of a tracked Python process (bytes, whatever the
+    report's units), reconciled with NVML: nvml_process = reserved + beyond_allocator."""
+
+    time: float
+    elapsed: float = 0.0
+    pid: int
+    name: str = ""
+    framework: str = "torch"
+    device: str = Field(description="the framework's device: cuda:0")
+    n: int = Field(1, description="the process's n-th out-of-memory error")
+    at_exit: bool = Field(False, description="JAX, CuPy: the allocator at exit after the uncaught error, not at it")
+    request: int = Field(description="what the allocator asked the device for")
+    allocated: int | None = None
+    reserved: int | None = None
+    active: int | None = None
+    requested: int | None = Field(None, description="what the program asked for (allocated is rounded up)")
+    reserved_unallocated: int | None = Field(None, description="reserved - allocated: the cache, in pieces")
+    inactive_split: int | None = None
+    peak_allocated: int | None = None
+    peak_reserved: int | None = None
+    segments: int | None = None
+    small_segments: int | None = None
+    largest_free_block: int | None = None
+    segment_list: list[OomSegment] = Field(default_factory=list, description="the segments with most free space")
+    num_ooms: int | None = None
+    num_alloc_retries: int | None = None
+    device_free: int | None = Field(None, description="free on the device, as CUDA said at the OOM")
+    device_total: int | None = None
+    allocator_limit: int | None = Field(None, description="torch.cuda.set_per_process_memory_fraction's cap")
+    gpu_index: int | None = Field(None, description="NVML's index of that GPU")
+    gpu_uuid: str | None = None
+    gpu_name: str | None = None
+    gpu_used: int | None = Field(None, description="the GPU's memory used at the last sample")
+    gpu_total: int | None = None
+    nvml_process: int | None = Field(None, description="NVML's figure for the process at the OOM")
+    nvml_age: float | None = Field(None, description="seconds between the OOM and that NVML read")
+    beyond_allocator: int | None = Field(None, description="nvml_process - reserved")
+    other_processes: list[OomProcess] = Field(default_factory=list)
+    at_peak: OomAtPeak | None = None
+    diagnosis: str = Field(
+        "unknown", description="too_big | fragmentation | other_process | outside_allocator | limit | at_exit"
+    )
+    diagnosis_text: str = ""
+    state_file: str | None = Field(None, description="every segment's state (JSON), in the OOM dump bundle")
+    snapshot: str | None = Field(None, description="--gpu-history: the allocator history memory_viz opens")
+    snapshot_note: str | None = None
+    dump: str | None = None
 
 
 class LeakSuspect(Model):
@@ -517,6 +587,7 @@ class ResourceUsage(Model):
     events: list[Event] = Field(default_factory=list, description="the event timeline, oldest first")
     leak_suspects: list[LeakSuspect] = Field(default_factory=list)
     blocks: list[BlockSummary] = Field(default_factory=list, description="code blocks, in order of first start")
+    gpu_ooms: list[GpuOom] = Field(default_factory=list, description="CUDA out-of-memory errors, the allocator's state")
     alerts: Alerts = Field(default_factory=Alerts)
     slurm: SlurmJob | None = Field(None, description="the cluster job and its request")
     efficiency: Efficiency | None = Field(None, description="fractions of the request used")

@@ -156,3 +156,15 @@ def _check_not_a_thread(pid: int) -> None:
         return  # gone meanwhile, or unreadable: the tracker finds out as for any process
     if tgid != pid:
         raise ValueError(f"{pid} is a thread of process {tgid}, not a process: attach to {tgid}")
+
+
+MAX_GPU_HISTORY = 10_000_000  # entries of PyTorch's allocator history (--gpu-history / Tracker(gpu_history=))
+
+
+def gpu_history(name: str, value: object, probe: object) -> int:
+    """Entries of the allocator history: 0 (off) or a whole number that needs the probe, which records it."""
+    n = integer(name, value, 0, MAX_GPU_HISTORY)
+    if n and probe is False:
+        how = "a launched command, without --no-probe" if name.startswith("--") else "probe=True"
+        raise ValueError(f"{name} needs the in-process probe, which records it ({how})")
+    return n

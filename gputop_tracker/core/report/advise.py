@@ -14,6 +14,9 @@ The formula (README, "Sizing advice"): for each resource the basis is the larges
 A session that the kernel OOM-killed, or whose peak reached 95 % of the memory limit it ran under (the smaller of
 --mem and the cgroup's own limit), needed at least that much: its peak is only a floor, so --mem is then at
 least that limit × (1 + headroom), with a note naming those sessions.
+Likewise a session that ran out of GPU memory (a CUDA out-of-memory error the probe recorded, or one in its output)
+needed more than the GPU it had: the GPU memory needed is then at least that GPU's memory × (1 + headroom) —
+never a smaller GPU, nor a MIG slice.
 """
 
 from __future__ import annotations
@@ -131,6 +134,24 @@ def held_down(usage: dict[str, Any]) -> bool:
     return limit is not None and float(usage["max_ram"]["combined"]["total_rss"]) >= LIMIT_REACHED * limit
 
 
+CUDA_OOM_TEXTS = ("CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
+
+
+def gpu_oom_floor(usage: dict[str, Any]) -> float | None:
+    """The GPU memory a session ran out of (its GPU's, a floor of its need; 0.0 when unknown), or None when it
+    never ran out of GPU memory."""
+    ooms = usage.get("gpu_ooms") or []
+    seen = any(
+        event.get("type") == "oom" and any(text in str(event.get("message")) for text in CUDA_OOM_TEXTS)
+        for event in usage.get("events") or []
+    )
+    if not ooms and not seen:
+        return None
+    totals = [o.get("gpu_total") or o.get("device_total") or 0 for o in ooms]
+    totals += [gpu.get("memory_total") or 0 for gpu in used_gpus(usage)]
+    return float(max(totals, default=0))
+
+
 def _basis(values: list[float], what: str, fmt: Any) -> str:
     text = f"max {what} {fmt(max(values))} over {len(values)} session{'s' if len(values) != 1 else ''}"
     if len(values) >= 5:
@@ -177,6 +198,19 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
             "were OOM-killed: their peak is a floor of what they needed, not their need"
             + (f"; --mem is at least their limit {human_bytes(max(limits))} + headroom" if limits else "")
         )
+    floors = [floor for usage in usages if (floor := gpu_oom_floor(usage)) is not None]
+    if floors:
+        gpus = max(gpus, 1)
+        gpu_mem = max(gpu_mem, math.ceil(max(floors) * factor))
+        lines = [line for line in lines if not line.startswith("#SBATCH --gres")]
+        lines.insert(2, f"#SBATCH --gres=gpu:{gpus}")
+        basis["gpu_memory"] += f"; at least the {human_bytes(max(floors))} it ran out of, +{headroom:g} % headroom"
+        notes.append(
+            f"{len(floors)} of {len(usages)} session{'s' if len(usages) != 1 else ''} ran out of GPU memory (CUDA "
+            f"out of memory): their GPU peak is a floor of the need; ask for a GPU with more than "
+            f"{human_bytes(max(floors))}, never a smaller one (see the report's diagnosis: fragmentation or "
+            "another process may be the cause instead)"
+        )
     unknown = sum(1 for usage in usages if gpu_memory_unknown(usage)) if gpus else 0
     if unknown:
         basis["gpu_memory"] += "; a lower bound"
@@ -185,7 +219,7 @@ def advise(usages: Sequence[dict[str, Any]], headroom: float = DEFAULT_HEADROOM)
             "memory NVML did not give (not available: MIG, some containers): the GPU memory figure is a floor "
             "of the need; size the GPU by what the job loads"
         )
-    elif gpus == 1 and gpu_mem and (hint := mig_hint(gpu_mem)):
+    elif gpus == 1 and gpu_mem and not floors and (hint := mig_hint(gpu_mem)):
         notes.append(f"GPU memory needed {human_bytes(gpu_mem)}: {hint}")
     if not gpus:
         notes.append("no session used a GPU: request none")

@@ -51,6 +51,7 @@ COLORS = {
     "warning": "#e6a700",
     "critical": "#d62728",
     "oom": "#8b0000",
+    "gpu_oom": "#8b0000",
     "gpu_lost": "#7f7f7f",
     "mark": "#555555",
 }
@@ -205,6 +206,12 @@ def _title(session: Session, title: str | None = None) -> str:
     return f"{cmd}\n{line2}"
 
 
+def _event_label(event: Any) -> str:
+    if event.type in ("oom", "gpu_oom"):
+        return "GPU OOM" if event.type == "gpu_oom" else "OOM"
+    return _shown(event.name or event.type, 20) if event.type == "mark" else str(event.type)
+
+
 def _legend(ax: Any) -> None:
     """Beside the panel, on the right: it never hides a curve."""
     ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, borderaxespad=0.0)
@@ -331,15 +338,15 @@ def _mark_events(ax: Any, session: Session, axis: _Axis, end: float, labels: Pan
             labels.block(text, name, hue)
     counts: dict[str, int] = {}
     for event in events:
-        if event.type not in ("mark", "warning", "critical", "oom", "gpu_lost"):
+        if event.type not in ("mark", "warning", "critical", "oom", "gpu_oom", "gpu_lost"):
             continue
         nth = counts[event.type] = counts.get(event.type, -1) + 1
         at = elapsed_at(event, start) / axis.divisor
-        wide = event.type == "oom"
+        wide = event.type in ("oom", "gpu_oom")
         line = ax.axvline(at, color=COLORS[event.type], lw=2.2 if wide else 0.9, ls="-" if wide else ":")
         line.set_gid(f"{'mark' if event.type == 'mark' else 'event-' + event.type}-{nth}")
-        if labels is not None and event.type in ("oom", "mark", "critical", "warning"):
-            text = "OOM" if wide else _shown(event.name or event.type, 20) if event.type == "mark" else event.type
+        if labels is not None and event.type in ("oom", "gpu_oom", "mark", "critical", "warning"):
+            text = _event_label(event)
             labels.top(ax.text(at, 0.98, f" {text}", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
                                color=COLORS[event.type], rotation=90 if event.type == "mark" else 0))  # fmt: skip
 

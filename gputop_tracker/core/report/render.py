@@ -9,6 +9,7 @@ from gputop_tracker.core.gpu.backend import vendor_label
 from gputop_tracker.core.model.models import BlockSummary, Event, GpuSummary, ResourceUsage
 from gputop_tracker.core.model.text import command_line, escape_controls, json_text
 from gputop_tracker.core.model.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds
+from gputop_tracker.core.report.gpuoom_text import gpu_oom_lines
 from gputop_tracker.core.report.job_section import job_lines
 
 # gpu-tracker's defaults, so JSON read by its users' scripts keeps its meaning
@@ -101,6 +102,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     lines += _process_lines(usage, fmt, max_processes)
     lines += job_lines(usage)
     lines += block_lines(usage.blocks, fmt)
+    lines += gpu_oom_lines(usage.gpu_ooms, fmt.gpu)
     alerts = [event for event in usage.events if event.type in ALERT_TYPES]
     if alerts:
         lines += ["", f"Alerts ({len(alerts)}; every event: `gputop-track sessions events ID`)"]
@@ -439,7 +441,8 @@ def blocks_text(blocks: list[BlockSummary]) -> list[str]:
     return lines
 
 
-ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # events.ALERT_TYPES (no import of the sampler side)
+# events.ALERT_TYPES (no import of the sampler side)
+ALERT_TYPES = ("warning", "critical", "oom", "gpu_oom", "gpu_lost")
 
 
 def events_lines(events: list[Event], limit: int = 1000) -> list[str]:

@@ -29,6 +29,7 @@ class DumpContents:
     processes: list[dict[str, Any]]
     gpus: list[dict[str, Any]]
     limits: dict[str, Any]
+    extra: dict[str, bytes] | None = None  # more files (a CUDA out-of-memory record)
 
 
 class DumpWriter:
@@ -40,6 +41,7 @@ class DumpWriter:
         self.max_bytes = max_bytes
         self.written = 0  # bundles attempted: numbers them
         self.last_time = -1e18  # wall time of the last bundle written
+        self.last_path: Path | None = None
 
     @classmethod
     def for_session(cls, cfg: EngineConfig, store_dir: Path, session_id: str) -> DumpWriter:
@@ -72,12 +74,25 @@ class DumpWriter:
             events=contents.events,
             processes=contents.processes,
             gpus=contents.gpus,
+            extra=contents.extra,
         )
         ev.prune_dumps(self.store_dir, self.keep, self.max_bytes)
         if not path.exists():
             return None
         self.last_time = now
+        self.last_path = path
         return path
+
+    def add(self, name: str, data: bytes | int) -> Path | None:
+        """One more file (bytes, or all an open fd holds) in the latest bundle, within the budget: the store is
+        pruned after it. The bundle (None when there is none, or pruning took it). Raises OSError."""
+        path = self.last_path
+        if path is None or not path.is_dir():
+            return None
+        ev.add_file(path, name, data)
+        ev.list_files(path)
+        ev.prune_dumps(self.store_dir, self.keep, self.max_bytes)
+        return path if path.exists() else None
 
 
 def dump_gpus(readings: Iterable[Any]) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from gputop_tracker.core.proc.cgroup import JobCgroup, PeakWindows
 from gputop_tracker.core.proc.host import HostReader
 from gputop_tracker.core.proc.procfs import ProcessTree, read_cmdline, read_environ
 from gputop_tracker.core.sampling.endwatch import EndWatch
+from gputop_tracker.core.sampling.gpuoom import GpuOomRecorder
 from gputop_tracker.core.sampling.jobctl import StopMirror
 from gputop_tracker.core.sampling.launch import RELAYED_SIGNALS, Launcher, raise_open_files_limit
 from gputop_tracker.core.sampling.msgpipe import MessagePipe, RequestReader
@@ -122,6 +123,8 @@ class Engine:
         self.end = EndWatch(wait_descendants=cfg.wait_descendants, api=cfg.control_stdin, front_end=cfg.front_end)
         self.sampling: _Sampling | None = None  # while sampling: what a request (stop_tree) acts on
         self.blocks = BlockRelay(cfg)  # code blocks of the command (GPUTOP_TRACKER_BLOCKS)
+        self.gpu_ooms = GpuOomRecorder(self.dumps)  # the probe's CUDA out-of-memory records
+        self.blocks.on_gpu_oom = lambda msg: self.gpu_ooms.serve(msg, self)
 
     @property
     def main_pid(self) -> int:
@@ -296,6 +299,7 @@ class Engine:
             self.pipe.send("sample", {"sample": sample})
         if self.output_file is not None:
             self.output_file.poll()
+        self.gpu_ooms.settle(self)  # CUDA OOM records, once the GPU watcher read past them
         return tree_gone
 
     def _pace(self, s: _Sampling) -> None:
@@ -365,6 +369,7 @@ class Engine:
         self.end.check_front_end(s.builder.note, s.builder.start_time)
         s.builder.set_smaps_age(s.tree.oldest_smaps_age(time.monotonic()))
         self.blocks.finish()  # before the output helper forks: it must not hold the FIFO
+        self.gpu_ooms.settle(self, final=True)
         s.gpu.stop_watch()  # its reads are kept (the blocks above took theirs)
         s.builder.final_gpu_energy(s.gpu.read_energy())  # the energy counters at the end, read once more
         # the last read's failures and any process gone since: one end each, whatever we saw of it
@@ -495,11 +500,11 @@ class Engine:
             event["dump"] = str(dump)
         builder.events.add("oom", now, message, source=source, pid=pid, dump=event.get("dump"))
 
-    def _write_dump(self, builder: SummaryBuilder, now: float, event: dict[str, Any]) -> Path | None:
+    def _write_dump(self, builder: SummaryBuilder, now: float, event: dict[str, Any], extra: Any = None) -> Path | None:
         recorder = builder.recorder
         if recorder is None:
             return None
-        contents = _dump_contents(self, builder, recorder, event)
+        contents = _dump_contents(self, builder, recorder, event, extra)
         try:
             return self.dumps.write(now, event, contents)
         except (OSError, TypeError, ValueError) as e:  # a dump is never worth the run: tracking goes on
@@ -508,7 +513,7 @@ class Engine:
 
 
 def _dump_contents(
-    engine: Engine, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any]
+    engine: Engine, builder: SummaryBuilder, recorder: ev.FlightRecorder, event: dict[str, Any], extra: Any = None
 ) -> DumpContents:
     """What an OOM dump bundle holds: the flight recorder, the events, the processes, GPUs and limits."""
     return DumpContents(
@@ -519,6 +524,7 @@ def _dump_contents(
         processes=builder.last_recorded_processes(),
         gpus=dump_gpus(engine.last_gpus),
         limits=dump_limits(engine.cfg, engine.cgroup, builder.system_capacity, builder.gpu_totals()),
+        extra=extra,
     )
 
 

@@ -33,6 +33,7 @@ from gputop_tracker.core.summary.accumulators import (
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
 from gputop_tracker.core.summary.gpulate import LateJoiners
+from gputop_tracker.core.summary.gpuoom import GpuOomLog
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog
 from gputop_tracker.core.summary.parts import SummaryPart
 from gputop_tracker.core.summary.probe import ProbeStats
@@ -210,6 +211,7 @@ class SummaryBuilder:
         self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
         self.parts = list(parts)  # parts of the summary beside the builder's own (code blocks)
         self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.gpu_ooms = GpuOomLog()  # the probe's CUDA out-of-memory records (the Engine's GpuOomRecorder)
         self.max_file_rss = 0  # the largest Σ over the tree of resident file pages one sample saw
         self.cleared_hwm: dict[int, int] = {}  # pid -> the largest VmHWM code blocks cleared (a part tells it)
         self.counters_doubted = ""  # why the processes' own counters cannot be ceilings ("" if they can)

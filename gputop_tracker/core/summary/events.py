@@ -32,12 +32,13 @@ EVENT_TYPES = (
     "warning",
     "critical",
     "oom",
+    "gpu_oom",
     "gpu_lost",
     "block_start",
     "block_end",
     "mark",
 )
-ALERT_TYPES = ("warning", "critical", "oom", "gpu_lost")  # what the headless front end prints
+ALERT_TYPES = ("warning", "critical", "oom", "gpu_oom", "gpu_lost")  # what the headless front end prints
 MAX_EVENTS = 5000  # kept per session; alerts always kept, process/peak events dropped (and counted) past it
 PEAK_STEP_FRACTION = 0.10  # a new peak event needs +10% over the last reported peak ...
 PEAK_STEP_BYTES = 64 * 1024 * 1024  # ... and at least +64 MiB, so growth never floods the timeline
@@ -161,8 +162,10 @@ def write_dump(
     events: list[dict[str, Any]],
     processes: list[dict[str, Any]],
     gpus: list[dict[str, Any]],
+    extra: dict[str, bytes] | None = None,
 ) -> Path:
-    """A dump bundle: manifest.json, samples.jsonl, events.json, processes.json, gpus.json.
+    """A dump bundle: manifest.json, samples.jsonl, events.json, processes.json, gpus.json (and `extra`'s files:
+    a CUDA out-of-memory record, gpu_oom-PID-N.json).
 
     Written into a hidden temporary directory and renamed, so a reader never sees half a bundle."""
     tmp = directory.with_name(f".{directory.name}.tmp")
@@ -175,6 +178,7 @@ def write_dump(
         "events.json": json.dumps(events, indent=1).encode(),
         "processes.json": json.dumps(processes, indent=1).encode(),
         "gpus.json": json.dumps(gpus, indent=1).encode(),
+        **(extra or {}),
     }
     manifest = {
         **manifest,
@@ -185,11 +189,31 @@ def write_dump(
     }
     files["manifest.json"] = json.dumps(manifest, indent=2).encode()
     for name, data in files.items():
-        fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        add_file(tmp, name, data)
     os.replace(tmp, directory)
     return directory
+
+
+def add_file(directory: Path, name: str, data: bytes | int) -> None:
+    """A new file of the bundle (0600, never replacing one): `data`'s bytes, or all an open fd holds."""
+    fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        if isinstance(data, bytes):
+            f.write(data)
+            return
+        with os.fdopen(os.dup(data), "rb") as src:
+            shutil.copyfileobj(src, f, 1 << 20)
+
+
+def list_files(directory: Path) -> None:
+    """The manifest's list of files brought up to date (a file added to the bundle after it was written)."""
+    path = directory / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"] = sorted(p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    tmp = directory / ".manifest.json.tmp"
+    tmp.unlink(missing_ok=True)
+    add_file(directory, tmp.name, json.dumps(manifest, indent=2).encode())
+    os.replace(tmp, path)
 
 
 def dump_dirs(store: Path) -> list[Path]:

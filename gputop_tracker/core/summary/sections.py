@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
+from gputop_tracker.core.summary import gpuoom
 from gputop_tracker.core.summary.accumulators import (
     GpuStats,
     ProcessStats,
@@ -102,6 +103,9 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     notes += _gpu_gaps(counted)
     wall = max(b.end_time - b.start_time, 1e-9)
     out = _sources(b, sources)
+    processes = _processes(b, peaks, leaks) if details else []
+    if b.gpu_ooms.dropped or b.gpu_ooms.bad:
+        notes.append(gpuoom.log_note(b.gpu_ooms))
     return {
         "max_ram": max_ram,
         "max_gpu_ram": max_gpu_ram,
@@ -118,7 +122,9 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "gpu_note": b.gpu_note,
         "gpu_energy_j": sum(energy) if energy else None,
         "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
-        "processes": _processes(b, peaks, leaks) if details else [],
+        "processes": processes,
+        # the live view's once-a-second progress leaves them out, as it does the events (they come as events)
+        "gpu_ooms": gpuoom.section(b.gpu_ooms, processes) if details else [],
         "probe": probe,
         "events": list(b.events.events) if details else [],
         "leak_suspects": leaks,

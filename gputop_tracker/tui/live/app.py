@@ -75,7 +75,7 @@ MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of d
 # which halves the view's CPU. Keys redraw at once.
 DRAW_PERIOD = 1.0
 LOG_LINES = 2000
-ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
+ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red", "gpu_oom": "red"}
 _GC_FROZEN = False
 
 
@@ -555,7 +555,7 @@ class LiveApp(App[int]):
         if self.open_blocks.feed(e):
             self._draw_header()
             return
-        rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3}
+        rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3, "gpu_oom": 3}
         if e.type not in rank:
             return  # peaks and process events stay in the session's timeline
         if rank[e.type] >= rank.get(self.alert or "", 0):

@@ -70,7 +70,7 @@ class LatestFigures:
     def _count(self, kind: str, resource: str | None) -> None:
         if kind in ALERT_LEVELS:
             self._alerts[(kind, resource or "ram")] += 1
-        elif kind == "oom":
+        elif kind in ("oom", "gpu_oom"):  # the kernel, the output, the API, the probe (a CUDA OOM)
             self._ooms += 1
         elif kind == "gpu_lost":
             self._gpus_lost += 1

@@ -1,0 +1,266 @@
+"""gputop-tracker's probe, the out-of-memory half: loaded by sitecustomize.py beside it only once the program itself
+imported torch.cuda; it hooks PyTorch's out-of-memory observer (`torch._C._cuda_attach_out_of_memory_observer`,
+called by the caching allocator before it raises the error, caught by the program or not, with the allocator
+unlocked) and sends the allocator's state at that moment through the session's FIFO as one line (`"k": "o"`).
+The state of every segment, when there are more than the line holds, goes to a file of its own (0600, in the
+FIFO's directory, which only this user can enter; at most FILE_CAP bytes); with --gpu-history, the allocator's
+history (torch.cuda.memory._snapshot(), the file memory_viz opens) too.
+
+The observer never raises, never prints and changes nothing: it reads the allocator's statistics (never resets
+one) and returns; the error then reaches the program exactly as before. Standard library only, Python 3.8+.
+"""
+
+import os
+import sys
+import time
+
+INLINE = 12  # segments in the line itself (the most free space first)
+MAX_RECORDS = 100  # records a process sends (a program that catches OOMs in a loop); the rest are counted
+MAX_SNAPSHOTS = 3  # history snapshots a process writes
+FILE_CAP = 1 << 20  # bytes of one state file
+LINE_CAP = 3800  # a line stays under PIPE_BUF (4096): one atomic write
+_POOL = {"small": "s", "large": "l"}
+
+
+def attach(cuda, fifo, history, report_code):
+    """Hook the observer (and, with --gpu-history "ENTRIES,MAX_BYTES", the history from CUDA's start)."""
+    hook = getattr(sys.modules.get("torch._C"), "_cuda_attach_out_of_memory_observer", None)
+    if hook is None:
+        return  # a PyTorch without CUDA, or too old for the hook
+    helpers = {"__name__": "gputop_probe_report"}  # type: dict
+    exec(report_code, helpers)
+    state = _State(cuda, fifo, helpers, history)
+    hook(state.observer)
+    if state.entries > 0 and hasattr(cuda, "_lazy_call"):
+        cuda._lazy_call(state.start_history)  # at CUDA's initialisation (now, when it was already)
+
+
+class _State(object):
+    def __init__(self, cuda, fifo, helpers, history):
+        self.cuda, self.fifo, self.h = cuda, fifo, helpers
+        self.n = 0  # out-of-memory errors seen by this process
+        self.snapshots = 0
+        entries, _, cap = (history or "0").partition(",")
+        self.entries = int(entries) if entries.isdigit() else 0
+        self.history_cap = int(cap) if cap.isdigit() else 0
+        self.pid = 0
+
+    def start_history(self):
+        try:
+            # Python stacks only: C++ ones ("all") took 8 s to symbolise at the first snapshot on an H200
+            self.cuda.memory._record_memory_history(max_entries=self.entries, stacks="python")
+        except Exception:
+            pass  # a failure here would surface in the program's first CUDA call: never
+
+    def observer(self, device, alloc, device_total, device_free):
+        try:
+            self.record(device, alloc, device_total, device_free)
+        except Exception:
+            pass
+
+    def record(self, device, alloc, device_total, device_free):
+        fifo = self.fifo()
+        if not fifo:
+            return
+        pid = os.getpid()
+        if pid != self.pid:  # a forked child counts its own
+            self.pid, self.n, self.snapshots = pid, 0, 0
+        self.n += 1
+        if self.n > MAX_RECORDS:
+            return
+        msg = {"k": "o", "pid": pid, "name": self.h["_comm"](), "t": time.time(), "fw": "torch", "n": self.n}
+        msg.update(dev="cuda:%d" % device, req=alloc, dtotal=device_total, dfree=device_free)
+        msg.update(_stats(self.cuda, device))
+        segments = _segments(self.cuda, device)
+        msg.update(_summary(segments))
+        msg["uuid"] = _uuid(self.cuda, device)
+        directory = os.path.dirname(fifo)
+        if len(segments) > INLINE:
+            msg["file"] = _write(directory, "oom-%d-%d.json" % (pid, self.n), self._segment_file(msg, segments))
+        if self.entries and self.snapshots < MAX_SNAPSHOTS:
+            self.snapshots += 1
+            msg["hist"] = self._history_file(directory, pid)
+        line = self.h["_json"](msg).encode()
+        if len(line) > LINE_CAP:
+            msg["segs"] = msg["segs"][:2]
+            line = self.h["_json"](msg).encode()
+        _send(self.h, line, fifo)
+
+    def _segment_file(self, msg, segments):
+        out = ['{"pid":%d,"n":%d,"segments":[' % (msg["pid"], msg["n"])]
+        size = len(out[0])
+        kept = 0
+        for s in segments:
+            row = self.h["_json"](s)
+            size += len(row) + 1
+            if size > FILE_CAP - 64:
+                break
+            out.append(("," if kept else "") + row)
+            kept += 1
+        out.append('],"kept":%d,"total":%d}' % (kept, len(segments)))
+        return "".join(out).encode()
+
+    def _history_file(self, directory, pid):
+        import pickle
+
+        snap = self.cuda.memory._snapshot()
+        name = "oom-%d-%d.pickle" % (pid, self.n)
+        fd = _create(directory, name)
+        if fd < 0:
+            return None
+        capped = _Capped(fd, self.history_cap or FILE_CAP)
+        try:
+            pickle.Pickler(capped, protocol=4).dump(snap)
+        except _TooBig:
+            capped.close()
+            _unlink(directory, name)
+            return "!over %d bytes" % capped.cap
+        capped.close()
+        return name
+
+
+def _stats(cuda, device):
+    s = cuda.memory_stats(device)
+    keys = (
+        ("alloc", "allocated_bytes.all.current"),
+        ("res", "reserved_bytes.all.current"),
+        ("act", "active_bytes.all.current"),
+        ("rqd", "requested_bytes.all.current"),
+        ("isplit", "inactive_split_bytes.all.current"),
+        ("palloc", "allocated_bytes.all.peak"),
+        ("pres", "reserved_bytes.all.peak"),
+        ("nseg", "segment.all.current"),
+        ("ooms", "num_ooms"),
+        ("retries", "num_alloc_retries"),
+    )
+    out = {k: s.get(name) for k, name in keys}
+    try:
+        free, total = cuda.mem_get_info(device)
+        out["mgi"] = [int(free), int(total)]
+    except Exception:
+        pass
+    return out
+
+
+def _segments(cuda, device):
+    """Each segment of `device`: [total, free (not allocated), its largest free block, pool, blocks]."""
+    out = []
+    for s in cuda.memory_snapshot():
+        if s.get("device", device) != device:
+            continue
+        total = int(s.get("total_size") or 0)
+        largest = 0
+        blocks = s.get("blocks") or ()
+        for b in blocks:
+            if b.get("state") == "inactive" and b.get("size", 0) > largest:
+                largest = int(b["size"])
+        pool = _POOL.get(s.get("segment_type"), "?")
+        out.append([total, total - int(s.get("allocated_size") or 0), largest, pool, len(blocks)])
+    out.sort(key=_most_free)
+    return out
+
+
+def _most_free(row):
+    return -row[1], -row[0]
+
+
+def _summary(segments):
+    largest = max([r[2] for r in segments] or [0])
+    return {
+        "largest": largest,
+        "nsnap": len(segments),
+        "nsmall": sum(1 for r in segments if r[3] == "s"),
+        "segs": [r[:4] for r in segments[:INLINE]],
+    }
+
+
+def _uuid(cuda, device):
+    try:
+        return str(cuda.get_device_properties(device).uuid)[:80]
+    except Exception:
+        return None
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Capped(object):
+    """A write end that refuses to grow past `cap` bytes."""
+
+    def __init__(self, fd, cap):
+        self.fd, self.cap, self.size = fd, cap, 0
+
+    def write(self, data):
+        self.size += len(data)
+        if self.size > self.cap:
+            raise _TooBig()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        return len(data)
+
+    def close(self):
+        os.close(self.fd)
+
+
+def _private_dir(directory):
+    """A descriptor of `directory` where it is surely the session's: ours, no link, no one else can enter."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    st = os.fstat(dfd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(dfd)
+        return -1
+    return dfd
+
+
+def _create(directory, name):
+    dfd = _private_dir(directory)
+    if dfd < 0:
+        return -1
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.open(name, flags, 0o600, dir_fd=dfd)
+    except OSError:
+        return -1
+    finally:
+        os.close(dfd)
+
+
+def _unlink(directory, name):
+    dfd = _private_dir(directory)
+    if dfd >= 0:
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except OSError:
+            pass
+        os.close(dfd)
+
+
+def _write(directory, name, data):
+    fd = _create(directory, name)
+    if fd < 0:
+        return None
+    try:
+        _Capped(fd, FILE_CAP).write(data)
+    except (OSError, _TooBig):
+        os.close(fd)
+        _unlink(directory, name)
+        return None
+    os.close(fd)
+    return name
+
+
+def _send(helpers, line, fifo):
+    """One line into the FIFO, SIGPIPE blocked meanwhile (a reader gone: an error, never the signal)."""
+    import _signal
+
+    old = _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGPIPE,))
+    try:
+        helpers["_send"]([line + b"\n"], fifo)
+    finally:
+        if _signal.SIGPIPE not in old:
+            _signal.pthread_sigmask(_signal.SIG_SETMASK, old)

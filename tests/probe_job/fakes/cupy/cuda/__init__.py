@@ -1,0 +1,3 @@
+from . import memory, runtime
+
+__all__ = ["memory", "runtime"]
