@@ -110,7 +110,7 @@ def test_json_report_has_every_gpu_tracker_field(tmp_path: Path) -> None:
     for section, keys in GPU_TRACKER_FIELDS.items():
         assert keys <= set(report[section]), section
     for part in ("main", "descendants", "combined"):
-        assert set(report["max_ram"][part]) == {"total_rss", "private_rss", "shared_rss"}
+        assert set(report["max_ram"][part]) == {"total_rss", "private_rss", "shared_rss", "lower", "upper"}
     for part in ("system", "main", "descendants", "combined"):
         assert set(report["cpu_utilization"][part]) == PERCENT_FIELDS
     assert set(report["gpu_utilization"]["gpu_percentages"]) == PERCENT_FIELDS

@@ -544,8 +544,7 @@ class ProcessTree:
             if status is not None and (i := status.find(b"SigIgn:")) >= 0:
                 h.autoreaps = _sigchld_ignored(status, i + 7)
             r.autoreaps = h.autoreaps
-            r.hwm_reset = h.hwm_reset
-            r.exec_seen = h.execs > 0
+            r.hwm_reset, r.exec_seen = h.hwm_reset, h.execs > 0
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads

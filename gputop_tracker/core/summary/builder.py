@@ -206,17 +206,9 @@ class SummaryBuilder:
         self.gpu_util = PercentStats()
         self.gpu_accounting = GpuAccountingLog()  # the driver's exact peaks, where accounting is on
         self.ledger = CpuLedger()
-        self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
-        self.main_maxrss = 0  # main's ru_maxrss, once we reaped it, whatever image it counts
-        self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
+        self._init_evidence()
         self.parts = list(parts)  # parts of the summary beside the builder's own (code blocks)
-        self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
         self.gpu_ooms = GpuOomLog()  # the probe's CUDA out-of-memory records (the Engine's GpuOomRecorder)
-        self.max_file_rss = 0  # the largest Σ over the tree of resident file pages one sample saw
-        self.cleared_hwm: dict[int, int] = {}  # pid -> the largest VmHWM code blocks cleared (a part tells it)
-        self.counters_doubted = ""  # why the processes' own counters cannot be ceilings ("" if they can)
-        self.vanished_by_others = 0  # processes reaped by someone else than us: their peaks are lower bounds
-        self.unseen_reaped = 0  # children we reaped that no sample ever saw
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []
         self.timeline_data = TimelineRing(TIMELINE_COLUMNS)
@@ -228,6 +220,18 @@ class SummaryBuilder:
         self._late_gpu = LateJoiners()  # watcher reads of PIDs not yet known as the tree's
         #: how per-process GPU memory was read (the backend's label: the watcher's rate), for `sources`
         self.gpu_memory_source: Callable[[], str] | None = None
+
+    def _init_evidence(self) -> None:
+        """What the sources beside the samples told (the RAM figures' evidence: `figures.process_facts`)."""
+        self.reaped_maxrss: dict[int, int] = {}  # pid -> ru_maxrss (bytes) of children we reaped
+        self.main_maxrss = 0  # main's ru_maxrss, once we reaped it, whatever image it counts
+        self.main_had_children = False  # main's cminflt/cmajflt were > 0 at some sample
+        self.probe = ProbeStats(False)  # the in-process probe's exit reports (the relay binds its own)
+        self.max_file_rss = 0  # the largest Σ over the tree of resident file pages one sample saw
+        self.cleared_hwm: dict[int, int] = {}  # pid -> the largest VmHWM code blocks cleared (a part tells it)
+        self.counters_doubted = ""  # why the processes' own counters cannot be ceilings ("" if they can)
+        self.vanished_by_others = 0  # processes reaped by someone else than us: their peaks are lower bounds
+        self.unseen_reaped = 0  # children we reaped that no sample ever saw
 
     # ------------------------------------------------------------------ what the sampler tells us
 
