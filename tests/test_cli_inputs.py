@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import track
 
@@ -58,19 +59,39 @@ def test_numeric_flags_must_be_finite_and_in_range(args: list[str]) -> None:
 
 
 def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> None:
+    """Attached to the shell it runs in, the front end (a descendant of that shell) is not counted. The shell
+    runs it in the foreground (a `&` job of a script has SIGINT ignored, which the tool now keeps ignored); it
+    is interrupted once it samples (its sampler is forked with the relayed signals blocked), not after a fixed
+    sleep that a busy machine outran."""
     out = tmp_path / "att.json"
-    pid_file = tmp_path / "pid"
-    script = (
-        f"{PY} -m gputop_tracker --headless -f json -o {out} --interval 0.1 --attach $$ & p=$!; "
-        f"echo $p > {pid_file}; sleep 1.5; kill -INT $p; wait $p"
+    code_file = tmp_path / "code"
+    script = f"{PY} -m gputop_tracker --headless -f json -o {out} --interval 0.1 --attach $$; echo $? > {code_file}"
+    shell = subprocess.Popen(
+        ["bash", "-c", script],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 130, proc.stderr
-    front_end = int(pid_file.read_text())
+    try:
+        deadline = time.monotonic() + 60
+        front_end = sampler = None
+        while sampler is None and time.monotonic() < deadline and shell.poll() is None:
+            front_end = next(iter(psutil.Process(shell.pid).children()), None)
+            sampler = next(iter(front_end.children()), None) if front_end is not None else None
+            time.sleep(0.02)
+        assert front_end is not None and sampler is not None, "the front end never started its sampler"
+        time.sleep(0.5)  # a few samples of the shell
+        front_end.send_signal(signal.SIGINT)
+        _, err = shell.communicate(timeout=60)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+    assert code_file.read_text().strip() == "130", err
     pids = {p["pid"] for p in json.loads(out.read_text())["processes"]}
-    assert front_end not in pids, pids
+    assert front_end.pid not in pids, pids
     names = {p["name"] for p in json.loads(out.read_text())["processes"]}
-    assert names <= {"bash", "sleep"}, names  # the shell and its sleep; not the front end's python
+    assert names <= {"bash"}, names  # the shell; not the front end's python
 
 
 def test_output_through_a_symlink_keeps_the_link_and_the_mode(tmp_path: Path) -> None:

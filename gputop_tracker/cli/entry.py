@@ -23,7 +23,7 @@ from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core.model import paths, validate
 from gputop_tracker.core.model.config import JOB_SIGNALS, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.model.units import UnitError, Units, parse_byte_size
-from gputop_tracker.core.sampling.jobctl import is_session_leader, leave_job
+from gputop_tracker.core.sampling.jobctl import is_session_leader, leave_job, not_ignored
 from gputop_tracker.core.sampling.orphans import become_subreaper
 
 if TYPE_CHECKING:
@@ -456,7 +456,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
     shares_terminal_job = _place_the_command(cfg, args)
     # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
     # which the command receives itself, from a kill aimed at us, which we must pass on.
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    forwarded = not_ignored(FORWARDED)  # one inherited as ignored stays so: never queued by blocking it
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     become_subreaper()  # should the sampler die, the command comes to us (`sampler_died`)
     handle = start_forked(cfg)
     if exporter is not None:
@@ -469,7 +470,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
         handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job, session_leader=is_session_leader()
     )
     interrupted = relay.interrupted
-    threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
+    if forwarded:
+        threading.Thread(target=relay.run, args=(forwarded,), name="signal-relay", daemon=True).start()
     alerts = AlertPrinter()
     try:
         usage, failure, started = _read_messages(handle, exporter, alerts, relay, cfg.mirror_stops_to != 0)
@@ -649,9 +651,9 @@ class SignalRelay:
         if leave_job(self.handle.pid):
             self.shares_terminal_job = False
 
-    def run(self) -> None:
+    def run(self, signals: tuple[int, ...] = FORWARDED) -> None:
         while True:
-            info = signal.sigwaitinfo(FORWARDED)
+            info = signal.sigwaitinfo(signals)
             self.forward(info.si_signo, info.si_code)
 
 
