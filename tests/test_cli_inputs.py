@@ -58,6 +58,72 @@ def test_numeric_flags_must_be_finite_and_in_range(args: list[str]) -> None:
     _one_error_line(track("--headless", *args, "--", "true"))
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--gpus", "0\n1"], "--gpus"),
+        (["--gpus", "ü€"], "--gpus"),
+        (["--gpus", "nan"], "--gpus"),
+        (["--gpus", ""], "--gpus"),
+        (["--gpus", " , "], "--gpus"),
+        (["--gpus", "0,\x1b[31m"], "--gpus"),
+        (["--gpus", "99999999999999999999"], "--gpus"),
+        (["--nec", "99999999999999999999"], "--n-expected-cores"),
+        (["--nec", "1_0"], "--n-expected-cores"),
+        (["--nec", "٣"], "--n-expected-cores"),
+        (["--nec", "4\n"], "--n-expected-cores"),
+        (["--oom-dumps", "99999999999999999999"], "--oom-dumps"),
+        (["--simulate-gpus", "99999999999999999999"], "--simulate-gpus"),
+        (["--mem-limit", ""], "--mem-limit"),
+        (["--mem-limit", "nan"], "--mem-limit"),
+        (["--interval", "1_0"], "--interval"),
+        (["--interval", "١"], "--interval"),
+        (["--gpu-poll", "nan"], "--gpu-poll"),
+        (["--oom-window", "1\n"], "--oom-window"),
+        (["--store", ""], "--store"),
+        (["--gru", "ü€"], "--gpu-ram-unit"),
+        (["--ru", ""], "--ram-unit"),
+        (["--tu", "\n"], "--time-unit"),
+        (["--attach", "1_0"], "--attach"),
+        (["--prometheus-textfile", "x.prom", "--prometheus-top", "99999999999999999999"], "--prometheus-top"),
+    ],
+)
+def test_junk_flag_values_are_one_line_naming_the_flag(args: list[str], named: str) -> None:
+    """Empty strings, control characters, other scripts' digits, `1_000`, NaN and absurdly large integers: each
+    used to be accepted silently by some flag (`--gpus` with a newline, `ü€` or `nan`, `--nec 1e20`,
+    `--mem-limit ''`: exit 0). Now one line naming the flag, exit 2, before anything starts."""
+    proc = track("--headless", "--no-save", *args, *([] if args[0] == "--attach" else ["--", "true"]))
+    _one_error_line(proc)
+    assert named in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sessions", "--store", "", "list"],
+        ["sessions", "list", "--store", ""],
+        ["sessions", "export", "x", "-o", ""],
+        ["advise", "--store", ""],
+        ["advise", "--headroom", "1_0"],
+        ["advise", "--last", "٣"],
+    ],
+)
+def test_junk_values_of_the_other_commands_are_one_line(argv: list[str]) -> None:
+    """`sessions --store ''` listed the default store (an empty name silently meant "not given")."""
+    _one_error_line(track(*argv))
+
+
+def test_the_gpu_list_forms_cuda_takes_are_accepted() -> None:
+    from gputop_tracker.core.model import validate
+
+    good = "0, 1,,GPU-8f3c1a2b-1111-2222-3333-444455556666,8f3c,MIG-GPU-8f3c1a2b-1111-2222-3333-444455556666/1/0,-1"
+    assert validate.gpu_list("--gpus", good) == good.replace(" ", "").replace(",,", ",")
+    assert (
+        validate.gpu_list("--gpus", "MIG-9a2b3c4d-aaaa-bbbb-cccc-ddddeeeeffff")
+        == "MIG-9a2b3c4d-aaaa-bbbb-cccc-ddddeeeeffff"
+    )
+
+
 def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> None:
     """Attached to the shell it runs in, the front end (a descendant of that shell) is not counted. The shell
     runs it in the foreground (a `&` job of a script has SIGINT ignored, which the tool now keeps ignored); it

@@ -85,7 +85,7 @@ def build_parser() -> Parser:
         epilog=EPILOG,
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
-    p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
+    p.add_argument("--attach", metavar="PID", type=console.whole, help="track a running process and its descendants")
     p.add_argument("--history", action="store_true", help="open the TUI on the saved sessions")
     p.add_argument("--headless", action="store_true", help="no TUI: print or write a report at the end")
     formats.REPORT.add_option(p, "report format (headless): text or json")
@@ -94,7 +94,7 @@ def build_parser() -> Parser:
         "--interval",
         "--st",
         dest="interval",
-        type=float,
+        type=console.real,
         default=DEFAULT_INTERVAL,
         metavar="SECONDS",
         help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
@@ -104,7 +104,7 @@ def build_parser() -> Parser:
         "--nec",
         "--n-expected-cores",
         dest="n_expected_cores",
-        type=int,
+        type=console.whole,
         metavar="N",
         help="cores the job may use (default: the CPUs this process may run on)",
     )
@@ -115,7 +115,9 @@ def build_parser() -> Parser:
         metavar="LIST",
         help="GPUs counted for utilization: indices, full or short UUIDs, MIG UUIDs (as CUDA_VISIBLE_DEVICES)",
     )
-    p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
+    p.add_argument(
+        "--simulate-gpus", type=console.whole, default=0, metavar="N", help="N simulated GPUs (demos; labelled)"
+    )
     p.add_argument(
         "--gpu-backend",
         choices=validate.GPU_BACKENDS,
@@ -124,12 +126,17 @@ def build_parser() -> Parser:
     )
     p.add_argument(
         "--gpu-poll",
-        type=float,
+        type=console.real,
         default=50.0,
         metavar="HZ",
         help="GPU memory watcher rate: process lists and memory of the counted GPUs (default 50; 0 = off)",
     )
-    p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
+    p.add_argument(
+        "--store",
+        metavar="DIR",
+        type=console.name,
+        help=f"session store (default: ${paths.STORE_ENV} or the user data dir)",
+    )
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
     p.add_argument(
         "--no-probe",
@@ -169,22 +176,30 @@ def _add_alert_options(alerts: argparse._ArgumentGroup) -> None:
         help="also make --mem-limit the hard limit of the command's own cgroup (the kernel OOM-kills past it)",
     )
     alerts.add_argument(
-        "--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)"
+        "--warn-at", type=console.real, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)"
     )
-    alerts.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
+    alerts.add_argument("--critical-at", type=console.real, default=95.0, metavar="PCT", help="critical level, %% (95)")
     alerts.add_argument(
         "--watch-output",
         action="store_true",
         help="headless: pass the command's output through a pipe to spot CUDA/PyTorch out-of-memory errors",
     )
     alerts.add_argument(
-        "--oom-window", type=float, default=60.0, metavar="SECONDS", help="seconds of samples kept for a dump (60)"
+        "--oom-window",
+        type=console.real,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds of samples kept for a dump (60)",
     )
     alerts.add_argument(
-        "--oom-dumps", type=int, default=5, metavar="K", help="OOM dump bundles kept in the store (5; 0 = none)"
+        "--oom-dumps",
+        type=console.whole,
+        default=5,
+        metavar="K",
+        help="OOM dump bundles kept in the store (5; 0 = none)",
     )
     alerts.add_argument(
-        "--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
+        "--oom-dump-mb", type=console.real, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
     )
 
 
@@ -202,7 +217,7 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--prometheus-top",
-        type=int,
+        type=console.whole,
         default=PROMETHEUS_TOP,
         metavar="N",
         help="processes with their own gputop_process_memory_bytes series, largest RSS first (20)",
@@ -216,7 +231,12 @@ def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | No
             raise UsageError("--prometheus-top needs --prometheus or --prometheus-textfile")
         return None
     from gputop_tracker.core.integrations.exporters import ExportError, ExportOptions, SessionInfo, open_exporter
-    from gputop_tracker.core.integrations.exporters.base import command_of
+    from gputop_tracker.core.integrations.exporters.base import MAX_TOP_PROCESSES, command_of
+
+    try:
+        validate.integer("--prometheus-top", args.prometheus_top, 0, MAX_TOP_PROCESSES)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
     options = ExportOptions(args.prometheus, args.prometheus_textfile, args.prometheus_top)
     info = SessionInfo(command=cfg.argv or command_of(cfg.pid), slurm_job_id=(cfg.slurm or {}).get("job_id") or "")
@@ -269,8 +289,11 @@ def _check_attach(pid: int) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """Every numeric flag finite and in range (NaN and inf pass a plain `<` test), warning below critical."""
+    """Every numeric flag finite and in range (NaN and inf pass a plain `<` test), warning below critical; each
+    entry of --gpus an index or a UUID."""
     try:
+        if args.gpus is not None:
+            args.gpus = validate.gpu_list("--gpus", args.gpus)
         validate.tracking_options(
             validate.CLI_NAMES,
             interval=args.interval,
@@ -370,7 +393,10 @@ def _report_to_stdout(args: argparse.Namespace) -> None:
 def _check_options(args: argparse.Namespace) -> int | None:
     """Options that go together, and every file the run will write, checked before anything starts; the memory
     limit in bytes (None: none)."""
-    mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit else None
+    try:
+        mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit is not None else None  # '' too: refused
+    except UnitError as e:
+        raise UsageError(f"--mem-limit: {e}") from None
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
     if args.enforce_mem_limit and args.attach is not None:
