@@ -23,6 +23,7 @@ PROG = "gputop-track"  # every line the tool writes to stderr starts with it
 EXIT_FAILURE = 1  # tracking or writing failed
 EXIT_USAGE = 2  # bad input
 EXIT_INTERRUPTED = 130  # Ctrl-C before tracking started (128 + SIGINT)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: stdout's reader stopped reading (`| head`), as `ls | head` ends `ls`
 
 
 class UsageError(Exception):
@@ -159,9 +160,12 @@ def print_stdout(*lines: str) -> None:
 
 
 def write_error(e: OSError) -> int:
-    """stdout failed: `gputop-track: error: write error: REASON` on stderr as coreutils say it; exit 1. stdout is
-    pointed at /dev/null, so nothing later (the flush at exit) fails again."""
+    """stdout failed: `gputop-track: error: write error: REASON` on stderr as coreutils say it; exit 1. A reader
+    that went away (EPIPE: `| head -1`) is normal, not an error: nothing said, exit 141, as `ls | head` ends. stdout
+    is pointed at /dev/null, so nothing later (the flush at exit) fails again."""
     stdout_failed()
+    if e.errno == errno.EPIPE:
+        return EXIT_BROKEN_PIPE
     return error(f"write error: {e.strerror or e}", EXIT_FAILURE)
 
 

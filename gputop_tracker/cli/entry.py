@@ -7,6 +7,7 @@ only after the sampler has been forked, so it loads while the command already ru
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -731,6 +732,8 @@ def write_report(
         console.write_stdout(text)
     except OSError as e:
         console.stdout_failed()
+        if e.errno == errno.EPIPE:  # the reader took what it wanted (`| head`): normal, nothing to say
+            return
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""
         console.error(f"cannot write the report to stdout: {e.strerror}{where}", console.EXIT_FAILURE)
 
