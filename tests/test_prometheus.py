@@ -520,6 +520,37 @@ def test_only_the_file_this_run_wrote_is_removed(tmp_path: Path) -> None:
     assert not prom.exists()
 
 
+def test_the_textfile_is_first_written_at_the_first_sample_with_the_session_and_its_figures(tmp_path: Path) -> None:
+    """The first write came at start, before the sampler said anything: `session=""` and only
+    gputop_session_info (and the next one a period later). Now nothing is written until the first sample, which
+    is written at once: the first file a collector can read names the session and holds the tree's figures."""
+    from prometheus_client import CollectorRegistry
+
+    from gputop_tracker.core.integrations.exporters.prometheus import TextfileWriter
+
+    prom = tmp_path / "early.prom"
+    writer = TextfileWriter(str(prom), CollectorRegistry(), period=60)
+    writer.start()
+    try:
+        time.sleep(0.3)
+        assert not prom.exists()  # nothing to say yet
+        writer.poke()  # the first sample
+        wait_until(prom.exists, 10, "the first write")
+    finally:
+        writer.close()
+    # the real CLI: the first content the file ever holds
+    prom = tmp_path / "job" / "job.prom"
+    prom.parent.mkdir()
+    proc = cli("--headless", "--no-save", "--interval", "0.2", "--prometheus-textfile", str(prom), "--", "sleep", "2")
+    try:
+        first = wait_until(lambda: prom.exists() and prom.read_text(), 30, "the textfile")
+    finally:
+        proc.communicate(timeout=60)
+    fams = parse(first)
+    assert fams["gputop_session_info"].samples[0].labels["session"], first
+    assert "gputop_tree_memory_bytes" in fams, first
+
+
 def test_missing_prometheus_client_names_the_extra(tmp_path: Path) -> None:
     shadow = tmp_path / "shadow" / "prometheus_client"
     shadow.mkdir(parents=True)
