@@ -118,7 +118,7 @@ def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.Monke
         with monkeypatch.context() as m:
             m.setattr(procfs, "SMAPS_FIRST_CAP", -1.0)  # no first read allowed: out of budget
             r = read(t0)
-        uss, _pss = procfs.read_smaps_rollup(proc.pid) or (0, 0)
+        uss, _pss, _rss = procfs.read_smaps_rollup(proc.pid) or (0, 0, 0)
         assert r.bound and r.private <= uss  # not read yet: only growth since first seen counts
         r = read(t0 + 1.0)  # the first read
         assert not r.bound and abs(r.private - procfs.read_smaps_rollup(proc.pid)[0]) < 1 << 20  # type: ignore[index]
@@ -127,7 +127,7 @@ def test_private_is_a_marked_bound_until_smaps_is_read(monkeypatch: pytest.Monke
         proc.stdin.flush()
         assert proc.stdout.readline().strip() == "ok"
         r = read(t0 + 1.1)  # statm moved, the next read is not due yet: carried forward
-        uss, _pss = procfs.read_smaps_rollup(proc.pid) or (0, 0)
+        uss, _pss, _rss = procfs.read_smaps_rollup(proc.pid) or (0, 0, 0)
         assert r.bound and before + 25_000_000 <= r.private <= uss
         r = read(t0 + 3.0)  # read again: the kernel's figure
         assert not r.bound and abs(r.private - procfs.read_smaps_rollup(proc.pid)[0]) < 1 << 20  # type: ignore[index]
@@ -154,7 +154,7 @@ def test_pages_mapped_while_smaps_is_walked_are_not_counted_twice(monkeypatch: p
         proc.stdin.flush()
         assert proc.stdout.readline().strip() == "ok"
 
-    def allocate_then_walk(pid: int) -> tuple[int, int] | None:
+    def allocate_then_walk(pid: int) -> tuple[int, int, int] | None:
         allocate(20_000_000)  # after the statm read of this sample, before the walk
         return walk(pid)
 
@@ -174,6 +174,43 @@ def test_pages_mapped_while_smaps_is_walked_are_not_counted_twice(monkeypatch: p
         (r,) = tree.read(t0 + 2.2)  # grown since the walk, a re-read not due: carried forward
         uss = walk(proc.pid)[0]  # type: ignore[index]
         assert r.bound and uss - (1 << 20) <= r.private <= uss, (r.private, uss)
+    finally:
+        tree.close()
+        proc.kill()
+        proc.wait()
+
+
+def test_a_torn_smaps_walk_is_never_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load a slow walk can miss pages a process freed and faulted again while statm, read on both sides,
+    shows the same RSS: the walk's USS against statm's RSS would call those pages shared. Such a walk (its own RSS
+    far from statm's) is set aside and walked again: private + shared never exceed RSS, shared stays small."""
+    from gputop_tracker.core.proc import procfs
+
+    proc = subprocess.Popen([PY, "-c", ALLOCATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    tree = ProcessTree(proc.pid, exclude={os.getpid()})
+    walk = procfs.read_smaps_rollup
+
+    def torn(pid: int) -> tuple[int, int, int] | None:
+        got = walk(pid)
+        assert got is not None
+        missed = 150 << 20  # the walk missed 150 MiB of private pages: they were freed and faulted elsewhere
+        return max(0, got[0] - missed), max(0, got[1] - missed), max(0, got[2] - missed)
+
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.stdin.write(f"{200_000_000}\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ok"
+        tree.discover()
+        with monkeypatch.context() as m:
+            m.setattr(procfs, "read_smaps_rollup", torn)
+            (r,) = tree.read(time.monotonic())
+        assert tree.torn == 1
+        assert r.private + r.shared <= r.rss and r.shared < 20 << 20, (r.private, r.shared, r.rss)
+        (r,) = tree.read(time.monotonic() + 1.0)  # walked again, whole this time
+        uss = walk(proc.pid)[0]  # type: ignore[index]
+        assert not r.bound and abs(r.private - uss) < 1 << 20 and r.shared < 20 << 20
     finally:
         tree.close()
         proc.kill()
@@ -271,7 +308,7 @@ time.sleep(60)
 def _true_pss(pids: list[int]) -> int:
     from gputop_tracker.core.proc.procfs import read_smaps_rollup
 
-    return sum((read_smaps_rollup(pid) or (0, 0))[1] for pid in pids)
+    return sum((read_smaps_rollup(pid) or (0, 0, 0))[1] for pid in pids)
 
 
 @pytest.mark.parametrize("out_of_budget", [False, True])

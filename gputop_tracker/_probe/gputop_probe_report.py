@@ -7,7 +7,7 @@ Standard library only, any Python 3.8+; never imports a framework, never prints,
 import os
 import sys
 
-_CHUNK = 100  # reaps per message (a message stays under PIPE_BUF: one atomic write)
+_CHUNK = 60  # reaps per message (a message stays under PIPE_BUF: one atomic write)
 
 
 def report(pid, how, fifo, reaps, tally, cf0, child_faults):
@@ -23,14 +23,25 @@ def _status_hwm():
     return 0
 
 
-def _hwm():
-    """VmHWM now, and the largest one code blocks cleared (they reset it to measure themselves)."""
-    hwm = _status_hwm()
+def _cleared():
+    """The largest VmHWM code blocks cleared in this process (they reset it to measure themselves), or 0."""
     blocks = sys.modules.get("gputop_tracker.api.blocks")
     cleared = getattr(blocks, "_reset_peak", None)
-    if cleared and isinstance(cleared[0], int):
-        hwm = max(hwm, cleared[0])
-    return hwm
+    return cleared[0] if cleared and isinstance(cleared[0], int) else 0
+
+
+def _maxrss():
+    """ru_maxrss of this PID (bytes): its peak over every image it ran, exec or not (VmHWM is the last image's),
+    and whatever it inherited from its parent before an exec."""
+    import resource  # a small C module
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _start_ticks():
+    """When this process started, in clock ticks since boot (/proc/self/stat field 22)."""
+    with open("/proc/self/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[19])
 
 
 def _torch():
@@ -104,13 +115,21 @@ def _messages(pid, how, reaps, tally, cf0, child_faults):
     import time
 
     now = time.time()
-    reaps = list(reaps.items())
+    reaps = [[child, maxrss, round(t, 3)] for child, (maxrss, t) in reaps.items()]
     out = [
         {"k": "r", "pid": pid, "name": "", "t": now, "reaps": reaps[i : i + _CHUNK]}
         for i in range(0, len(reaps), _CHUNK)
     ]
     exit_msg = {"k": "x", "pid": pid, "ppid": os.getppid(), "name": _comm(), "t": now, "how": how}
-    exit_msg["hwm"] = _hwm()
+    cleared = _cleared()
+    exit_msg["hwm"] = max(_status_hwm(), cleared)
+    for key, read in (("ms", _maxrss), ("st", _start_ticks)):
+        try:
+            exit_msg[key] = read()
+        except Exception:
+            pass
+    if cleared:
+        exit_msg["ms"] = max(exit_msg.get("ms", 0), cleared)
     exit_msg["cf"] = child_faults()
     exit_msg["rf"] = -1 if tally[1] else tally[0]
     exit_msg["cf0"] = cf0

@@ -21,12 +21,13 @@ with no hooks. gputop-track leaves PYTHONPATH alone where the command itself is 
 
 import os
 import sys
+from time import time as _now
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _FIFO = os.environ.get("GPUTOP_TRACKER_BLOCKS") or ""
 _MAX_REAPS = 4096  # children listed per process; past that the list is incomplete (and said so)
 _sent = [0]  # the pid that sent its exit report (a forked child inherits the parent's list)
-_reaps = {}  # type: dict[int, int]  # child pid -> ru_maxrss (bytes) of the children this process reaped
+_reaps = {}  # type: dict[int, tuple[int, float]]  # child pid -> (ru_maxrss in bytes, when) of the children it reaped
 _cf0 = [0]  # child faults when the probe started: children reaped before this image (a pyenv shim's helpers)
 _tally = [0, False]  # sum of faults (minflt + majflt) of those reaps, and whether the list overflowed
 _real_exit = os._exit
@@ -105,7 +106,7 @@ def _note(pid, status, ru):
         return  # nothing reaped (WNOHANG), or a stop/continue report
     _tally[0] += ru.ru_minflt + ru.ru_majflt
     if len(_reaps) < _MAX_REAPS:
-        _reaps[pid] = ru.ru_maxrss * 1024
+        _reaps[pid] = (ru.ru_maxrss * 1024, _now())
     else:
         _tally[1] = True
 

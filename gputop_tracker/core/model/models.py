@@ -131,6 +131,8 @@ class RSSValues(Model):
     total_rss: float = 0.0
     private_rss: float = 0.0
     shared_rss: float = 0.0
+    lower: float | None = Field(None, description="total_rss is at least this (null: no reading bounds it)")
+    upper: float | None = Field(None, description="total_rss is at most this (null: nothing bounds it from above)")
 
 
 class MaxRAM(Model):
@@ -303,6 +305,8 @@ class ProcessSummary(Model):
     peak_rss: int
     peak_rss_source: str = Field(description="how peak_rss was measured: exact (VmHWM, ru_maxrss) or a bound, and why")
     peak_rss_exact: bool = Field(False, description="peak_rss equals the kernel's own figure for this process")
+    peak_rss_lower: int | None = Field(None, description="the peak is at least this (null: no reading bounds it)")
+    peak_rss_upper: int | None = Field(None, description="the peak is at most this (null: nothing bounds it)")
     peak_rss_before_attach: int | None = Field(
         None, description="attach: VmHWM at the attach when above RSS then — a peak from before tracking began"
     )
@@ -543,6 +547,8 @@ class ResourceUsage(Model):
             v.total_rss *= r
             v.private_rss *= r
             v.shared_rss *= r
+            v.lower = v.lower * r if v.lower is not None else None
+            v.upper = v.upper * r if v.upper is not None else None
         g = RAM_UNITS[self.max_gpu_ram.unit] / RAM_UNITS[gpu_ram_unit]
         gram = out.max_gpu_ram
         gram.unit = gpu_ram_unit

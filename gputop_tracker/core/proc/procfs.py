@@ -34,6 +34,8 @@ SMAPS_DEBT = 0.2
 # VmHWM (in /proc/PID/status, the costliest read) can only have risen if the process faulted pages in
 # since we last looked; otherwise it is re-read at most this often.
 STATUS_PERIOD = 2.0
+HWM_RESET_SLACK = 256 * 1024  # VmHWM down by more than this within one image: it was reset
+TORN_SLACK = 1 << 20  # a walk's RSS this far from statm's on both sides of it: torn
 # A small tree finds its new processes in its own threads' `children` files rather than by listing /proc: the
 # listing, and a stat read of every process started anywhere since, cost ~0.3 ms a sample on a busy machine,
 # whatever the tree's size. Up to this many threads (the tree's and ours, as subreaper) the files are cheaper.
@@ -82,22 +84,35 @@ def read_environ(pid: int) -> dict[str, str]:
     return env
 
 
-def read_smaps_rollup(pid: int) -> tuple[int, int] | None:
-    """(USS, PSS) in bytes, or None when the process is gone or unreadable."""
+def read_smaps_rollup(pid: int) -> tuple[int, int, int] | None:
+    """(USS, PSS, RSS) in bytes as one walk of the page tables saw them, or None when the process is gone or
+    unreadable. The walk's own RSS tells whether statm, read around it, describes the same pages."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             data = f.read()
     except OSError:
         return None
-    uss = pss = 0
+    uss = pss = rss = 0
     for line in data.split(b"\n"):
         if line.startswith(b"Pss:"):
             pss = int(line.split()[1]) * 1024
+        elif line.startswith(b"Rss:"):
+            rss = int(line.split()[1]) * 1024
         elif line.startswith((b"Private_Clean:", b"Private_Dirty:", b"Private_Hugetlb:")):
             uss += int(line.split()[1]) * 1024
     if not data:
         return None
-    return uss, pss
+    return uss, pss, rss
+
+
+def _close(a: int, b: int) -> bool:
+    """Two RSS figures of one process that describe the same pages (statm's per-CPU counters are approximate)."""
+    return abs(a - b) <= max(TORN_SLACK, 0.02 * max(a, b))
+
+
+def started_at(ticks: int) -> float:
+    """The wall-clock time of a process start given in clock ticks since boot (/proc/PID/stat field 22)."""
+    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / CLOCK_TICKS)
 
 
 class ProcHandle:
@@ -109,10 +124,14 @@ class ProcHandle:
         "cmdline",
         "cpu",
         "exec_sig",
+        "execs",
         "faults",
         "first_seen",
         "forked",
         "hwm",
+        "hwm_reset",
+        "image_hwm",
+        "image_sig",
         "name",
         "pid",
         "ppid",
@@ -153,8 +172,12 @@ class ProcHandle:
         self.cmdline: list[str] = read_cmdline(pid)
         self.cpu: CpuWindow | None = None
         self.exec_sig: tuple[bytes, ...] = ()  # set at the first read; a change means it exec'd
+        self.execs = 0  # image changes seen
         self.first_seen = time.time()
         self.hwm = 0
+        self.image_hwm = 0  # the last VmHWM read, and the image it was read in
+        self.image_sig: tuple[bytes, ...] = ()
+        self.hwm_reset = False  # a VmHWM read went down within one image
         self.faults = -1
         self.status_due = 0.0
         self.rss = 0
@@ -192,8 +215,10 @@ class Reading:
         "bound",
         "child_faults",
         "cpu_percent",
+        "exec_seen",
         "handle",
         "hwm",
+        "hwm_reset",
         "private",
         "pss",
         "pss_shared",
@@ -213,6 +238,8 @@ class Reading:
         self.shared = 0  # RSS - USS: pages shared with another process, a lower bound
         self.pss_shared = 0  # PSS - USS: this process's share of its shared pages, a lower bound
         self.hwm = 0
+        self.hwm_reset = False  # its VmHWM was seen going down within one image (reset by the program)
+        self.exec_seen = False  # it was seen replacing its image (exec): VmHWM covers the last one only
         self.threads = 0
         self.utime_stime = 0.0
         self.child_faults = 0
@@ -374,6 +401,7 @@ class ProcessTree:
         self._smaps_tokens = SMAPS_BURST
         self._smaps_refill = time.monotonic()
         self._first_reads_spent = 0.0
+        self.torn = 0  # smaps walks set aside: they saw other pages than statm around them
         self.root_gone = False
         self._loadavg = os.open("/proc/loadavg", os.O_RDONLY)
         self._last_pid = b""
@@ -582,9 +610,14 @@ class ProcessTree:
                 hwm = int(status[i + 6 : status.index(b"kB", i)]) * 1024
                 if hwm > h.hwm:
                     h.hwm = hwm
+                if hwm + HWM_RESET_SLACK < h.image_hwm and h.image_sig == h.exec_sig:
+                    h.hwm_reset = True  # down within one image: the program reset it (clear_refs), or a code block
+                h.image_hwm, h.image_sig = hwm, h.exec_sig
             if status is not None and (i := status.find(b"SigIgn:")) >= 0:
                 h.autoreaps = _sigchld_ignored(status, i + 7)
             r.autoreaps = h.autoreaps
+            r.hwm_reset = h.hwm_reset
+            r.exec_seen = h.execs > 0
             r.hwm = h.hwm if h.hwm > rss else rss
             h.rss = rss
             h.threads = r.threads
@@ -615,6 +648,7 @@ class ProcessTree:
             if not h.zombie:
                 h.cmdline = read_cmdline(h.pid) or h.cmdline
             h.name = name
+            h.execs += 1
         h.exec_sig = sig
 
     def _sharing_changed(self, readings: list[Reading], keep: set[int]) -> None:
@@ -664,7 +698,6 @@ class ProcessTree:
         h.smaps_due = now + max(SMAPS_MIN_PERIOD, cost / SMAPS_BUDGET / 4)
         if got is None:
             return
-        h.uss, h.pss = got
         # statm was read before the walk; the process may have mapped or freed pages in between. Read it again
         # after: the figures the walk saw lie between the two, so the baseline the next readings grow from is
         # taken on the side that keeps them lower bounds (the most anonymous and file pages, the least RSS).
@@ -673,6 +706,14 @@ class ProcessTree:
             rss_after, shared_after = int(after[1]) * PAGE_SIZE, int(after[2]) * PAGE_SIZE
         except (OSError, ValueError, IndexError):
             rss_after, shared_after = anon + shared, shared
+        if not (_close(got[2], anon + shared) or _close(got[2], rss_after)):
+            # torn: the walk saw other pages than statm did on either side of it (a process freeing and faulting
+            # pages while a slow walk passed, under load): USS from it against statm's RSS would call pages
+            # shared that are not. Nothing of it is used; it is walked again next sample
+            h.smaps_stale = True
+            self.torn += 1
+            return
+        h.uss, h.pss = got[0], got[1]
         anon_after = rss_after - shared_after
         h.smaps_settled = anon_after == anon and shared_after == shared
         h.smaps_anon = max(anon, anon_after)

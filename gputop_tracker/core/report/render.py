@@ -163,6 +163,8 @@ def _ram_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
         ("combined", ram.combined, src.get("max_ram.combined.total_rss", "")),
     ):
         short = short_label(how)
+        if not how.startswith("exact") and peaks.upper is not None and peaks.upper > peaks.total_rss:
+            short += f", at most {fmt.ram(peaks.upper)}"  # the interval the evidence gives
         if short != how:
             reasons.append(f"  [{len(reasons) + 1}] {name}: {how}")
             short += f" [{len(reasons)}]"
@@ -174,7 +176,13 @@ def _ram_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
             )
     extra: list[list[str]] = []
     if ram.peak_source not in ("cgroup", "upper_bound") and ram.combined_upper_bound is not None:
-        extra.append(["  combined ≤", fmt.ram(ram.combined_upper_bound), "upper bound: Σ of per-process peaks"])
+        extra.append(
+            [
+                "  combined ≤",
+                fmt.ram(ram.combined_upper_bound),
+                "upper bound: Σ of the peaks of processes alive together",
+            ]
+        )
     else:
         sampled = fmt.ram(ram.combined_sampled) if usage.n_processes else "-"
         extra.append(["  combined (Σ)", sampled, "largest Σ PSS seen in one sample"])

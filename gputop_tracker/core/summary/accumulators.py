@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from gputop_tracker.core.gpu.backend import GpuReading
-from gputop_tracker.core.proc.procfs import Reading
+from gputop_tracker.core.proc.procfs import Reading, started_at
 from gputop_tracker.core.summary.events import PEAK_STEP_BYTES, PEAK_STEP_FRACTION, EventLog, LevelWatch
 
 TIMELINE_CAP = 14_400  # rows; past it, neighbouring rows merge (24 h at 1 s stays ~3 MB)
@@ -115,10 +115,13 @@ class ProcessStats:
         "cmdline",
         "cpu_base",
         "cpu_seconds",
+        "ended",
+        "exec_seen",
         "exit_code",
         "exit_reported",
         "first_seen",
         "hwm_at_attach",
+        "hwm_reset",
         "last_seen",
         "max_cpu",
         "max_sampled_rss",
@@ -138,6 +141,7 @@ class ProcessStats:
         "reaped",
         "role",
         "rusage_maxrss",
+        "started",
         "trend",
         "waited",
         "waited_for_children",
@@ -176,6 +180,11 @@ class ProcessStats:
         self.never_read = False  # a child we reaped that no sample ever read
         self.waited_for_children: bool | None = None  # read from its zombie when we reap it
         self.rusage_maxrss: int | None = None
+        self.hwm_reset = False  # its VmHWM went down within one image: the kernel's counters miss what came before
+        self.exec_seen = False  # seen replacing its image: its VmHWM covers the last image only
+        ticks = getattr(h, "starttime", 0)
+        self.started: float | None = started_at(ticks) if ticks else None  # None: not known (then: the run's start)
+        self.ended: float | None = None  # when its end was seen (reaped, vanished, reported); None: alive, or unknown
         self.next_rss_event = PEAK_STEP_BYTES
         self.next_gpu_event = PEAK_STEP_BYTES
         self.trend = RssTrend(now, r.rss)
@@ -200,6 +209,10 @@ class ProcessStats:
             self.waited = True
         if r.autoreaps:
             self.autoreaps = True
+        if r.hwm_reset:
+            self.hwm_reset = True
+        if r.exec_seen:
+            self.exec_seen = True
         rss = r.rss
         if rss > self.max_sampled_rss:
             self.max_sampled_rss = rss

@@ -30,23 +30,25 @@ from gputop_tracker.core.summary.accumulators import (
     ProcessStats,
     TimelineRing,
     TreeMaxima,
+    megabytes,
+    next_peak_step,
 )
 from gputop_tracker.core.summary.efficiency import with_job
 from gputop_tracker.core.summary.events import EventLog, FlightRecorder
+from gputop_tracker.core.summary.evidence import Figure
+from gputop_tracker.core.summary.evidence import tree_figure as derive_tree
+from gputop_tracker.core.summary.figures import autoreaper_names, completeness, process_figures, tree_facts
 from gputop_tracker.core.summary.gpulate import LateJoiners
 from gputop_tracker.core.summary.gpupeaks import SAMPLED as GPU_SAMPLED
 from gputop_tracker.core.summary.gpupeaks import GpuAccountingLog, accounting_note, accounting_state, tree_gpu_peaks
 from gputop_tracker.core.summary.gpupeaks import process_peak as process_gpu_peak
-from gputop_tracker.core.summary.peaks import Peak, TreeBounds, agree, combined_peak, reaped_process_peak
 from gputop_tracker.core.summary.probe import (
+    add_reaped,
     add_unseen,
     allocator_rows,
     allocator_summary,
     probe_notes,
-    probe_of,
-    probe_peak,
     probe_section,
-    upper_bound,
 )
 
 TIMELINE_COLUMNS = [
@@ -624,83 +626,6 @@ def leak_suspects(b: SummaryBuilder) -> list[dict[str, Any]]:
     return out
 
 
-def process_peak(b: SummaryBuilder, p: ProcessStats) -> Peak:
-    """One process's peak RSS and whether it is exact (rules in peaks.py)."""
-    if p.hwm_at_attach is not None:
-        return Peak(p.peak_rss, False, "sampled", p.peak_source)
-    if (own := probe_peak(b, p)) is not None:
-        return own
-    if p.never_read and p.rusage_maxrss is not None:
-        # never read: ru_maxrss is all we know; it covers its own waited children too
-        label = "ru_maxrss (this process and the children it waited for; it lived between two samples)"
-        return Peak(p.rusage_maxrss, False, "ru_maxrss", label)
-    if p.reaped and p.rusage_maxrss is not None:
-        is_main = p.pid == b.main_pid
-        # main: never had a child; another child we reaped: never waited for one (its zombie's stat says)
-        own_only = (not b.main_had_children and not _has_descendants(b)) if is_main else p.waited_for_children is False
-        return reaped_process_peak(
-            p.peak_rss, p.rusage_maxrss, floor=b.spawner_hwm if is_main else 0, own_only=own_only
-        )
-    if p.peak_source.startswith("VmHWM at its last sample"):
-        return Peak(p.peak_rss, False, "sampled", "lower bound (VmHWM at its last sample)")
-    return Peak(p.peak_rss, True, "VmHWM", "exact (VmHWM)")
-
-
-def _has_descendants(b: SummaryBuilder) -> bool:
-    return any(q.role == "descendant" for q in b.procs.values())
-
-
-def _autoreapers(b: SummaryBuilder) -> str:
-    """The tracked processes seen ignoring SIGCHLD, named ("" if none)."""
-    pids = [p for p in b.procs.values() if p.autoreaps]
-    named = [f"PID {p.pid} ({p.name})" for p in pids[:3]]
-    return ", ".join(named) + (f" and {len(pids) - 3} more" if len(pids) > 3 else "")
-
-
-def tree_bounds(b: SummaryBuilder, peaks: dict[int, Peak]) -> TreeBounds:
-    singles = [pk.value for pk in peaks.values()]
-    largest = max([*singles, *b.reaped_maxrss.values(), 0])
-    exact = max([*(pk.value for pk in peaks.values() if pk.exact), *b.reaped_maxrss.values(), 0])
-    seen_sum = sum(singles)
-    why = ""
-    upper: int | None = None
-    if probe_of(b) is not None:
-        upper, why = upper_bound(b, peaks)
-        if upper is not None and (autoreapers := _autoreapers(b)):
-            upper, why = None, f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
-    elif b.vanished_by_others:
-        why = f"processes reaped by their parents ({b.vanished_by_others}) have lower-bound peaks"
-    elif autoreapers := _autoreapers(b):
-        why = f"{autoreapers} ignored SIGCHLD: children the kernel reaped for it may have gone unseen"
-    elif any(p.waited for p in b.procs.values()):
-        why = "a tracked process reaped children no sample saw"
-    elif b.unseen_reaped:
-        why = f"processes lived and died between samples ({b.unseen_reaped})"
-    elif any(not pk.exact for pk in peaks.values()):
-        why = "some per-process peaks are lower bounds"
-    return TreeBounds(
-        largest_single=largest,
-        sampled=b.maxima["combined_total"],
-        seen_sum=seen_sum,
-        upper=None if why else (max(upper or 0, seen_sum, largest) or None),
-        upper_why=why,
-        largest_exact=largest > 0 and agree(exact, largest),  # kernel counters round differently
-        hidden=_hidden_peaks(b),
-    )
-
-
-def _hidden_peaks(b: SummaryBuilder) -> str:
-    """Why a process's peak may reach no counter we read ("" if every one does). A child's ru_maxrss goes to
-    its reaper's cmaxrss and, reaper by reaper, up to a wait4 of ours — unless the chain ends in a process
-    still running (its cmaxrss is not in /proc) or the kernel reaped the child (SIGCHLD ignored)."""
-    if autoreapers := _autoreapers(b):
-        return f"{autoreapers} ignored SIGCHLD, so the peaks of its children reach no counter"
-    for p in b.procs.values():
-        if p.waited and not p.reaped and not p.exit_reported:
-            return f"PID {p.pid} ({p.name}) reaped children and outlived tracking: their peaks reach no counter"
-    return ""
-
-
 # ------------------------------------------------------------------ the report
 
 
@@ -711,8 +636,11 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
     view's once-a-second progress needs only the run's figures, at a fraction of the size.
     """
     add_unseen(b, ProcessStats.unseen)
+    add_reaped(b, ProcessStats.unseen)
     b.credit_late_gpu_memory()  # a process that joined the tree after the last sample
-    peaks = {pid: process_peak(b, p) for pid, p in b.procs.items()}
+    peaks = process_figures(b)
+    if details:
+        _final_peak_events(b, peaks)
     sources: dict[str, str] = {}
     notes = list(b.notes)
     probe = probe_section(b)
@@ -783,45 +711,75 @@ def _unseen_main_label(b: SummaryBuilder) -> str:
     return label + ")"
 
 
-def _max_ram(b: SummaryBuilder, peaks: dict[int, Peak], sources: dict[str, str]) -> dict[str, Any]:
+def _max_ram(b: SummaryBuilder, peaks: dict[int, Figure], sources: dict[str, str]) -> dict[str, Any]:
     mx = b.maxima
     main = b.procs.get(b.main_pid)
     main_peak = peaks.get(b.main_pid)
     main_total = max(mx["main_rss"], main_peak.value if main_peak else 0)
+    main_bounds: dict[str, int | None] = {"lower": main_total or None, "upper": None}
     if main_peak is not None and main_peak.value >= mx["main_rss"] and main_peak.value:
         sources["max_ram.main.total_rss"] = main_peak.label
+        main_bounds = main_peak.as_dict()
     else:
         sources["max_ram.main.total_rss"] = _unseen_main_label(b) if main is None else "sampled lower bound"
     desc = [pid for pid, p in b.procs.items() if p.role == "descendant"]
     desc_reaped = [m for pid, m in b.reaped_maxrss.items() if pid != b.main_pid]
-    desc_single = max([*(peaks[pid].value for pid in desc), *desc_reaped, 0])
-    desc_total = max(mx["descendants_total"], desc_single)
+    desc_total = max(mx["descendants_total"], *((peaks[pid].lower or 0) for pid in desc), 0)
     sources["max_ram.descendants.total_rss"] = _descendants_label(b, desc, desc_reaped, main_total)
-    bounds = tree_bounds(b, peaks)
-    outcome = b.outcome
-    combined = combined_peak(bounds, outcome.cgroup_peak, outcome.cgroup_source)
+    facts = tree_facts(b, peaks, completeness(b, peaks))
+    combined = derive_tree(facts)
     sources["max_ram.combined.total_rss"] = combined.label
     peak = combined.value
     return {
         "unit": "bytes",
         "system_capacity": b.system_capacity,
         "system": mx["system"],
-        "main": {"total_rss": main_total, "private_rss": mx["main_private"], "shared_rss": mx["main_shared"]},
+        "main": {
+            "total_rss": main_total,
+            "private_rss": mx["main_private"],
+            "shared_rss": mx["main_shared"],
+            **main_bounds,
+        },
         "descendants": {
             "total_rss": desc_total,
             "private_rss": mx["descendants_private"],
             "shared_rss": mx["descendants_shared"],
+            "lower": desc_total or None,
+            "upper": None,
         },
         "combined": {
             "total_rss": peak,
             "private_rss": min(mx["combined_private"], peak),
             "shared_rss": min(mx["combined_shared"], peak),
+            **combined.as_dict(),
         },
         "peak_source": combined.source,
         "combined_sampled": mx["combined_total"],
-        "cgroup_peak": outcome.cgroup_peak,
-        "combined_upper_bound": bounds.upper,
+        "cgroup_peak": b.outcome.cgroup_peak,
+        "combined_upper_bound": facts.together,
     }
+
+
+def _final_peak_events(b: SummaryBuilder, peaks: dict[int, Figure]) -> None:
+    """A last `peak` event for each process whose figure (an exit report, a reap record) passed the next step over
+    the last one the samples reported: the timeline's peaks end where the report's do."""
+    for pid, fig in peaks.items():
+        p = b.procs[pid]
+        value = fig.lower or 0
+        if value < p.next_rss_event:
+            continue
+        when = p.ended if p.ended is not None else b.end_time
+        kind = "exact" if fig.exact else "at least"
+        b.events.add(
+            "peak",
+            when,
+            f"process {pid} ({p.name}) RSS peak {megabytes(value)} ({kind}, {fig.source})",
+            pid=pid,
+            name=p.name,
+            resource="ram",
+            value=value,
+        )
+        p.next_rss_event = next_peak_step(value)
 
 
 def _descendants_label(b: SummaryBuilder, desc: list[int], desc_reaped: list[int], main_total: int) -> str:
@@ -851,7 +809,7 @@ def _sources(b: SummaryBuilder, sources: dict[str, str]) -> dict[str, str]:
     if b.gpus:
         sources["gpus.*.tree_peak_memory"] = label
     sources["cpu_utilization"] = "sampled percentages per interval"
-    if autoreapers := _autoreapers(b):
+    if autoreapers := autoreaper_names(b):
         sources["cpu_time"] = (
             f"lower bound: {autoreapers} ignored SIGCHLD, so the kernel reaped its children itself and their "
             "CPU time reached no parent's cutime; each counts only up to the last sample that saw it"
@@ -889,7 +847,7 @@ def _max_gpu_ram(b: SummaryBuilder, sources: dict[str, str], notes: list[str]) -
 
 def _gpu_unseen_possible(b: SummaryBuilder) -> bool:
     """Whether a process of the tree may have lived and died unseen (its GPU records then reach no known PID)."""
-    return bool(b.unseen_reaped or _autoreapers(b) or any(p.waited for p in b.procs.values()))
+    return bool(b.unseen_reaped or autoreaper_names(b) or any(p.waited for p in b.procs.values()))
 
 
 def _cpu_utilization(b: SummaryBuilder) -> dict[str, Any]:
@@ -915,7 +873,7 @@ def _cpu_time(b: SummaryBuilder, wall: float) -> dict[str, Any]:
         "system": ledger.system,
         "total": ledger.total,
         "mean_percent": 100.0 * ledger.total / wall,
-        "source": "lower bound" if _autoreapers(b) else ledger.source,
+        "source": "lower bound" if autoreaper_names(b) else ledger.source,
     }
 
 
@@ -986,7 +944,7 @@ def _notes(b: SummaryBuilder, leaks: list[dict[str, Any]]) -> list[str]:
                 f"process {p.pid} ({p.name}) had a peak RSS of {p.peak_before_attach} bytes before the attach "
                 "(VmHWM then above its RSS); its peak here is what was seen while attached"
             )
-    if autoreapers := _autoreapers(b):
+    if autoreapers := autoreaper_names(b):
         notes.append(
             f"{autoreapers} ignored SIGCHLD: the kernel reaped its children itself, so their CPU time reached "
             "no parent (getrusage and /usr/bin/time miss it too); CPU time is a lower bound"
@@ -1000,7 +958,7 @@ def _notes(b: SummaryBuilder, leaks: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
-def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _processes(b: SummaryBuilder, peaks: dict[int, Figure], leaks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     leak_pids = {lk["pid"] for lk in leaks}
     out = []
     for p in sorted(b.procs.values(), key=lambda p: p.first_seen):
@@ -1018,6 +976,8 @@ def _processes(b: SummaryBuilder, peaks: dict[int, Peak], leaks: list[dict[str, 
                 "peak_rss": peak.value,
                 "peak_rss_source": peak.label,
                 "peak_rss_exact": peak.exact,
+                "peak_rss_lower": peak.lower,
+                "peak_rss_upper": peak.upper,
                 "peak_rss_before_attach": p.peak_before_attach,
                 "peak_private": p.peak_private,
                 "peak_pss": p.peak_pss,
@@ -1074,6 +1034,8 @@ def _run_facts(b: SummaryBuilder) -> dict[str, Any]:
 def _exit_event(events: EventLog, pid: int, p: ProcessStats | None, code: int | None, now: float) -> None:
     """A process_exited event, once per process: exit code or signal where we reaped it, else just 'exited'."""
     if p is not None:
+        if p.ended is None:
+            p.ended = now
         if p.exit_reported:
             return
         p.exit_reported = True

@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop_tracker.core.summary.peaks import Peak, agree
-
 MAX_EXITS = 100_000  # processes whose exit reports are kept
 LABEL = "exact (VmHWM at exit, in-process)"
 
@@ -39,6 +37,8 @@ class Exit:
     reap_faults: int  # -1: more reaps than the probe lists
     child_faults0: int
     allocators: list[dict[str, Any]] = field(default_factory=list)
+    maxrss: int | None = None  # ru_maxrss of the PID: every image, and what it inherited before an exec
+    start_ticks: int | None = None  # when it started, clock ticks since boot
 
     def reaps_known(self) -> bool:
         """Every child this process reaped is in its reap list (the kernel's child faults equal theirs)."""
@@ -77,6 +77,7 @@ class ProbeStats:
         self.note = note  # why it is off, when it was asked for and could not be
         self.exits: dict[int, Exit] = {}
         self.reaped_by: dict[int, tuple[int, int]] = {}  # child pid -> (reaper pid, its ru_maxrss)
+        self.reaped_at: dict[int, float] = {}  # child pid -> when its reaper reaped it
         self.bad = 0
 
     def feed(self, msgs: list[dict[str, Any]]) -> None:
@@ -89,8 +90,10 @@ class ProbeStats:
     def _reaps(self, m: dict[str, Any]) -> None:
         reaps = m.get("reaps")
         for entry in reaps if isinstance(reaps, list) else []:
-            if isinstance(entry, list) and len(entry) == 2 and _int(entry[0]) and _int(entry[1]) is not None:
+            if isinstance(entry, list) and len(entry) in (2, 3) and _int(entry[0]) and _int(entry[1]) is not None:
                 self.reaped_by[entry[0]] = (m["pid"], entry[1])
+                if len(entry) == 3 and isinstance(entry[2], (int, float)):
+                    self.reaped_at[entry[0]] = float(entry[2])  # after the child's end: its life ended by then
             else:
                 self.bad += 1
 
@@ -103,7 +106,18 @@ class ProbeStats:
         ppid, hwm, cf, cf0 = (v or 0 for v in values)
         how = m.get("how") if m.get("how") in ("exit", "_exit") else "exit"
         self.exits[m["pid"]] = Exit(
-            m["pid"], ppid, str(m["name"])[:64], float(m["t"]), str(how), hwm, cf, rf, cf0, _allocators(m.get("ga"))
+            m["pid"],
+            ppid,
+            str(m["name"])[:64],
+            float(m["t"]),
+            str(how),
+            hwm,
+            cf,
+            rf,
+            cf0,
+            _allocators(m.get("ga")),
+            _int(m.get("ms")),
+            _int(m.get("st")),
         )
 
 
@@ -144,24 +158,6 @@ def probe_of(b: Any) -> ProbeStats | None:
     return probe if isinstance(probe, ProbeStats) and probe.enabled else None
 
 
-def probe_peak(b: Any, p: Any) -> Peak | None:
-    """The process's own VmHWM at its exit, when it reported and nothing says an earlier image held more."""
-    probe = probe_of(b)
-    ex = probe.exits.get(p.pid) if probe is not None else None
-    if ex is None or p.hwm_at_attach is not None or p.peak_before_attach is not None:
-        return None
-    # VmHWM is per image: a figure above it (a sample, or ru_maxrss, which covers every image and the waited
-    # children) is from an image exec replaced, or from a child: then the rules of the other readings apply
-    # (the kernel's RSS counters are per-CPU and read approximately: two readings of one peak agree within 2 %)
-    if p.peak_rss > ex.hwm and not agree(p.peak_rss, ex.hwm):
-        return None
-    own_rusage = p.reaped and p.waited_for_children is False and not _polluted(b, p.pid, p)
-    maxrss = p.rusage_maxrss or 0
-    if own_rusage and maxrss > ex.hwm and not agree(maxrss, ex.hwm):
-        return None  # its own peak over every image (it waited for no child): the ru_maxrss rule
-    return Peak(max(ex.hwm, p.peak_rss), True, "probe", LABEL)
-
-
 def add_unseen(b: Any, new_process: Any) -> None:
     """A row for each process that reported but no sample saw (and we did not reap)."""
     probe = probe_of(b)
@@ -194,41 +190,35 @@ def _reaps_known(b: Any, pid: int, p: Any, ex: Exit | None) -> bool:
     return not p.waited and not p.exit_reported  # alive at the end, never seen reaping
 
 
-def upper_bound(b: Any, peaks: dict[int, Peak]) -> tuple[int | None, str]:
-    """(Σ of a figure at least each process's own peak, or None; why not)."""
+def reaps_known_of(b: Any) -> str:
+    """Why a process of the tree may have gone unseen ("" when every child any process reaped is known to us)."""
     probe = probe_of(b)
     assert probe is not None
-    total = 0
-    pids = set(peaks) | set(probe.reaped_by)
-    for pid in sorted(pids):
+    for pid in sorted(set(b.procs) | set(probe.reaped_by)):
         p = b.procs.get(pid)
-        pk = peaks.get(pid)
-        term = _upper_term(b, probe, pid, p, pk)
-        if term is None:
-            name = p.name if p is not None else "?"
-            return None, f"the peak of PID {pid} ({name}) is a lower bound (it reported no exit, nor was it reaped)"
         if not _reaps_known(b, pid, p, probe.exits.get(pid)):
             name = p.name if p is not None else probe.exits[pid].name if pid in probe.exits else "?"
-            return None, f"PID {pid} ({name}) may have reaped children no one reported"
-        total += term
-    return total or None, ""
+            return f"PID {pid} ({name}) may have reaped children no one reported"
+    return ""
 
 
-def _upper_term(b: Any, probe: ProbeStats, pid: int, p: Any, pk: Peak | None) -> int | None:
-    """A figure at least the process's own peak (its exact peak, or a ru_maxrss: own and waited children)."""
-    values = [pk.value] if pk is not None else [0]
-    if pk is not None and pk.exact:
-        return pk.value
-    if p is not None and p.reaped and p.rusage_maxrss is not None and not _polluted(b, pid, p):
-        return max(*values, p.rusage_maxrss)
-    if pid in probe.reaped_by:
-        return max(*values, probe.reaped_by[pid][1])
-    return None
-
-
-def _polluted(b: Any, pid: int, p: Any) -> bool:
-    """Main's ru_maxrss at most our own fork copy: says nothing of the command."""
-    return bool(pid == b.main_pid and (p.rusage_maxrss or 0) <= b.spawner_hwm)
+def add_reaped(b: Any, new_process: Any) -> None:
+    """A row for each process a probed parent reaped that no sample saw and that did not report (a C child, a
+    SIGKILLed or SIGTERMed one, `python -I`): its parent's record of its ru_maxrss is what is known of it."""
+    probe = probe_of(b)
+    if probe is None:
+        return
+    for pid, (reaper, _) in sorted(probe.reaped_by.items()):
+        if pid in b.procs or pid == b.main_pid:
+            continue
+        ex = probe.exits.get(reaper)
+        t = probe.reaped_at.get(pid, ex.t if ex is not None else b.end_time)  # the reap: after its end
+        p = b.procs[pid] = new_process(pid, reaper, "?", t)
+        p.peak_rss = 0  # no sample read it: its figure comes from the reap record alone
+        p.exit_reported = True
+        p.ended = t
+        b.events.add("process_started", t, f"process {pid} (?) started", pid=pid, name="?")
+        b.events.add("process_exited", t, f"process {pid} (?) exited, reaped by {reaper}", pid=pid, name="?")
 
 
 def allocator_rows(b: Any, pid: int) -> list[dict[str, Any]]:
