@@ -17,7 +17,7 @@ import psutil
 import pytest
 from helpers import track
 
-from gputop_tracker.cli.entry import SI_KERNEL, SignalRelay
+from gputop_tracker.cli.relay import SI_KERNEL, SignalRelay
 from gputop_tracker.core.store import sessions as store_mod
 
 PY = sys.executable
@@ -345,12 +345,12 @@ def test_write_output_unit(tmp_path: Path) -> None:
 
 
 def test_broken_pipe_on_stdout_keeps_exit_code_and_session(store: Path) -> None:
+    """A reader gone before the report (`| true`): as `ls | true`, nothing said; the command's exit code, the
+    session saved."""
     script = '"$0" -m gputop_tracker --headless -f json -- sh -c "sleep 0.5; exit 3" | true; exit ${PIPESTATUS[0]}'
     proc = subprocess.run(["bash", "-c", script, PY], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3, proc.stderr
-    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gputop-track: error:") and "stdout" in lines[0], proc.stderr
+    assert proc.stderr == ""
     assert len(list(store.glob("*.json"))) == 1
 
 
