@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ PROG = "gputop-track"  # every line the tool writes to stderr starts with it
 EXIT_FAILURE = 1  # tracking or writing failed
 EXIT_USAGE = 2  # bad input
 EXIT_INTERRUPTED = 130  # Ctrl-C before tracking started (128 + SIGINT)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: stdout's reader stopped reading (`| head`), as `ls | head` ends `ls`
 
 
 class UsageError(Exception):
@@ -60,6 +62,33 @@ class Parser(argparse.ArgumentParser):
             write_stdout(message)
         else:
             write_stderr(message)
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+def whole(text: str) -> int:
+    """An argparse `type`: a whole number written in ASCII digits. Python's int() also takes `1_000`, other
+    scripts' digits and surrounding whitespace (a newline included); those are typing slips, not numbers."""
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(text)
+
+
+def real(text: str) -> float:
+    """An argparse `type`: a decimal number in ASCII (`0.5`, `1e3`); `nan` and `inf` parse, so that the range check
+    says they are not finite."""
+    if not _REAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    return float(text)
+
+
+def name(text: str) -> str:
+    """An argparse `type` for a file or directory name: '' names nothing (a shell's `> ''` fails too)."""
+    if not text:
+        raise argparse.ArgumentTypeError("needs a name, not ''")
+    return text
 
 
 def signal_exit_code(sig: int) -> int:
@@ -131,9 +160,12 @@ def print_stdout(*lines: str) -> None:
 
 
 def write_error(e: OSError) -> int:
-    """stdout failed: `gputop-track: error: write error: REASON` on stderr as coreutils say it; exit 1. stdout is
-    pointed at /dev/null, so nothing later (the flush at exit) fails again."""
+    """stdout failed: `gputop-track: error: write error: REASON` on stderr as coreutils say it; exit 1. A reader
+    that went away (EPIPE: `| head -1`) is normal, not an error: nothing said, exit 141, as `ls | head` ends. stdout
+    is pointed at /dev/null, so nothing later (the flush at exit) fails again."""
     stdout_failed()
+    if e.errno == errno.EPIPE:
+        return EXIT_BROKEN_PIPE
     return error(f"write error: {e.strerror or e}", EXIT_FAILURE)
 
 

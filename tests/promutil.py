@@ -197,10 +197,11 @@ class Holder:
         self.done = tmp_path / "done"
         script = tmp_path / "holder.py"
         script.write_text(HOLDER)
+        self.argv = [sys.executable, str(script), str(self.figures_path), str(self.done), str(mb)]  # the command
 
         def args(port: int) -> list[str]:
             return ["--headless", "--interval", "0.2", *(f.replace("{port}", str(port)) for f in flags),
-                    "--", sys.executable, str(script), str(self.figures_path), str(self.done), str(mb)]  # fmt: skip
+                    "--", *self.argv]  # fmt: skip
 
         self.port = 0  # with "{port}" in a flag: a free port, the run started again while it was taken
         if any("{port}" in f for f in flags):

@@ -13,10 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import track
 
-from gputop_tracker.cli.entry import SI_KERNEL, SignalRelay
+from gputop_tracker.cli.relay import SI_KERNEL, SignalRelay
 from gputop_tracker.core.store import sessions as store_mod
 
 PY = sys.executable
@@ -57,20 +58,106 @@ def test_numeric_flags_must_be_finite_and_in_range(args: list[str]) -> None:
     _one_error_line(track("--headless", *args, "--", "true"))
 
 
-def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> None:
-    out = tmp_path / "att.json"
-    pid_file = tmp_path / "pid"
-    script = (
-        f"{PY} -m gputop_tracker --headless -f json -o {out} --interval 0.1 --attach $$ & p=$!; "
-        f"echo $p > {pid_file}; sleep 1.5; kill -INT $p; wait $p"
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--gpus", "0\n1"], "--gpus"),
+        (["--gpus", "ü€"], "--gpus"),
+        (["--gpus", "nan"], "--gpus"),
+        (["--gpus", ""], "--gpus"),
+        (["--gpus", " , "], "--gpus"),
+        (["--gpus", "0,\x1b[31m"], "--gpus"),
+        (["--gpus", "99999999999999999999"], "--gpus"),
+        (["--nec", "99999999999999999999"], "--n-expected-cores"),
+        (["--nec", "1_0"], "--n-expected-cores"),
+        (["--nec", "٣"], "--n-expected-cores"),
+        (["--nec", "4\n"], "--n-expected-cores"),
+        (["--oom-dumps", "99999999999999999999"], "--oom-dumps"),
+        (["--simulate-gpus", "99999999999999999999"], "--simulate-gpus"),
+        (["--mem-limit", ""], "--mem-limit"),
+        (["--mem-limit", "nan"], "--mem-limit"),
+        (["--interval", "1_0"], "--interval"),
+        (["--interval", "١"], "--interval"),
+        (["--gpu-poll", "nan"], "--gpu-poll"),
+        (["--oom-window", "1\n"], "--oom-window"),
+        (["--store", ""], "--store"),
+        (["--gru", "ü€"], "--gpu-ram-unit"),
+        (["--ru", ""], "--ram-unit"),
+        (["--tu", "\n"], "--time-unit"),
+        (["--attach", "1_0"], "--attach"),
+        (["--prometheus-textfile", "x.prom", "--prometheus-top", "99999999999999999999"], "--prometheus-top"),
+    ],
+)
+def test_junk_flag_values_are_one_line_naming_the_flag(args: list[str], named: str) -> None:
+    """Empty strings, control characters, other scripts' digits, `1_000`, NaN and absurdly large integers: each
+    used to be accepted silently by some flag (`--gpus` with a newline, `ü€` or `nan`, `--nec 1e20`,
+    `--mem-limit ''`: exit 0). Now one line naming the flag, exit 2, before anything starts."""
+    proc = track("--headless", "--no-save", *args, *([] if args[0] == "--attach" else ["--", "true"]))
+    _one_error_line(proc)
+    assert named in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sessions", "--store", "", "list"],
+        ["sessions", "list", "--store", ""],
+        ["sessions", "export", "x", "-o", ""],
+        ["advise", "--store", ""],
+        ["advise", "--headroom", "1_0"],
+        ["advise", "--last", "٣"],
+    ],
+)
+def test_junk_values_of_the_other_commands_are_one_line(argv: list[str]) -> None:
+    """`sessions --store ''` listed the default store (an empty name silently meant "not given")."""
+    _one_error_line(track(*argv))
+
+
+def test_the_gpu_list_forms_cuda_takes_are_accepted() -> None:
+    from gputop_tracker.core.model import validate
+
+    good = "0, 1,,GPU-8f3c1a2b-1111-2222-3333-444455556666,8f3c,MIG-GPU-8f3c1a2b-1111-2222-3333-444455556666/1/0,-1"
+    assert validate.gpu_list("--gpus", good) == good.replace(" ", "").replace(",,", ",")
+    assert (
+        validate.gpu_list("--gpus", "MIG-9a2b3c4d-aaaa-bbbb-cccc-ddddeeeeffff")
+        == "MIG-9a2b3c4d-aaaa-bbbb-cccc-ddddeeeeffff"
     )
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 130, proc.stderr
-    front_end = int(pid_file.read_text())
+
+
+def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> None:
+    """Attached to the shell it runs in, the front end (a descendant of that shell) is not counted. The shell
+    runs it in the foreground (a `&` job of a script has SIGINT ignored, which the tool now keeps ignored); it
+    is interrupted once it samples (its sampler is forked with the relayed signals blocked), not after a fixed
+    sleep that a busy machine outran."""
+    out = tmp_path / "att.json"
+    code_file = tmp_path / "code"
+    script = f"{PY} -m gputop_tracker --headless -f json -o {out} --interval 0.1 --attach $$; echo $? > {code_file}"
+    shell = subprocess.Popen(
+        ["bash", "-c", script],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        front_end = sampler = None
+        while sampler is None and time.monotonic() < deadline and shell.poll() is None:
+            front_end = next(iter(psutil.Process(shell.pid).children()), None)
+            sampler = next(iter(front_end.children()), None) if front_end is not None else None
+            time.sleep(0.02)
+        assert front_end is not None and sampler is not None, "the front end never started its sampler"
+        time.sleep(0.5)  # a few samples of the shell
+        front_end.send_signal(signal.SIGINT)
+        _, err = shell.communicate(timeout=60)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+    assert code_file.read_text().strip() == "130", err
     pids = {p["pid"] for p in json.loads(out.read_text())["processes"]}
-    assert front_end not in pids, pids
+    assert front_end.pid not in pids, pids
     names = {p["name"] for p in json.loads(out.read_text())["processes"]}
-    assert names <= {"bash", "sleep"}, names  # the shell and its sleep; not the front end's python
+    assert names <= {"bash"}, names  # the shell; not the front end's python
 
 
 def test_output_through_a_symlink_keeps_the_link_and_the_mode(tmp_path: Path) -> None:
@@ -258,12 +345,12 @@ def test_write_output_unit(tmp_path: Path) -> None:
 
 
 def test_broken_pipe_on_stdout_keeps_exit_code_and_session(store: Path) -> None:
+    """A reader gone before the report (`| true`): as `ls | true`, nothing said; the command's exit code, the
+    session saved."""
     script = '"$0" -m gputop_tracker --headless -f json -- sh -c "sleep 0.5; exit 3" | true; exit ${PIPESTATUS[0]}'
     proc = subprocess.run(["bash", "-c", script, PY], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3, proc.stderr
-    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gputop-track: error:") and "stdout" in lines[0], proc.stderr
+    assert proc.stderr == ""
     assert len(list(store.glob("*.json"))) == 1
 
 
@@ -515,10 +602,11 @@ def test_json_of_a_command_line_that_is_not_utf8_is_valid_unicode(tmp_path: Path
     assert "$'caf\\xe9-\\xff\\xfe'" in shown.stdout + shown.stderr
 
 
-def test_a_reader_that_goes_away_mid_report_is_told_on_stderr(tmp_path: Path) -> None:
+def test_a_reader_that_goes_away_mid_report_is_a_quiet_end_with_the_commands_exit_code(tmp_path: Path) -> None:
     """`-f json | head -c 100` with a report larger than the pipe: the kernel cuts the write short rather than
-    failing it, and Python's text layer used to drop the rest silently. One line on stderr says the report was
-    not written (where the session is), and the exit code is still the command's."""
+    failing it, and Python's text layer used to drop the rest silently; then a line on stderr said the report was
+    not written. A reader that took what it wanted is normal (`ls | head`): nothing on stderr, the exit code still
+    the command's, the session saved."""
     big = "x" * 100_000  # the command line is in the report: > 200 kB of JSON, more than a pipe holds
     proc = subprocess.Popen(
         [PY, "-m", "gputop_tracker", "--headless", "-f", "json", "--", "sh", "-c", "exit 3", big, big],
@@ -531,8 +619,8 @@ def test_a_reader_that_goes_away_mid_report_is_told_on_stderr(tmp_path: Path) ->
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 3, err
-    assert "cannot write the report to stdout" in err, err
-    assert "Traceback" not in err
+    assert err == ""
+    assert len(list((tmp_path / "store").glob("*.json"))) == 1
 
 
 def test_the_text_report_counts_in_words_that_agree() -> None:

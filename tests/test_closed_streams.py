@@ -184,3 +184,58 @@ def test_the_spawned_sampler_reserves_closed_standard_fds() -> None:
     )
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["/dev/null", "True"], proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------------------- a reader that stops reading
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """2,000 sessions (one saved, then copied under new ids: saving each took 10 s), and one with a long timeline;
+    every listing or export of them is far more than a pipe holds. (store, the long session's id)"""
+    from test_history_sessions import make_session
+
+    from gputop_tracker.core.store import sessions as store
+
+    root = tmp_path_factory.mktemp("big") / "store"
+    first = make_session(0)
+    store.save_session(root, first)
+    sid = first["meta"]["id"]
+    text = (root / f"{sid}.json").read_text()
+    for i in range(1, 2000):
+        new = f"20250101-120000-node-{i:05d}-0000"
+        path = root / f"{new}.json"
+        path.write_text(text.replace(sid, new))
+        path.chmod(0o600)
+    long = make_session(1, rows=3000)
+    store.save_session(root, long)
+    return root, long["meta"]["id"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions", "list"],
+        ["sessions", "list", "-f", "json"],
+        ["advise", "--last", "2000", "-f", "json"],
+        ["sessions", "export", "{long}", "-f", "json"],
+        ["sessions", "export", "{long}", "-f", "csv"],
+    ],
+)
+def test_a_reader_that_stops_reading_is_a_quiet_exit(big_store: tuple[Path, str], args: list[str]) -> None:
+    """`sessions list | head -1` over 2,000 sessions said "error: write error: Broken pipe" and exited 1. A reader
+    that has what it wants is normal: nothing on stderr, exit 141, as `ls | head -1` ends."""
+    store_dir, long = big_store
+    argv = [a.replace("{long}", long) for a in args]
+    proc = subprocess.Popen(
+        [PY, "-m", "gputop_tracker", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "GPUTOP_TRACKER_STORE": str(store_dir)},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # `head -1`: one line read, then the pipe closed
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert err == ""

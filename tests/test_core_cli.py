@@ -491,3 +491,37 @@ def test_signal_to_our_process_group_reaches_the_command_once() -> None:
     out, _ = proc.communicate(timeout=60)
     assert out.count("SIGTERM") == 1, out
     assert proc.returncode == 0
+
+
+def test_the_text_report_says_the_time_unit_and_names_python_children_that_sent_no_report() -> None:
+    """`--tu` changed the wall time but not the CPU line; "1 Python processes"; and a Python child whose
+    environment lost PYTHONPATH (so no probe) was named only in the JSON (`probe.python_unreported`)."""
+    child = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.8)'], env={})"
+    proc = track("--headless", "--no-save", "--tu", "minutes", "--interval", "0.1", "--", PY, "-c", child)
+    assert proc.returncode == 0, proc.stderr
+    cpu = next(line for line in proc.stderr.splitlines() if "CPU time" in line)
+    assert re.search(r"user [0-9.]+ minutes \+ system [0-9.]+ minutes = [0-9.]+ minutes", cpu), cpu
+    assert "probe           on: 1 Python process reported its peak at exit" in proc.stderr, proc.stderr
+    assert re.search(
+        r"PID \d+ \(python[0-9.]*\): Python that sent no report \(its environment lost PYTHONPATH", proc.stderr
+    ), proc.stderr
+
+
+def test_sessions_list_marks_simulated_gpus_and_byte_counts_are_whole_numbers(store: Path) -> None:
+    """`sessions list -f json` and the CSV export gave byte counts as floats (43876352.0); `sessions list` had no
+    mark for a session whose GPUs were simulated (a demo's figures)."""
+    assert track("--headless", "--simulate-gpus", "1", "--interval", "0.1", "--", "sleep", "0.5").returncode == 0
+    assert track("--headless", "--interval", "0.1", "--", "sleep", "0.3").returncode == 0
+    listed = json.loads(track("sessions", "list", "-f", "json").stdout)
+    sim, real = sorted(listed, key=lambda item: not item["simulated_gpus"])
+    assert sim["simulated_gpus"] is True and real["simulated_gpus"] is False
+    assert type(sim["peak_ram_bytes"]) is int and type(sim["peak_gpu_ram_bytes"]) is int, sim
+    assert type(real["peak_ram_bytes"]) is int and real["peak_gpu_ram_bytes"] is None, real
+    rows = {line.split()[0]: line for line in track("sessions", "list").stdout.splitlines()[1:]}
+    assert "[sim] sleep 0.5" in rows[sim["id"]] and "[sim]" not in rows[real["id"]]
+    header, *lines = track("sessions", "export", sim["id"], "-f", "csv").stdout.splitlines()
+    columns = header.split(",")
+    for line in lines:
+        cells = dict(zip(columns, line.split(","), strict=True))
+        for name in ("combined_total", "main_rss", "threads", "n_processes", "gpu_memory", "gpu0_memory"):
+            assert cells[name].isdigit(), (name, line)

@@ -201,6 +201,52 @@ def test_probe_is_invisible_and_chains(tmp_path: Path) -> None:
     assert (proc.stdout, proc.stderr) == (plain.stdout, "")
 
 
+SHOW_PATH = "import sys; print(sys.path)"
+
+
+@pytest.mark.parametrize("how", ["argv", "shebang"])
+def test_a_command_started_with_dash_S_keeps_its_own_sys_path(tmp_path: Path, how: str) -> None:
+    """`python -S` never imports `sitecustomize` but reads PYTHONPATH: the probe's directory stayed on its
+    sys.path[1]. Where the command itself is such a Python (its argv, or its `#!` line), PYTHONPATH is left alone:
+    its sys.path is the one it has without the tool, and the report says why the probe is off."""
+    if how == "argv":
+        argv = [PY, "-S", "-c", SHOW_PATH]
+    else:
+        script = tmp_path / "nosite.py"
+        script.write_text(f"#!{PY} -S\n{SHOW_PATH}\n")
+        script.chmod(0o755)
+        argv = [str(script)]
+    env = {"TMPDIR": str(tmp_path), "PYTHONPATH": "/nowhere"}
+    plain = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **env}, timeout=30)
+    proc, r = track_json(tmp_path, "--", *argv, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == plain.stdout and "/nowhere" in plain.stdout
+    assert "-S" in r["probe"]["note"] and not r["probe"]["enabled"]
+
+
+NESTED_CHECK = """
+import os, posix, sys
+try:
+    import sitecustomize
+    got = sitecustomize.__file__
+except ImportError as e:
+    got = "ImportError " + str(e.name)
+print(got, [p for p in sys.path if 'gputop' in p], os._exit is posix._exit)
+"""
+
+
+def test_a_nested_python_with_dash_S_that_imports_sitecustomize_gets_what_it_would_without_us(tmp_path: Path) -> None:
+    """A Python further down the tree started with -S (not visible before it starts): a later `import
+    sitecustomize` loaded the probe (installed its hooks, left it as `sitecustomize`). Now the probe steps aside
+    then: off sys.path, no hooks, and the program gets ImportError (or its own sitecustomize) as without us."""
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-S', '-c', {NESTED_CHECK!r}])"
+    plain = subprocess.run([PY, "-S", "-c", NESTED_CHECK], capture_output=True, text=True, timeout=30)
+    proc, _r = track_json(tmp_path, "--", PY, "-c", parent, env={"TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert plain.stdout.endswith(" [] True\n"), plain.stdout
+    assert proc.stdout == plain.stdout, proc.stderr
+
+
 @pytest.mark.parametrize("name", ["sitecustomize.py", "gputop_probe_report.py", "gputop_probe_oom.py"])
 def test_probe_files_are_python38_and_standalone(name: str) -> None:
     source = (Path(SITE_FILE).parent / name).read_text()

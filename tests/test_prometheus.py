@@ -41,6 +41,7 @@ from gputop_tracker.core.integrations.exporters.base import every_interface, par
 from gputop_tracker.core.integrations.exporters.latest import LatestFigures
 from gputop_tracker.core.integrations.exporters.prometheus import TreeCollector
 from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
+from gputop_tracker.core.model.text import command_line
 from gputop_tracker.core.sampling.channel import EventMessage, Progress, SampleMessage, Started
 
 
@@ -359,7 +360,10 @@ def test_endpoint_serves_the_tree_memory_of_a_real_job(tmp_path: Path, holders: 
     procs = values(fams, "gputop_process_memory_bytes")
     assert [v for k, v in procs.items() if dict(k)["name"].startswith("python")]
     info = fams["gputop_session_info"].samples[0].labels
-    assert info["session"] and "holder.py" in info["command"]
+    assert info["session"]
+    # the command line, shortened to 120 characters: where the checkout's path is long, before the script's name
+    label, full = info["command"], command_line(h.argv)
+    assert len(label) <= 120 and (label == full or (label.endswith("…") and full.startswith(label[:-1]))), label
     code, err = h.release()
     assert code == 0, err
     assert "Traceback" not in err
@@ -516,6 +520,37 @@ def test_only_the_file_this_run_wrote_is_removed(tmp_path: Path) -> None:
     assert not prom.exists()
 
 
+def test_the_textfile_is_first_written_at_the_first_sample_with_the_session_and_its_figures(tmp_path: Path) -> None:
+    """The first write came at start, before the sampler said anything: `session=""` and only
+    gputop_session_info (and the next one a period later). Now nothing is written until the first sample, which
+    is written at once: the first file a collector can read names the session and holds the tree's figures."""
+    from prometheus_client import CollectorRegistry
+
+    from gputop_tracker.core.integrations.exporters.prometheus import TextfileWriter
+
+    prom = tmp_path / "early.prom"
+    writer = TextfileWriter(str(prom), CollectorRegistry(), period=60)
+    writer.start()
+    try:
+        time.sleep(0.3)
+        assert not prom.exists()  # nothing to say yet
+        writer.poke()  # the first sample
+        wait_until(prom.exists, 10, "the first write")
+    finally:
+        writer.close()
+    # the real CLI: the first content the file ever holds
+    prom = tmp_path / "job" / "job.prom"
+    prom.parent.mkdir()
+    proc = cli("--headless", "--no-save", "--interval", "0.2", "--prometheus-textfile", str(prom), "--", "sleep", "2")
+    try:
+        first = wait_until(lambda: prom.exists() and prom.read_text(), 30, "the textfile")
+    finally:
+        proc.communicate(timeout=60)
+    fams = parse(first)
+    assert fams["gputop_session_info"].samples[0].labels["session"], first
+    assert "gputop_tree_memory_bytes" in fams, first
+
+
 def test_missing_prometheus_client_names_the_extra(tmp_path: Path) -> None:
     shadow = tmp_path / "shadow" / "prometheus_client"
     shadow.mkdir(parents=True)
@@ -629,8 +664,12 @@ def test_live_view_serves_metrics_too(tmp_path: Path) -> None:
         wait_until(textfile.exists, 30, "the textfile")
         shutil.rmtree(textfile.parent)
         screen = wait_until(lambda: "cannot write" in (t := tmux_screen(tmux, session)) and t, 30, "the notice")
-        # the notice's words, wherever its 60-column toast wrapped them (each row ends with the toast)
-        toast = "".join(row[-64:] for row in screen.splitlines())
+        # the notice's words, wherever its toast wrapped them: the toast's own columns (from where its first line
+        # starts) of its rows, whatever the rest of those rows hold (the output pane's title, a long path)
+        rows = screen.splitlines()
+        first = next(n for n, row in enumerate(rows) if "cannot write" in row)
+        left = rows[first].index("cannot write")
+        toast = "".join(row[left:] for row in rows[first : first + 8])
         squashed = "".join(ch for ch in toast if ch.isalnum())
         assert "Nosuchfileordirectorytrackinggoesonretriedevery2s" in squashed, screen
         done.write_text("")

@@ -304,15 +304,30 @@ def _command_running(pid: int, name: str) -> bool:
         return False
 
 
-def _interrupt(when: Callable[[subprocess.Popen[str]], str], python_flags: tuple[str, ...] = ()) -> tuple[int, str]:
+def _sigint_as(disposition: signal.Handlers, blocked: bool = False) -> Callable[[], None]:
+    """A preexec_fn: the started program gets SIGINT with `disposition` (whatever pytest's own is), and blocked
+    across the exec when `blocked` (as `env --block-signal=INT` starts it)."""
+
+    def setup() -> None:
+        signal.signal(signal.SIGINT, disposition)
+        how = signal.SIG_BLOCK if blocked else signal.SIG_UNBLOCK
+        signal.pthread_sigmask(how, (signal.SIGINT,))
+
+    return setup
+
+
+def _interrupt(
+    when: Callable[[subprocess.Popen[str]], str], python_flags: tuple[str, ...] = (), blocked: bool = False
+) -> tuple[int, str]:
     """`gputop-track --headless -- sleep 5`, a SIGINT to its group once `when` returns (what it read of stderr);
     (exit code, stderr) after checking what must hold whenever the signal lands: no traceback from our code,
-    no "sampler crashed"."""
+    no "sampler crashed". `blocked`: SIGINT blocked across the exec, as a careful starter does."""
     proc = subprocess.Popen(
         [PY, *python_flags, "-m", "gputop_tracker", "--headless", "--no-save", "--", "sleep", "5"],
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_sigint_as(signal.SIG_DFL, blocked),
     )
     try:
         early = when(proc)
@@ -384,6 +399,69 @@ def test_ctrl_c_while_starting_up_prints_no_traceback(tmp_path: Path) -> None:
         for _ in range(3):
             code, err = moment()
             assert code == 130 and "Traceback" not in err, err
+
+
+def test_ctrl_c_in_the_first_25_ms_with_the_signal_blocked_by_the_starter_ends_quietly_with_130() -> None:
+    """Python's own start-up (before any of our code: its streams, `site`, `.pth` files) turns a SIGINT into
+    "Fatal Python error: init_import_site" and a traceback; no Python program can prevent that itself. A starter
+    that blocks SIGINT across the exec (`env --block-signal=INT`) closes that window: our first instruction takes
+    the signals over and unblocks them, and a SIGINT pending since then ends the run at once, quietly, with 130,
+    before the command starts. It used to start the command anyway, interrupt it and print the whole report."""
+    for i in range(30):
+        ms = 1 + i * 24 / 29  # 1 to 25 ms after the start
+        code, err = _interrupt(_after(ms / 1000), blocked=True)
+        assert "Traceback" not in err and "Fatal Python error" not in err, err
+        assert code == 130, err
+        # stopped before the command, one line at most; or, had the command already run, its report
+        assert len(err.splitlines()) <= 1 or "Processes" in err, err
+
+
+def _to_group(proc: subprocess.Popen[str], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:  # ended already: the assertions on its exit say why
+        pass
+
+
+def test_an_inherited_ignored_sigint_stays_ignored_at_start_up_and_later(tmp_path: Path) -> None:
+    """SIGINT ignored by whoever started us (a script's `cmd &`): a SIGINT at start-up was lost, but one a moment
+    later stopped the run (sigwaitinfo takes a blocked signal even when ignored) and the command got a default
+    SIGINT. Now it stays ignored throughout, for us and for the command (as without the tool), and the run ends
+    with the command."""
+    go = tmp_path / "go"
+    command = (
+        "import os, signal, sys, time\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "sys.exit(3)\n"
+    )
+    proc = subprocess.Popen(
+        [*TRACK, "--headless", "--no-save", "--interval", "0.1", "--", PY, "-c", command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_sigint_as(signal.SIG_IGN),
+    )
+    try:
+        for ms in (1, 3, 6, 10, 15, 25, 50, 100):  # while it starts up (to it and its whole group)
+            time.sleep(ms / 1000)
+            _to_group(proc, signal.SIGINT)
+        assert proc.stdout is not None
+        seen = proc.stdout.readline()  # the command runs
+        for _ in range(3):  # and later, to us alone and to the group
+            proc.send_signal(signal.SIGINT)
+            _to_group(proc, signal.SIGINT)
+            time.sleep(0.1)
+        go.touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert seen.strip() == "True", seen  # SIGINT ignored in the command too
+    assert proc.returncode == 3, err
+    assert "exited with code 3" in err and "Traceback" not in err, err
 
 
 def test_an_interrupt_wrapped_by_class_creation_is_still_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:

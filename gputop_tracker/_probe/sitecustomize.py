@@ -15,6 +15,11 @@ with their ru_maxrss, so the tracker knows whether any process of the tree went 
 
 Rules: standard library only, any Python 3.8+; never imports a framework, never prints, never resets a
 statistic; every failure is silent. A process killed by a signal sends nothing.
+
+In a Python started with -S, `site` never runs: nothing here runs at start-up, and the directory stays on
+`sys.path` (PYTHONPATH is read without `site`) until the program itself imports `sitecustomize`; then this file
+takes its directory off and gives the program what it would get without us (the one it shadows, or ImportError),
+with no hooks. gputop-track leaves PYTHONPATH alone where the command itself is such a Python (`core.blocks.probe`).
 """
 
 import os
@@ -262,11 +267,21 @@ def uninstall():
         os._exit = _real_exit
 
 
+def _as_if_absent():
+    """Imported by the program itself in a Python started with -S (`site` never ran, so nothing of ours ran at
+    start-up): no hooks; the sitecustomize we shadow, or ImportError, exactly as without us."""
+    sys.modules.pop("sitecustomize", None)
+    import sitecustomize  # noqa: F401  (the next one on sys.path: ours is off it)
+
+
 if __name__ == "sitecustomize":
     _unpath()
-    if _FIFO and sys.version_info >= (3, 8):  # older ones only chain (this file still parses in 2.7)
-        try:
-            install()
-        except Exception:
-            pass
-    _chain()
+    if getattr(sys.flags, "no_site", 0) and sys.version_info >= (3, 8):
+        _as_if_absent()
+    else:
+        if _FIFO and sys.version_info >= (3, 8):  # older ones only chain (this file still parses in 2.7)
+            try:
+                install()
+            except Exception:
+                pass
+        _chain()

@@ -96,14 +96,14 @@ def _gpu_list(gpu_uuids: object) -> str | None:
     if gpu_uuids is None:
         return None
     if isinstance(gpu_uuids, str):
-        return gpu_uuids.strip() or None
+        return validate.gpu_list("gpu_uuids", gpu_uuids) if gpu_uuids.strip() else None
     if not isinstance(gpu_uuids, Iterable) or isinstance(gpu_uuids, bytes | Mapping):
         raise ValueError(f"gpu_uuids must be a set or list of GPU UUIDs, not {gpu_uuids!r}")
     items = list(gpu_uuids)
     for item in items:
         if isinstance(item, bool) or not isinstance(item, str | int) or (isinstance(item, int) and item < 0):
             raise ValueError(f"gpu_uuids must hold GPU UUIDs (or indices), not {item!r}")
-    named = [str(item).strip() for item in items if str(item).strip()]
+    named = [validate.gpu_entry("gpu_uuids", str(item)) for item in items if str(item).strip()]
     if items and not named:
         raise ValueError(f"gpu_uuids names no GPU: {gpu_uuids!r} (None: every GPU)")
     return ",".join(named) or None

@@ -7,6 +7,7 @@ only after the sampler has been forked, so it loads while the command already ru
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING
 from gputop_tracker import console
 from gputop_tracker._version import __version__
 from gputop_tracker.cli import formats
+from gputop_tracker.cli.relay import FORWARDED, SignalRelay, in_terminal_foreground
 from gputop_tracker.console import PROG, Parser, UsageError
 from gputop_tracker.core.model import paths, validate
-from gputop_tracker.core.model.config import JOB_SIGNALS, MIN_INTERVAL, EngineConfig
+from gputop_tracker.core.model.config import MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.model.units import UnitError, Units, parse_byte_size
-from gputop_tracker.core.sampling.jobctl import is_session_leader, leave_job
+from gputop_tracker.core.sampling.jobctl import is_session_leader, not_ignored
 from gputop_tracker.core.sampling.orphans import become_subreaper
 
 if TYPE_CHECKING:
@@ -33,8 +35,6 @@ if TYPE_CHECKING:
 
 DEFAULT_INTERVAL = 0.5
 PROMETHEUS_TOP = 20  # exporters.base.DEFAULT_TOP_PROCESSES, not imported without an exporter (a test keeps them equal)
-SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent itself, e.g. Ctrl-C on the terminal
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS)  # JOB_SIGNALS: passed on, no more
 
 
 USAGE = f"""\
@@ -77,6 +77,10 @@ environment:
 """
 
 
+STORE_HELP = f"session store (default: ${paths.STORE_ENV} or the user data dir)"
+SIMULATE_HELP = "N simulated GPUs (demos; labelled)"
+
+
 def build_parser() -> Parser:
     p = Parser(
         prog=PROG,
@@ -85,7 +89,7 @@ def build_parser() -> Parser:
         epilog=EPILOG,
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to launch, after --")
-    p.add_argument("--attach", metavar="PID", type=int, help="track a running process and its descendants")
+    p.add_argument("--attach", metavar="PID", type=console.whole, help="track a running process and its descendants")
     p.add_argument("--history", action="store_true", help="open the TUI on the saved sessions")
     p.add_argument("--headless", action="store_true", help="no TUI: print or write a report at the end")
     formats.REPORT.add_option(p, "report format (headless): text or json")
@@ -94,7 +98,7 @@ def build_parser() -> Parser:
         "--interval",
         "--st",
         dest="interval",
-        type=float,
+        type=console.real,
         default=DEFAULT_INTERVAL,
         metavar="SECONDS",
         help=f"seconds between samples (default {DEFAULT_INTERVAL}, at least {MIN_INTERVAL})",
@@ -104,7 +108,7 @@ def build_parser() -> Parser:
         "--nec",
         "--n-expected-cores",
         dest="n_expected_cores",
-        type=int,
+        type=console.whole,
         metavar="N",
         help="cores the job may use (default: the CPUs this process may run on)",
     )
@@ -115,7 +119,7 @@ def build_parser() -> Parser:
         metavar="LIST",
         help="GPUs counted for utilization: indices, full or short UUIDs, MIG UUIDs (as CUDA_VISIBLE_DEVICES)",
     )
-    p.add_argument("--simulate-gpus", type=int, default=0, metavar="N", help="N simulated GPUs (demos; labelled)")
+    p.add_argument("--simulate-gpus", type=console.whole, default=0, metavar="N", help=SIMULATE_HELP)
     p.add_argument(
         "--gpu-backend",
         choices=validate.GPU_BACKENDS,
@@ -124,12 +128,12 @@ def build_parser() -> Parser:
     )
     p.add_argument(
         "--gpu-poll",
-        type=float,
+        type=console.real,
         default=50.0,
         metavar="HZ",
         help="GPU memory watcher rate: process lists and memory of the counted GPUs (default 50; 0 = off)",
     )
-    p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
+    p.add_argument("--store", metavar="DIR", type=console.name, help=STORE_HELP)
     p.add_argument("--no-save", action="store_true", help="do not save this run as a session")
     p.add_argument(
         "--no-probe",
@@ -176,22 +180,30 @@ def _add_alert_options(alerts: argparse._ArgumentGroup) -> None:
         help="also make --mem-limit the hard limit of the command's own cgroup (the kernel OOM-kills past it)",
     )
     alerts.add_argument(
-        "--warn-at", type=float, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)"
+        "--warn-at", type=console.real, default=80.0, metavar="PCT", help="warning level, %% of the limit (80)"
     )
-    alerts.add_argument("--critical-at", type=float, default=95.0, metavar="PCT", help="critical level, %% (95)")
+    alerts.add_argument("--critical-at", type=console.real, default=95.0, metavar="PCT", help="critical level, %% (95)")
     alerts.add_argument(
         "--watch-output",
         action="store_true",
         help="headless: pass the command's output through a pipe to spot CUDA/PyTorch out-of-memory errors",
     )
     alerts.add_argument(
-        "--oom-window", type=float, default=60.0, metavar="SECONDS", help="seconds of samples kept for a dump (60)"
+        "--oom-window",
+        type=console.real,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds of samples kept for a dump (60)",
     )
     alerts.add_argument(
-        "--oom-dumps", type=int, default=5, metavar="K", help="OOM dump bundles kept in the store (5; 0 = none)"
+        "--oom-dumps",
+        type=console.whole,
+        default=5,
+        metavar="K",
+        help="OOM dump bundles kept in the store (5; 0 = none)",
     )
     alerts.add_argument(
-        "--oom-dump-mb", type=float, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
+        "--oom-dump-mb", type=console.real, default=200.0, metavar="M", help="at most M MB of dump bundles (200)"
     )
 
 
@@ -209,7 +221,7 @@ def _add_export_options(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--prometheus-top",
-        type=int,
+        type=console.whole,
         default=PROMETHEUS_TOP,
         metavar="N",
         help="processes with their own gputop_process_memory_bytes series, largest RSS first (20)",
@@ -223,7 +235,12 @@ def _open_exporter(args: argparse.Namespace, cfg: EngineConfig) -> Exporter | No
             raise UsageError("--prometheus-top needs --prometheus or --prometheus-textfile")
         return None
     from gputop_tracker.core.integrations.exporters import ExportError, ExportOptions, SessionInfo, open_exporter
-    from gputop_tracker.core.integrations.exporters.base import command_of
+    from gputop_tracker.core.integrations.exporters.base import MAX_TOP_PROCESSES, command_of
+
+    try:
+        validate.integer("--prometheus-top", args.prometheus_top, 0, MAX_TOP_PROCESSES)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
     options = ExportOptions(args.prometheus, args.prometheus_textfile, args.prometheus_top)
     info = SessionInfo(command=cfg.argv or command_of(cfg.pid), slurm_job_id=(cfg.slurm or {}).get("job_id") or "")
@@ -276,8 +293,11 @@ def _check_attach(pid: int) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    """Every numeric flag finite and in range (NaN and inf pass a plain `<` test), warning below critical."""
+    """Every numeric flag finite and in range (NaN and inf pass a plain `<` test), warning below critical; each
+    entry of --gpus an index or a UUID."""
     try:
+        if args.gpus is not None:
+            args.gpus = validate.gpu_list("--gpus", args.gpus)
         validate.tracking_options(
             validate.CLI_NAMES,
             interval=args.interval,
@@ -378,7 +398,10 @@ def _report_to_stdout(args: argparse.Namespace) -> None:
 def _check_options(args: argparse.Namespace) -> int | None:
     """Options that go together, and every file the run will write, checked before anything starts; the memory
     limit in bytes (None: none)."""
-    mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit else None
+    try:
+        mem_limit = parse_byte_size(args.mem_limit) if args.mem_limit is not None else None  # '' too: refused
+    except UnitError as e:
+        raise UsageError(f"--mem-limit: {e}") from None
     if args.enforce_mem_limit and not mem_limit:
         raise UsageError("--enforce-mem-limit needs --mem-limit SIZE")
     if args.enforce_mem_limit and args.attach is not None:
@@ -465,7 +488,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
     shares_terminal_job = _place_the_command(cfg, args)
     # Signals are taken synchronously by one thread (sigwaitinfo) so we can tell Ctrl-C on the terminal,
     # which the command receives itself, from a kill aimed at us, which we must pass on.
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    forwarded = not_ignored(FORWARDED)  # one inherited as ignored stays so: never queued by blocking it
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     become_subreaper()  # should the sampler die, the command comes to us (`sampler_died`)
     handle = start_forked(cfg)
     if exporter is not None:
@@ -478,7 +502,8 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
         handle, attach=cfg.mode == "attach", shares_terminal_job=shares_terminal_job, session_leader=is_session_leader()
     )
     interrupted = relay.interrupted
-    threading.Thread(target=relay.run, name="signal-relay", daemon=True).start()
+    if forwarded:
+        threading.Thread(target=relay.run, args=(forwarded,), name="signal-relay", daemon=True).start()
     alerts = AlertPrinter()
     try:
         usage, failure, started = _read_messages(handle, exporter, alerts, relay, cfg.mirror_stops_to != 0)
@@ -580,110 +605,6 @@ def sampler_died(cfg: EngineConfig, handle: SamplerHandle, started: Started | No
         relay.reaped.set()
 
 
-def in_terminal_foreground() -> bool:
-    """Whether we run in the foreground job of a controlling terminal (an interactive shell's command)."""
-    try:
-        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
-    except OSError:
-        return False
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-class SignalRelay:
-    """Passes SIGINT, SIGTERM and SIGHUP aimed at us on to the sampler (which passes them to the command),
-    but not Ctrl-C / hang-up from the terminal in launch mode: the command, in the terminal's job, got it —
-    except a hang-up sent to us as the terminal's session leader (`ssh -t host gputop-track …` losing its
-    connection): the kernel sends that to the session leader alone.
-    Once the sampler has been reaped (`reaped` set) nothing is sent to it: its PID may belong to another
-    process by then (a tiny window remains between the reaping and the flag). What comes meanwhile is held:
-    should the sampler have died before the command, `retarget` passes it on to the command."""
-
-    def __init__(
-        self, handle: SamplerHandle, *, attach: bool, shares_terminal_job: bool = True, session_leader: bool = False
-    ) -> None:
-        self.handle = handle
-        self.attach = attach
-        self.shares_terminal_job = shares_terminal_job
-        self.session_leader = session_leader
-        self.interrupted: list[int] = []
-        self.reaped = threading.Event()
-        self.target = 0  # the command's pid once the sampler died (`retarget`): signals go to it directly
-        self.held: list[int] = []  # signals for the command that came while there was nobody to send them to
-        self.lock = threading.Lock()  # `forward` (the relay's thread) against `retarget` (the main thread)
-
-    def forward(self, sig: int, si_code: int) -> None:
-        if sig in JOB_SIGNALS:  # SIGUSR1/2 (a checkpoint request): the command's alone; tracking goes on
-            if not self.attach:
-                self._send(sig)
-            return
-        self.interrupted.append(sig)
-        from_terminal = (
-            self.shares_terminal_job
-            and si_code == SI_KERNEL
-            and (sig == signal.SIGINT or (sig == signal.SIGHUP and not self.session_leader))
-        )
-        if self.attach or not from_terminal:
-            self._send(sig)
-
-    def _send(self, sig: int) -> None:
-        with self.lock:
-            # a sampler that has exited but is not reaped yet takes a signal and passes it nowhere: held too
-            if self.reaped.is_set() or (not self.target and _exited(self.handle.pid)):
-                self.held.append(sig)
-            elif self.target:
-                _send_to_command(self.target, sig)
-            else:
-                self.handle.signal(sig)
-
-    def retarget(self, pid: int) -> None:
-        """The sampler is gone: pass signals to the command `pid` itself (ours to wait for) until `reaped`,
-        those held since the sampler was reaped first."""
-        with self.lock:
-            self.target = pid
-            self.reaped.clear()
-            # sent to the sampler as it died (SIGKILLed, not yet a zombie: nothing tells), never passed on
-            for sig in [*self.handle.unrelayed(), *self.held]:
-                _send_to_command(pid, sig)
-            self.held.clear()
-
-    def leave_terminal_job(self) -> None:
-        """The command runs in the terminal's job: we leave it (for the sampler's group), so that what the
-        shell or a user sends to the whole job reaches the command once; what still reaches us was aimed at
-        us and is forwarded."""
-        if leave_job(self.handle.pid):
-            self.shares_terminal_job = False
-
-    def run(self) -> None:
-        while True:
-            info = signal.sigwaitinfo(FORWARDED)
-            self.forward(info.si_signo, info.si_code)
-
-
-def _exited(pid: int) -> bool:
-    """Whether our child `pid` has exited (a zombie, or reaped already), without reaping it."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
-def _send_to_command(pid: int, sig: int) -> None:
-    """As the sampler passes them on: SIGINT, SIGTERM, SIGHUP to the command's whole process group where it leads
-    one of its own (a shell script ends only when the child it waits for gets the signal too)."""
-    try:
-        if sig not in JOB_SIGNALS and os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except ProcessLookupError:  # gone meanwhile: our wait ends with it
-        pass
-
-
 def write_report(
     usage: object, args: argparse.Namespace, units: Units, give_up: Callable[[], bool] | None = None
 ) -> None:
@@ -712,6 +633,8 @@ def write_report(
         console.write_stdout(text)
     except OSError as e:
         console.stdout_failed()
+        if e.errno == errno.EPIPE:  # the reader took what it wanted (`| head`): normal, nothing to say
+            return
         where = f"; session {usage.session_id} saved: {usage.session_path}" if usage.session_path else ""
         console.error(f"cannot write the report to stdout: {e.strerror}{where}", console.EXIT_FAILURE)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputop_tracker.core.model.units import Units
+from gputop_tracker.core.model.units import UnitError, Units, parse_ram_unit, parse_time_unit
 
 Renderer = Callable[[Any, Units], str]
 
@@ -152,4 +152,13 @@ def add_unit_options(parser: argparse.ArgumentParser, of: str = "") -> None:
 
 
 def units_of(args: argparse.Namespace) -> Units:
+    """The unit flags; a bad one is a UnitError naming its flag."""
+    given = (("--ram-unit", parse_ram_unit, args.ram_unit), ("--gpu-ram-unit", parse_ram_unit, args.gpu_ram_unit),
+             ("--time-unit", parse_time_unit, args.time_unit))  # fmt: skip
+    for flag, parse, value in given:
+        try:
+            if value is not None:
+                parse(value)
+        except UnitError as e:
+            raise UnitError(f"{flag}: {e}") from None
     return Units.parse(args.ram_unit, args.gpu_ram_unit, args.time_unit)

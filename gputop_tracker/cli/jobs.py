@@ -38,16 +38,21 @@ def build_advise_parser() -> Parser:
     p.add_argument("ids", nargs="*", metavar="ID", help="sessions (id or its start); default: the newest")
     p.add_argument("--job", metavar="JOBID", help="every session of this SLURM job (or job array)")
     p.add_argument("--command", metavar="TEXT", help="only sessions whose command line contains TEXT")
-    p.add_argument("--last", type=int, metavar="N", help="only the newest N of the sessions chosen")
+    p.add_argument("--last", type=console.whole, metavar="N", help="only the newest N of the sessions chosen")
     p.add_argument(
         "--headroom",
-        type=float,
+        type=console.real,
         default=DEFAULT_HEADROOM,
         metavar="PCT",
         help=f"added to the peaks of memory and time (default {DEFAULT_HEADROOM:g})",
     )
     formats.ADVICE.add_option(p)
-    p.add_argument("--store", metavar="DIR", help=f"session store (default: ${paths.STORE_ENV} or the user data dir)")
+    p.add_argument(
+        "--store",
+        metavar="DIR",
+        type=console.name,
+        help=f"session store (default: ${paths.STORE_ENV} or the user data dir)",
+    )
     return p
 
 

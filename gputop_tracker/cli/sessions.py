@@ -49,11 +49,11 @@ def build_sessions_parser() -> Parser:
         description="The saved sessions (one JSON file each in the store), without the TUI.",
         epilog=SESSIONS_EPILOG,
     )
-    p.add_argument("--store", metavar="DIR", help=STORE_HELP)
+    p.add_argument("--store", metavar="DIR", type=console.name, help=STORE_HELP)
     # --store also after the action (`sessions list --store DIR`); SUPPRESS: not given there, the one
     # given before the action (or None) stays
     common = Parser(add_help=False)
-    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS, help=STORE_HELP)
+    common.add_argument("--store", metavar="DIR", type=console.name, default=argparse.SUPPRESS, help=STORE_HELP)
     sub = p.add_subparsers(
         dest="action", required=True, parser_class=Parser, metavar="ACTION", help="one of (`ACTION --help` for more):"
     )
@@ -81,7 +81,7 @@ def _add_output(parser: Parser) -> None:
 
 def _file_or_stdout(name: str) -> str | None:
     """`-o -` (or the file stdout already is) is stdout: None, as without `-o`; never a file named `-`."""
-    return None if console.names_stdout(name) else name
+    return None if console.names_stdout(console.name(name)) else name
 
 
 def _add_delete_parser(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:

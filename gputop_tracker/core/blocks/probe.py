@@ -8,7 +8,10 @@ PYTHONPATH; a `Tracker` of its own process also installs the probe's exit hooks 
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
+
+from gputop_tracker.core.summary.probe import python_without_probe
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_probe")
 SITE_FILE = os.path.join(PROBE_DIR, "sitecustomize.py")
@@ -35,6 +38,38 @@ def probe_environment(env: dict[str, str]) -> str | None:
     rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR] if old else []
     env["PYTHONPATH"] = os.pathsep.join([PROBE_DIR, *rest])
     return None
+
+
+NO_SITE = "-S (no site import)"  # python_without_probe's reason for -S
+
+
+def command_without_site(argv: list[str]) -> str | None:
+    """Why the probe stays off for this command: it is a Python started with -S (on its command line, or on its
+    `#!` line), which never imports `sitecustomize` at start-up but reads PYTHONPATH, so our directory would only be
+    left on its `sys.path`. None otherwise. (A Python with -S further down the tree cannot be seen before it starts:
+    the probe there steps aside when the program imports `sitecustomize` itself.)"""
+    for words in (argv, _shebang(argv[0]) if argv else []):
+        if words and os.path.basename(words[0]) == "env":  # `#!/usr/bin/env -S python3 -S`
+            words = words[1:]
+            while words and (words[0].startswith("-") or "=" in words[0]):  # env's own options, NAME=VALUE
+                words = words[1:]
+        if words and python_without_probe(os.path.basename(words[0]), words) == NO_SITE:
+            return "the command is a Python started with -S (no site import): PYTHONPATH left as it is"
+    return None
+
+
+def _shebang(name: str) -> list[str]:
+    """The interpreter and its options from the `#!` line of the program `name` runs (empty: none)."""
+    path = name if "/" in name else shutil.which(name)
+    try:
+        with open(path or name, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    line = head[2:].split(b"\n", 1)[0]
+    return [w.decode("utf-8", "replace") for w in line.split()]
 
 
 def _compiled() -> None:

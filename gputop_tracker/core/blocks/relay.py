@@ -17,7 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
-from gputop_tracker.core.blocks.probe import HISTORY_ENV, history_setting, probe_environment, remove_probe_path
+from gputop_tracker.core.blocks.probe import (
+    HISTORY_ENV,
+    command_without_site,
+    history_setting,
+    probe_environment,
+    remove_probe_path,
+)
 from gputop_tracker.core.model.config import LAUNCH, EngineConfig
 from gputop_tracker.core.summary.probe import ProbeStats
 
@@ -65,7 +71,7 @@ class BlockRelay:
         if not self.cfg.probe:
             self.probe = ProbeStats(False, OFF)
             return
-        why = probe_environment(os.environ)  # type: ignore[arg-type]
+        why = command_without_site(self.cfg.argv) or probe_environment(os.environ)  # type: ignore[arg-type]
         self.probe = ProbeStats(why is None, why)
         self.probe_path_set = why is None
         if why is None and self.cfg.gpu_history > 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 
 from gputop_tracker.core.model.config import MIN_INTERVAL
@@ -19,6 +20,13 @@ MAX_SIMULATED_GPUS = 64
 MAX_DUMP_MB = 1e9
 GPU_BACKENDS = ("auto", "nvidia", "amd", "none")  # --gpu-backend / Tracker(gpu_backend=)
 MAX_GPU_POLL = 1000.0  # Hz of the GPU memory watcher (--gpu-poll / Tracker(gpu_poll=))
+MAX_CORES = 65536  # --n-expected-cores: more than any Linux kernel can run on (NR_CPUS is at most 8192)
+MAX_OOM_DUMPS = 10000  # dump bundles kept in the store
+MAX_GPU_INDEX = 65535  # an index of --gpus: far more GPUs than a machine holds
+# One entry of a CUDA_VISIBLE_DEVICES-style list: an index (a negative one ends the list, as in CUDA), or a full or
+# short UUID: GPU-<hex>, MIG-<hex>, MIG-GPU-<hex>/GI/CI (older drivers), or the bare start of one (<hex>).
+_GPU_INDEX = re.compile(r"-?[0-9]+")
+_GPU_UUID = re.compile(r"(?:GPU-|MIG-(?:GPU-)?)?[0-9a-f][0-9a-f-]*(?:/[0-9]+/[0-9]+)?", re.IGNORECASE)
 
 # How each caller spells the options tracking_options checks: flags on the command line, keyword
 # arguments of `Tracker` (the API keeps gpu-tracker's `sleep_time`).
@@ -51,12 +59,12 @@ def tracking_options(
     ValueError naming the option as `names` spells it (CLI_NAMES or API_NAMES)."""
     number(names["interval"], interval, MIN_INTERVAL, MAX_INTERVAL)
     if n_expected_cores is not None:
-        integer(names["n_expected_cores"], n_expected_cores, 1)
+        integer(names["n_expected_cores"], n_expected_cores, 1, MAX_CORES)
     integer(names["simulate_gpus"], simulate_gpus, 0, MAX_SIMULATED_GPUS)
     warn = number(names["warn_at"], warn_at, 0, 100, above=True)
     critical = number(names["critical_at"], critical_at, 0, 100, above=True)
     number(names["flight_seconds"], flight_seconds, 0, MAX_WINDOW)
-    integer(names["oom_dumps"], oom_dumps, 0)
+    integer(names["oom_dumps"], oom_dumps, 0, MAX_OOM_DUMPS)
     number(names["oom_dump_mb"], oom_dump_mb, 0, MAX_DUMP_MB, above=True)
     if warn >= critical:
         raise ValueError(f"{names['warn_at']} ({warn:g}) must be below {names['critical_at']} ({critical:g})")
@@ -87,6 +95,30 @@ def choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+def gpu_entry(name: str, item: str) -> str:
+    """One GPU of a `--gpus` list (stripped): an index or a full or short UUID, in ASCII, as CUDA_VISIBLE_DEVICES
+    takes them. What could name no GPU in any form (`nan`, a newline inside, `ü€`) is refused, not skipped."""
+    item = item.strip(" \t")
+    if item.isascii() and _GPU_INDEX.fullmatch(item):
+        if int(item) > MAX_GPU_INDEX:
+            raise ValueError(f"{name}: GPU index {item} is out of range (at most {MAX_GPU_INDEX})")
+        return item
+    if item.isascii() and _GPU_UUID.fullmatch(item):
+        return item
+    raise ValueError(
+        f"{name}: {item!r} is not a GPU index or UUID (as CUDA_VISIBLE_DEVICES takes them: 0,1 or GPU-8f3c…, MIG-…)"
+    )
+
+
+def gpu_list(name: str, value: str) -> str:
+    """A comma-separated `--gpus` list, each entry checked (`gpu_entry`); empty entries (`0,,1`) are dropped, but
+    a list naming no GPU at all is refused (`--gpu-backend none` reads none)."""
+    named = [gpu_entry(name, item) for item in value.split(",") if item.strip(" \t")]
+    if not named:
+        raise ValueError(f"{name} names no GPU: {value!r} (give indices or UUIDs; --gpu-backend none reads no GPU)")
+    return ",".join(named)
 
 
 PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread (kthreadd, kworkers)

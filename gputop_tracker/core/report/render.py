@@ -95,7 +95,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
         *_ram_lines(usage, fmt),
         *probe_line(usage),
         "",
-        *_cpu_lines(usage),
+        *_cpu_lines(usage, fmt),
         "",
         *_gpu_lines(usage, fmt),
     ]
@@ -204,12 +204,16 @@ def _ram_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
     return lines
 
 
-def _cpu_lines(usage: ResourceUsage) -> list[str]:
+def _cpu_lines(usage: ResourceUsage, fmt: _Fmt) -> list[str]:
     cpu = usage.cpu_utilization
     ct = usage.cpu_time
+
+    def secs(value: float) -> str:  # in the unit asked for (--tu), as the wall time; else seconds
+        return f"{value:.2f} s" if fmt.time_unit is None else fmt.time(value)
+
     lines = [
         "CPU",
-        f"  {'CPU time':<16}user {ct.user:.2f} s + system {ct.system:.2f} s = {ct.total:.2f} s "
+        f"  {'CPU time':<16}user {secs(ct.user)} + system {secs(ct.system)} = {secs(ct.total)} "
         f"({ct.mean_percent:.0f}% of one core on average; {ct.source})",
     ]
     cpu_rows = [["  utilization", "max", "mean", f"(100% = one core; {cpu.n_expected_cores} cores expected)"]]
@@ -291,11 +295,21 @@ def probe_line(usage: ResourceUsage) -> list[str]:
     if not pr.enabled:
         return [f"  probe           off{': ' + escape_controls(pr.note) if pr.note else ''}"]
     pids = ", ".join(str(pid) for pid in pr.reported[:8]) + (" …" if len(pr.reported) > 8 else "")
-    line = f"  probe           on: {len(pr.reported)} Python processes reported their peaks at exit"
+    who = _count(len(pr.reported), "Python process", "Python processes")
+    line = f"  probe           on: {who} reported {'its peak' if len(pr.reported) == 1 else 'their peaks'} at exit"
     line += f" (PIDs {pids})" if pids else ""
     out = [line]
     for without in pr.without_probe[:5]:
         out.append(f"                  PID {without.pid} ({escape_controls(without.name)}): {without.reason}, no probe")
+    names = {p.pid: p.name for p in usage.processes}
+    for pid in pr.python_unreported[:5]:  # the JSON's `python_unreported`: each named here too
+        name = escape_controls(names.get(pid, "python"))
+        out.append(
+            f"                  PID {pid} ({name}): Python that sent no report (its environment lost PYTHONPATH, "
+            "a signal killed it, or it exec'd): its peak keeps its label"
+        )
+    if len(pr.python_unreported) > 5:
+        out.append(f"                  and {len(pr.python_unreported) - 5} more Python processes that sent no report")
     return out
 
 

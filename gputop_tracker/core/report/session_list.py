@@ -6,10 +6,14 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop_tracker.core.model.text import command_line, escape_controls
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.store import sessions as store
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.model.models import ResourceUsage
 
 
 def _list_status(entry: store.Entry) -> str:
@@ -32,9 +36,20 @@ def listing_item(entry: store.Entry) -> dict[str, object]:
         usage = entry.session.summary
         item["meta"] = entry.session.meta.model_dump(mode="json")
         item["duration_seconds"] = usage.compute_time.time if usage else None
-        item["peak_ram_bytes"] = usage.peak_ram_read if usage else None
-        item["peak_gpu_ram_bytes"] = usage.max_gpu_ram.combined if usage and usage.gpus else None
+        item["peak_ram_bytes"] = _whole(usage.peak_ram_read) if usage else None
+        item["peak_gpu_ram_bytes"] = _whole(usage.max_gpu_ram.combined) if usage and usage.gpus else None
+        item["simulated_gpus"] = _simulated(usage)
     return item
+
+
+def _simulated(usage: ResourceUsage | None) -> bool:
+    """Its GPUs were simulated (`--simulate-gpus`): a demo's figures, not a measurement."""
+    return usage is not None and any(gpu.simulated for gpu in usage.gpus)
+
+
+def _whole(count: float | None) -> int | None:
+    """A byte count as the integer it is (the summary keeps them as floats, in gpu-tracker's units)."""
+    return None if count is None else round(count)
 
 
 def _list_row(entry: store.Entry) -> list[str]:
@@ -51,7 +66,8 @@ def _list_row(entry: store.Entry) -> list[str]:
         "" if session.meta.exit_code is None else str(session.meta.exit_code),
         human_bytes(peak) if usage and (peak := usage.peak_ram_read) is not None else "-",
         human_bytes(usage.max_gpu_ram.combined) if usage and usage.gpus else "-",
-        command_line(session.meta.command) or "-",
+        # as the history view marks it: a demo's GPU figures, not a measurement
+        ("[sim] " if _simulated(usage) else "") + (command_line(session.meta.command) or "-"),
     ]
 
 

@@ -53,6 +53,13 @@ def process_state(pid: int) -> str | None:
         return None
 
 
+def not_ignored(signals: tuple[int, ...]) -> tuple[int, ...]:
+    """Of `signals`, those not ignored now. One we were started with ignored (SIGINT in a script's `&` job,
+    SIGHUP under `nohup`) stays ignored by us and by the command, as a shell and Python keep it: we never catch,
+    block (a blocked signal is queued, not dropped) or pass it on."""
+    return tuple(s for s in signals if signal.getsignal(s) is not signal.SIG_IGN)
+
+
 def is_session_leader() -> bool:
     return os.getsid(0) == os.getpid()
 

@@ -21,6 +21,7 @@ from gputop_tracker.core.model.text import escape_controls
 from gputop_tracker.core.proc import cgroup as cgroups
 from gputop_tracker.core.proc.procfs import parse_stat
 from gputop_tracker.core.proc.vmhwm import own_peak_rss
+from gputop_tracker.core.sampling.jobctl import not_ignored
 
 PR_SET_CHILD_SUBREAPER = 36
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS, STOP_SIGNAL)
@@ -42,6 +43,7 @@ class Launcher:
         self.to_forward: list[int] = []
         self.on_relayed: Callable[[int], None] = _nothing  # each signal once passed on (or its target gone)
         self.wake_fd = -1
+        self.caught: tuple[int, ...] = ()  # the relayed signals we catch (`install_signals`)
 
     # ------------------------------------------------------------------ signals
 
@@ -50,16 +52,17 @@ class Launcher:
         r, w = os.pipe()
         os.set_blocking(w, False)
         signal.set_wakeup_fd(w)
-        for s in RELAYED_SIGNALS:
+        # one inherited as ignored stays ignored, here and in the command (which inherits it at the exec)
+        self.caught = (*not_ignored(RELAYED_SIGNALS[:-1]), STOP_SIGNAL)
+        for s in self.caught:
             signal.signal(s, self._on_signal)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED_SIGNALS)  # blocked since the fork (run_forked_child)
         self.wake_fd = r
         return r
 
-    @staticmethod
-    def release_signals() -> None:
-        """Default handlers again (in a helper process forked from the sampler)."""
-        for s in RELAYED_SIGNALS:
+    def release_signals(self) -> None:
+        """Default handlers again (in a helper process forked from the sampler); the ignored ones stay ignored."""
+        for s in self.caught:
             signal.signal(s, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
 

@@ -450,7 +450,7 @@ class Engine:
 
     def _become_tee_helper(self, keep: set[int]) -> None:
         """In the forked helper that copies the command's output on: nothing of the sampler's but those pipes."""
-        Launcher.release_signals()
+        self.launcher.release_signals()
         output_fd = self.output_file.fd if self.output_file is not None else -1
         for fd in (self.pipe.fd, self.requests.fd, output_fd, self.launcher.wake_fd):
             if fd >= 0 and fd not in keep:

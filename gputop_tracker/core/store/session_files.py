@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,16 +35,36 @@ EVENT_COLUMNS = [
 ]
 
 
+# Timeline columns that count bytes or things (core/summary/builder.py TIMELINE_COLUMNS, and gpuN_memory): whole
+# numbers in the CSV, as in the report (the timeline keeps every figure as a float).
+WHOLE_COLUMNS = frozenset(
+    ("combined_total", "combined_private", "combined_shared", "main_rss", "descendants_total", "threads",
+     "n_processes", "gpu_memory", "host_memory_used")
+)  # fmt: skip
+_GPU_MEMORY = re.compile(r"gpu\d+_memory")
+
+
 def timeline_csv(session: Session) -> str:
-    """The timeline, one row per sample, with the local wall-clock time first."""
+    """The timeline, one row per sample, with the local wall-clock time first; byte counts and counts whole."""
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["time", *session.timeline.columns])
+    columns = session.timeline.columns
+    writer.writerow(["time", *columns])
+    whole = [c in WHOLE_COLUMNS or bool(_GPU_MEMORY.fullmatch(c)) for c in columns]
     start = session.meta.start_time
     for row in session.timeline.rows:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start + float(row[0] or 0)))
-        writer.writerow([stamp, *("" if v is None else v for v in row)])
+        cells = [_cell(v, i < len(whole) and whole[i]) for i, v in enumerate(row)]
+        writer.writerow([stamp, *cells])
     return buf.getvalue()
+
+
+def _cell(value: float | None, whole: bool) -> object:
+    if value is None:
+        return ""
+    if whole and math.isfinite(value):
+        return round(value)
+    return value
 
 
 def session_json(session: Session) -> str:

@@ -30,6 +30,7 @@ from gputop_tracker.core.sampling import channel, orphans
 from gputop_tracker.core.sampling.channel import STOP_SIGNAL, SamplerHandle, start_forked
 from gputop_tracker.core.sampling.filewatch import FileWatch
 from gputop_tracker.core.sampling.framing import LineFramer
+from gputop_tracker.core.sampling.jobctl import not_ignored
 from gputop_tracker.core.sampling.orphans import become_subreaper
 from gputop_tracker.tui.live.texts import detached_text
 
@@ -174,7 +175,8 @@ class HangUp:
         self.app: LiveApp | None = None
         self.seen = False
         self.closed = threading.Event()  # the view closed after a hang-up: the watchdog stands down
-        signal.signal(signal.SIGHUP, self._on_hangup)
+        if not_ignored((signal.SIGHUP,)):  # under `nohup` it stays ignored
+            signal.signal(signal.SIGHUP, self._on_hangup)
 
     def _on_hangup(self, _sig: int, _frame: object) -> None:
         if self.seen:
@@ -230,7 +232,7 @@ class HeldSignals:
         self.target = 0
 
     def hold(self, *sigs: int) -> None:
-        for sig in sigs or self.SIGNALS:
+        for sig in not_ignored(sigs or self.SIGNALS):  # one inherited as ignored stays ignored
             signal.signal(sig, self._on_signal)
 
     def _on_signal(self, sig: int, _frame: object) -> None:
@@ -262,7 +264,7 @@ def _to_group(pid: int, sig: int) -> None:
 def _pass_job_signals(handle: SamplerHandle, launch: bool) -> None:
     """SIGUSR1/2 (a checkpoint request: SLURM's --signal=USR1@T) ended the view by their default action: they
     are the command's, passed on through the sampler (launch), or ignored (attach: the process is not ours)."""
-    for sig in JOB_SIGNALS:
+    for sig in not_ignored(JOB_SIGNALS):
         signal.signal(sig, (lambda s, _f: handle.signal(s)) if launch else signal.SIG_IGN)
 
 

@@ -297,6 +297,10 @@ class TextfileWriter:
         self._wake.set()
 
     def _loop(self) -> None:
+        # Nothing before the first sample (`poke`, the moment it arrives): written at start, the file had no session
+        # and no figures but the session's info, and was next written only a period later.
+        self._wake.wait()
+        self._wake.clear()
         while not self._stopping:
             self.write()
             self._wake.wait(self.period)
