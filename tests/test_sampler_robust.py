@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     from gputop_tracker.core.sampling import sampler
-    from gputop_tracker.core.gpu.backend import GpuBackend
+    from gputop_tracker.core.gpu import GpuBackend
 
     class Broken(GpuBackend):
         calls = 0

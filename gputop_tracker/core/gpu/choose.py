@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 
-from gputop_tracker.core.gpu.backend import SIMULATE_ENV, GpuBackend, NoGpuBackend, SimulatedGpuBackend
-from gputop_tracker.core.gpu.backend import open_backend as open_nvidia
+from gputop_tracker.core.gpu.base import GpuBackend, NoGpuBackend
+from gputop_tracker.core.gpu.nvidia import open_nvidia
+from gputop_tracker.core.gpu.simulated import SIMULATE_ENV, SimulatedGpuBackend
 
 
 def open_backend(simulate: int = 0, backend: str = "auto") -> GpuBackend:
+    """The backend for this machine: simulated if asked (or GPUTOP_TRACKER_SIMULATE_GPUS), else the one named,
+    else NVIDIA, then AMD, else none with a one-line note."""
     simulate = simulate or int(os.environ.get(SIMULATE_ENV, "0") or 0)
     if simulate > 0:
         return SimulatedGpuBackend(simulate)
@@ -18,7 +21,7 @@ def open_backend(simulate: int = 0, backend: str = "auto") -> GpuBackend:
         return NoGpuBackend("GPU tracking off (--gpu-backend none)")
     if backend == "nvidia":
         return open_nvidia()
-    from gputop_tracker.core.gpu import amd as amdgpu
+    from gputop_tracker.core.gpu import amd as amdgpu  # ROCm's loader: only where NVIDIA found nothing
 
     if backend == "amd":
         return amdgpu.open_amd()

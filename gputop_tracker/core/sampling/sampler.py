@@ -29,9 +29,14 @@ from typing import Any
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core.blocks.relay import BlockRelay
 from gputop_tracker.core.blocks.summary import BlocksSummaryBuilder
-from gputop_tracker.core.gpu.backend import GpuBackend, resolve_gpu_selection
-from gputop_tracker.core.gpu.choose import open_backend
-from gputop_tracker.core.gpu.selection import GpuSelection, resolve_job_gpus, variables_for
+from gputop_tracker.core.gpu import (
+    GpuBackend,
+    GpuSelection,
+    open_backend,
+    resolve_gpu_selection,
+    resolve_job_gpus,
+    variables_for,
+)
 from gputop_tracker.core.model import paths
 from gputop_tracker.core.model.config import ATTACH, JOB_SIGNALS, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.proc.cgroup import JobCgroup, PeakWindows

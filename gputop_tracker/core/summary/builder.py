@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputop_tracker._version import SCHEMA_VERSION, __version__
-from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
-from gputop_tracker.core.gpu.watch import TreePeaks, Window
+from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading, TreePeaks, Window
 from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
