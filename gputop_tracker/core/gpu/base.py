@@ -60,6 +60,8 @@ class GpuBackend:
     vendor: str | None = None
     #: one line for the report when GPUs are absent or only partly readable
     note: str | None = None
+    #: the library stopped answering (a call past its deadline, `guard.GuardedBackend`): nothing is read any more
+    not_responding = False
 
     def __init__(self) -> None:
         #: lines for the report's notes, gathered while running (a set the summary reads at the end)
@@ -100,6 +102,11 @@ class GpuBackend:
 
     def found_none(self) -> bool:
         """True when this backend has no GPU to read (so the next vendor's may be tried)."""
+        return False
+
+    def changed(self) -> bool:
+        """True once after the backend's state changed (opened late, stopped answering): its note, watcher and
+        `not_responding` are to be taken again."""
         return False
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from gputop_tracker.core.gpu.base import GpuBackend, NoGpuBackend
+from gputop_tracker.core.gpu.guard import LIBRARIES, GuardedBackend
 from gputop_tracker.core.gpu.nvidia import open_nvidia
 from gputop_tracker.core.gpu.simulated import SIMULATE_ENV, SimulatedGpuBackend
 
@@ -38,3 +39,15 @@ def open_backend(simulate: int = 0, backend: str = "auto") -> GpuBackend:
     nvidia.close()
     amd.close()
     return NoGpuBackend(f"{nvidia.note}; {amd.note}")
+
+
+def open_guarded(simulate: int, backend: str, watch_hz: float) -> GpuBackend:
+    """The backend a run reads, its memory watcher started: a vendor's library behind a deadline per call, opened
+    on a worker thread (`guard.GuardedBackend`); simulated GPUs and `none` as they are (they call no library)."""
+    simulate = simulate or int(os.environ.get(SIMULATE_ENV, "0") or 0)
+    if simulate > 0 or backend == "none":
+        gpu = open_backend(simulate, backend)
+        gpu.start_watch(watch_hz)
+        return gpu
+    library = LIBRARIES.get(backend, "the GPU library (NVML, then amdsmi)")
+    return GuardedBackend(lambda: open_backend(0, backend), watch_hz, library)

@@ -469,6 +469,11 @@ class ResourceUsage(Model):
     peak_threads: int = 0
     gpus: list[GpuSummary] = Field(default_factory=list)
     gpu_note: str | None = None
+    gpu_not_responding: bool = Field(
+        False,
+        description="the GPU library (NVML, amdsmi) stopped answering: a call past its deadline, or an open that never "
+        "returned; GPU figures stop there (gpu_note says when) and the rest is measured as without a GPU",
+    )
     gpu_energy_j: float | None = Field(None, description="energy of the counted GPUs during the session")
     gpu_energy_wh: float | None = None
     processes: list[ProcessSummary] = Field(default_factory=list)

@@ -182,6 +182,7 @@ class SummaryBuilder:
         self.gpu_selection_reason = gpu_selection_reason
         self.simulated_gpus = simulated_gpus
         self.gpu_note = gpu_note
+        self.gpu_not_responding = False  # the GPU library stopped answering (a call past its deadline)
         self.gpu_problems = gpu_problems if gpu_problems is not None else set()  # the GPU backend's live set
         # exec() records the image it replaces in ru_maxrss: for the command we launched that is our own fork
         # copy, so main's ru_maxrss means something only above it
@@ -740,6 +741,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "peak_threads": b.maxima["combined_threads"],
         "gpus": gpus,
         "gpu_note": b.gpu_note,
+        "gpu_not_responding": b.gpu_not_responding,
         "gpu_energy_j": sum(energy) if energy else None,
         "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
         "processes": _processes(b, peaks, leaks) if details else [],
