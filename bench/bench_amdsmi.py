@@ -70,7 +70,7 @@ def main() -> None:
         else:
             source = "ROCm's libamd_smi.so"
         from gputop_tracker.core.gpu.amd import AmdSmiBackend, find_library, quiet_stdout
-        from gputop_tracker.core.gpu.backend import PidMapper
+        from gputop_tracker.core.gpu.pidns import PidMapper
 
         probe = _time(find_library, 200)
         t = time.perf_counter()

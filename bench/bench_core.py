@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from gputop_tracker.core.gpu.backend import open_backend
+from gputop_tracker.core.gpu import open_backend
 from gputop_tracker.core.proc.host import HostReader
 from gputop_tracker.core.proc.procfs import ProcessTree
 from gputop_tracker.core.summary.builder import SummaryBuilder

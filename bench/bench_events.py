@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_core import spawn_tree  # noqa: E402
 
-from gputop_tracker.core.gpu.backend import open_backend  # noqa: E402
+from gputop_tracker.core.gpu import open_backend  # noqa: E402
 from gputop_tracker.core.proc.host import HostReader  # noqa: E402
 from gputop_tracker.core.proc.procfs import ProcessTree  # noqa: E402
 from gputop_tracker.core.summary.builder import SummaryBuilder  # noqa: E402

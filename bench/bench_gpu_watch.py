@@ -62,7 +62,8 @@ def watch_pass_cost(lib: Path | None, fake: FakeNvml | None, n: int = 2000) -> f
     """CPU µs of one watcher pass (one GPU: memory, compute and graphics lists), in this process; through the
     stand-in (lib, fake) or, with None, the machine's own NVML."""
     with loaded_in_process(lib, fake.path) if lib is not None and fake is not None else contextlib.nullcontext():
-        from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+        from gputop_tracker.core.gpu.nvidia import NvmlBackend
+        from gputop_tracker.core.gpu.pidns import PidMapper
 
         b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
         try:

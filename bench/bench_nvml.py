@@ -47,7 +47,8 @@ def main() -> None:
     ap.add_argument("--real", action="store_true", help="the machine's NVML instead of the fake")
     args = ap.parse_args()
 
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     with ExitStack() as stack:
         if not args.real:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from gputop_tracker.core.blocks.summary import BlocksPart
-from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
+from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading
 from gputop_tracker.core.model.models import Event, LiveBlock, LiveBlocks, ResourceUsage, Sample
 from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.sampling.channel import (

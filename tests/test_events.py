@@ -418,7 +418,7 @@ def test_history_detail_lists_events(store: Path) -> None:
 
 def test_gpu_memory_levels_and_gpu_lost() -> None:
     """GPU memory against the GPU's total, through SummaryBuilder with plain GpuReadings (no GPU needed)."""
-    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.summary.builder import SummaryBuilder
 
     b = SummaryBuilder(main_pid=1, command=["x"], mode="launch", interval=0.5, start_time=100.0)

@@ -214,7 +214,8 @@ def nvml(fake_lib: Path, tmp_path: Path) -> Iterator[tuple[Any, FakeNvml]]:
 
 
 def backend() -> Any:
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     b = NvmlBackend(pid_mapper=PidMapper(namespaced=False))
     b._procs_due = 0.0

@@ -317,7 +317,7 @@ def backend(**kw: Any) -> Any:
     import amdsmi
 
     from gputop_tracker.core.gpu.amd import AmdSmiBackend
-    from gputop_tracker.core.gpu.backend import PidMapper
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     return AmdSmiBackend(amdsmi, pid_mapper=kw.pop("pid_mapper", PidMapper(namespaced=False)))
 
@@ -372,7 +372,7 @@ def test_backend_falls_back_to_mib_and_marks_a_lost_gpu(smi: tuple[Any, FakeAmdS
 
 
 def test_processes_outside_our_pid_namespace_are_unattributed(smi: tuple[Any, FakeAmdSmi]) -> None:
-    from gputop_tracker.core.gpu.backend import PidMapper
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     _, cfg = smi
     cfg.processes = [{"dev": 1, "pid": 90001, "vram": 64 * MiB}, {"dev": 1, "pid": 90002, "vram": 32 * MiB}]

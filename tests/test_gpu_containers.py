@@ -263,7 +263,8 @@ def test_without_the_drivers_majors_nothing_is_paired_nor_ruled_out(
 ) -> None:
     from fakenvml.fake import loaded_in_process
 
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     table = tmp_path / "devices"
     table.write_text("Character devices:\n  1 mem\n")
@@ -290,7 +291,8 @@ def test_backend_pairs_in_the_same_read_and_reads_the_pairs_accounting_record(
     once (no sample in between shows it unattributed), and the driver's record under that host PID is its."""
     from fakenvml.fake import loaded_in_process
 
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     node = tmp_path / "gpu-a"
     _mknod(node, 1, 5)

@@ -329,7 +329,7 @@ def test_no_nvidia_library_costs_nothing_and_says_so(tmp_path: Path) -> None:
     # the probe itself: no pynvml import, no NVML call when the library is absent
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import sys, time\nfrom gputop_tracker.core.gpu.backend import open_backend\n"
+         "import sys, time\nfrom gputop_tracker.core.gpu.nvidia import open_nvidia as open_backend\n"
          "t = time.perf_counter(); b = open_backend(); dt = time.perf_counter() - t\n"
          "print(dt, 'pynvml' in sys.modules, type(b).__name__)"],
         env=env, capture_output=True, text=True, timeout=30,
@@ -362,7 +362,8 @@ def nvml(fake_lib: Path, tmp_path: Path) -> Iterator[tuple[Any, FakeNvml]]:
 
 
 def backend(**kw: Any) -> Any:
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     b = NvmlBackend(pid_mapper=PidMapper(namespaced=False), **kw)
     b._procs_due = 0.0
@@ -513,7 +514,8 @@ def test_library_mismatch_is_not_an_nvml_error(nvml: tuple[Any, FakeNvml]) -> No
 
 
 def test_init_failure_gives_a_note(nvml: tuple[Any, FakeNvml]) -> None:
-    from gputop_tracker.core.gpu.backend import NoGpuBackend, open_backend
+    from gputop_tracker.core.gpu import NoGpuBackend
+    from gputop_tracker.core.gpu.nvidia import open_nvidia as open_backend
 
     pynvml, cfg = nvml
     cfg.errors = [{"fn": "nvmlInitWithFlags", "dev": -1, "code": pynvml.NVML_ERROR_NO_PERMISSION}]
@@ -529,7 +531,7 @@ def test_init_failure_gives_a_note(nvml: tuple[Any, FakeNvml]) -> None:
 
 
 def test_mig_devices_have_their_own_memory_and_instance_ids(nvml: tuple[Any, FakeNvml]) -> None:
-    from gputop_tracker.core.gpu.backend import resolve_gpu_selection
+    from gputop_tracker.core.gpu import resolve_gpu_selection
 
     _, cfg = nvml
     me = os.getpid()
@@ -632,7 +634,8 @@ def test_a_gpu_without_process_lists_is_noted_not_a_silent_zero(nvml: tuple[Any,
 
 
 def test_container_pids_unmapped_are_reported_unattributed(nvml: tuple[Any, FakeNvml]) -> None:
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     _, cfg = nvml
     cfg.processes = [

@@ -112,7 +112,7 @@ def test_real_cuda_workload(tmp_path: Path, gpu_uuid: str) -> None:
 
 
 def test_real_backend_fields(gpu_uuid: str) -> None:
-    from gputop_tracker.core.gpu.backend import NvmlBackend
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
 
     b = NvmlBackend()
     try:

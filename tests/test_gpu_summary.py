@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_tracker.core.gpu.backend import FakeGpuBackend, GpuReading, SimulatedGpuBackend, resolve_gpu_selection
+from gputop_tracker.core.gpu import FakeGpuBackend, GpuReading, SimulatedGpuBackend, resolve_gpu_selection
 from gputop_tracker.core.model.models import ResourceUsage, Sample
 from gputop_tracker.core.model.units import Units
 from gputop_tracker.core.proc.procfs import Reading

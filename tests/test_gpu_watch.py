@@ -382,7 +382,7 @@ def test_the_summary_sums_the_tree_at_one_read_never_highs_of_different_moments(
     what it held at the sample."""
     from types import SimpleNamespace
 
-    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage, Sample
     from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder
@@ -429,7 +429,7 @@ def test_the_summary_sums_the_tree_at_one_read_never_highs_of_different_moments(
 
 
 def test_an_oom_dump_of_watched_readings_is_json() -> None:
-    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.sampling.oomdump import dump_gpus
 
     w = watcher()
@@ -470,7 +470,8 @@ def test_process_utilization_is_read_only_while_the_tree_is_on_the_gpu(
 ) -> None:
     from fakenvml.fake import call_counts, loaded_in_process
 
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     me = os.getpid()
     fake = FakeNvml(tmp_path / "nvml.conf", [device()])
@@ -499,7 +500,8 @@ def test_process_lists_longer_than_the_first_buffer_are_read_whole(
     """One C call into a buffer with room for 32; 50 processes: a second call with room for them all."""
     from fakenvml.fake import call_counts, loaded_in_process
 
-    from gputop_tracker.core.gpu.backend import NvmlBackend, PidMapper
+    from gputop_tracker.core.gpu.nvidia import NvmlBackend
+    from gputop_tracker.core.gpu.pidns import PidMapper
 
     fake = FakeNvml(tmp_path / "nvml.conf", [device()])
     fake.processes = [{"dev": 0, "pid": 10_000 + i, "mem": (i + 1) * MiB} for i in range(50)]
@@ -522,7 +524,7 @@ def test_a_process_on_two_gpus_is_summed_at_one_read() -> None:
     sum at one read (11 GiB), as main's is; 10 + 10 GiB was never held and would be no lower bound."""
     from types import SimpleNamespace
 
-    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage
     from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder
@@ -547,7 +549,7 @@ def test_a_process_on_two_gpus_is_summed_at_one_read() -> None:
 def test_the_machines_gpu_memory_is_summed_at_one_read_never_highs_of_different_moments() -> None:
     """GPU 0 peaks at one read, GPU 1 at another: max_gpu_ram.system is the highest sum at one read (a MIG
     device's memory, its parent's, is not added again); a GPU the watcher does not read adds its sample."""
-    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage
     from gputop_tracker.core.summary.builder import SummaryBuilder
 
@@ -574,7 +576,7 @@ def test_a_child_known_only_after_its_gpu_reads_is_counted_and_a_reused_pid_is_n
     another user's (7 GiB) until just before; the child got that PID: only its own reads are its."""
     from types import SimpleNamespace
 
-    from gputop_tracker.core.gpu.backend import GpuReading
+    from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage
     from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder

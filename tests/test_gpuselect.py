@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from gputop_tracker.core.gpu import GpuReading, resolve_gpu_selection
 from gputop_tracker.core.gpu import selection as gpuselect
-from gputop_tracker.core.gpu.backend import GpuReading, resolve_gpu_selection
 from gputop_tracker.core.gpu.selection import GpuSelection
 from gputop_tracker.core.proc.procfs import Reading
 

@@ -320,6 +320,19 @@ def test_below_the_sampler_nothing_imports_it() -> None:
     assert not any(_part(d) == "core.integrations" for m in GRAPH if _part(m) == "core.sampling" for d in GRAPH[m])
 
 
+def test_other_parts_use_the_gpu_packages_face() -> None:
+    """GPUs are reached through `core.gpu`'s `__init__` (its `__all__`), never a vendor's or a helper's module."""
+    bad = {
+        m: sorted(d for d in GRAPH[m] if d.startswith("gputop_tracker.core.gpu."))
+        for m in GRAPH
+        if _part(m) != "core.gpu"
+    }
+    assert {m: deps for m, deps in bad.items() if deps} == {}
+    import gputop_tracker.core.gpu as gpu
+
+    assert all(hasattr(gpu, name) for name in gpu.__all__)
+
+
 def test_core_never_imports_the_api_the_cli_or_the_ui() -> None:
     outer = ("gputop_tracker.api", "gputop_tracker.cli", "gputop_tracker.tui", "gputop_tracker.console")
     bad = {m: sorted(d for d in GRAPH[m] if d.startswith(outer)) for m in GRAPH if m.startswith("gputop_tracker.core")}

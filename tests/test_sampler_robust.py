@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     from gputop_tracker.core.sampling import sampler
-    from gputop_tracker.core.gpu.backend import GpuBackend
+    from gputop_tracker.core.gpu import GpuBackend
 
     class Broken(GpuBackend):
         calls = 0
@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
                 raise RuntimeError("boom")
             return []
 
-    sampler.open_backend = lambda simulate=0, backend="auto": Broken()
+    sampler.open_guarded = lambda simulate=0, backend="auto", watch_hz=0: Broken()
     r, w = os.pipe()
     cfg = sampler.EngineConfig(mode="launch", argv=["sh", "-c", "sleep 0.6; exit 5"], interval=0.1, store=sys.argv[1])
     code = sampler.Engine(cfg, w).run()

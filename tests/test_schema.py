@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, FakeGpuBackend, GpuReading
+from gputop_tracker.core.gpu import SAMPLE_FIELDS, FakeGpuBackend, GpuReading
 from gputop_tracker.core.model import models
+from gputop_tracker.core.model.gpufields import GpuFields
 from gputop_tracker.core.proc.host import HostReader
 from gputop_tracker.core.proc.procfs import ProcessTree
 from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
@@ -95,3 +96,6 @@ def test_gpu_sample_fields_are_listed_once() -> None:
     assert set(SAMPLE_FIELDS) <= reading_fields
     ours = {"tree_memory", "counted", "simulated", "energy_j", "tree_sm_util"}
     assert set(models.GpuSample.model_fields) == set(SAMPLE_FIELDS) | ours
+    # one field list: the reading and the streamed sample both derive from it
+    assert issubclass(GpuReading, GpuFields) and issubclass(models.GpuSample, GpuFields)
+    assert tuple(f.name for f in dataclasses.fields(GpuFields)) == SAMPLE_FIELDS

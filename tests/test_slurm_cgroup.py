@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import WORKLOADS
 
-from gputop_tracker.core.gpu.backend import GpuReading
+from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.gpu.selection import resolve_job_gpus
 from gputop_tracker.core.integrations import slurm
 from gputop_tracker.core.proc import cgroup

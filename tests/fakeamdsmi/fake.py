@@ -14,6 +14,7 @@ from typing import Any
 from fakeamdsmi.gen import build as build  # re-exported: build(dest) -> dest/lib/libamd_smi.so or None
 
 CONFIG_ENV = "FAKE_AMDSMI_CONFIG"
+SLEEP_ENV = "FAKE_AMDSMI_SLEEP"  # "SYMBOL=SECONDS|hang,...": those calls sleep, or never return
 MiB = 1024**2
 GiB = 1024**3
 

@@ -26,6 +26,8 @@
  * by amdsmi_init (through stdio's buffer, as a chatty library would). $FAKE_AMDSMI_LOG, when set, gets a line
  * `procs DEV N` each time a process list with N > 0 entries is served and `lost DEV` each time a lost
  * device is queried, so a test waits on what the tracker has read instead of sleeping.
+ * $FAKE_AMDSMI_SLEEP="SYMBOL=SECONDS[,SYMBOL=SECONDS...]" makes every call of SYMBOL (amdsmi_init too) sleep that
+ * long, or never return with SECONDS = hang: a driver that hangs.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -34,6 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int amdsmi_status_t;
 
@@ -185,9 +188,26 @@ static amdsmi_status_t injected(const char *fn, int dev) {
     return ST_SUCCESS;
 }
 
+/* $FAKE_AMDSMI_SLEEP: sleep (or hang) in `fn`. */
+static void stall(const char *fn) {
+    const char *spec = getenv("FAKE_AMDSMI_SLEEP");
+    size_t n = strlen(fn);
+    for (const char *p = spec; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        if (strncmp(p, fn, n) || p[n] != '=') continue;
+        if (!strncmp(p + n + 1, "hang", 4))
+            for (;;) sleep(3600);
+        double secs = atof(p + n + 1);
+        struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+        return;
+    }
+}
+
 /* Resolve a handle, apply lost/injected errors. */
 static amdsmi_status_t enter(const char *fn, void *handle, dev_t_ **out) {
     if (!initialized) return ST_NOT_INIT;
+    stall(fn);
     load_config();
     dev_t_ *d = (dev_t_ *)handle;
     if (!(d >= devs && d < devs + ndev)) return ST_INVAL;
@@ -231,6 +251,7 @@ static void put_str(void *base, int off, int size, const char *s) {
 
 amdsmi_status_t amdsmi_init(uint64_t flags) {
     (void)flags;
+    stall("amdsmi_init");
     have_st = 0;
     ndev = 0;
     const char *say = getenv("FAKE_AMDSMI_PRINT");

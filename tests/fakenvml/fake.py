@@ -20,6 +20,7 @@ SOURCE = Path(__file__).with_name("fakenvml.c")
 LIBNAME = "libnvidia-ml.so.1"
 CONFIG_ENV = "FAKE_NVML_CONFIG"
 LOG_ENV = "FAKE_NVML_LOG"  # where nvmlShutdown writes how often (and when) each function was called
+SLEEP_ENV = "FAKE_NVML_SLEEP"  # "SYMBOL=SECONDS|hang,...": those calls sleep (or never return), the library locked
 MiB = 1024**2
 GiB = 1024**3
 
@@ -104,6 +105,8 @@ class FakeNvml:
         self.errors: list[dict[str, Any]] = []
         self.costs: dict[str, int] = {}  # C function -> CPU µs each call burns (H100_COSTS: a real H100's)
         self.accounting: list[dict[str, Any]] = []
+        #: {"fn": C function, "secs": seconds each call sleeps or "hang", "after": calls answered first (optional)}
+        self.stalls: list[dict[str, Any]] = []
         self.write()
 
     def write(self) -> None:
@@ -115,6 +118,7 @@ class FakeNvml:
             ("procutil", self.procutils),
             ("error", self.errors),
             ("acct", self.accounting),
+            ("stall", self.stalls),
         ):
             for row in rows:
                 lines.append("\t".join([kind, *(f"{k}={v}" for k, v in row.items())]))

@@ -51,6 +51,12 @@
  * earlier process that had the same PID). The records are only readable while the mode is on.
  * minor=N is nvmlDeviceGetMinorNumber: the N of the device node /dev/nvidiaN (NA: NOT_SUPPORTED).
  * Processes' PIDs are taken as given: a test in a PID namespace writes the host PIDs NVML would report.
+ *
+ * A driver that hangs: FAKE_NVML_SLEEP="SYMBOL=SECONDS[,SYMBOL=SECONDS...]" makes every call of SYMBOL sleep that
+ * long (wall clock, holding the library lock, so every other call waits too, as behind a driver's lock), or never
+ * return with SECONDS = hang (a GPU fallen off the bus). nvmlInitWithFlags may be named too. The config may say
+ * the same from a moment on, or after the first N calls of SYMBOL (a driver that answered, then hung):
+ *   stall   fn=SYMBOL  secs=SECONDS|hang  [after=N]
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -128,7 +134,12 @@ static struct {
     long long us;
 } costs[MAXCOST];
 static acct_t_ accts[MAXACCT];
-static int ndev, nmig, nproc, nputil, nerr, ncost, nacct;
+static struct {
+    char fn[64];
+    char secs[32];
+    long long after;
+} stalls[MAXCOST];
+static int ndev, nmig, nproc, nputil, nerr, ncost, nacct, nstall;
 
 /* one lock for every call: the tracker reads from two threads at once, as NVML allows */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -169,6 +180,32 @@ static void burn_us(long long us) {
     while (ts.tv_sec + ts.tv_nsec / 1e9 < end);
 }
 
+/* Sleep SECONDS (a decimal number), or forever for "hang". */
+static void sleep_for(const char *v) {
+    if (!strncmp(v, "hang", 4))
+        for (;;) sleep(3600);
+    double secs = atof(v);
+    struct timespec ts = {(time_t)secs, (long)((secs - (time_t)secs) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* FAKE_NVML_SLEEP and `stall` records: sleep (or hang) in `fn` (its `call`-th call), with the library lock held. */
+static void stall(const char *fn, long long call) {
+    const char *spec = getenv("FAKE_NVML_SLEEP");
+    size_t n = strlen(fn);
+    for (const char *p = spec; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, fn, n) && p[n] == '=') {
+            sleep_for(p + n + 1);
+            return;
+        }
+    for (int i = 0; i < nstall; i++)
+        if (!strcmp(stalls[i].fn, fn) && call > stalls[i].after) {
+            sleep_for(stalls[i].secs);
+            return;
+        }
+}
+
 /* Count the call, note its time, and burn its configured CPU cost. */
 static void called(const char *fn) {
     int i = 0;
@@ -180,6 +217,7 @@ static void called(const char *fn) {
     if (i < MAXFN) {
         if (call_log[i].n < MAXTIMES) call_log[i].t[call_log[i].n] = now_us_wall() / 1e6;
         call_log[i].n++;
+        stall(fn, call_log[i].n);
     }
     for (int k = 0; k < ncost; k++)
         if (!strcmp(costs[k].fn, fn)) {
@@ -241,7 +279,7 @@ static void load_config(void) {
     for (int i = 0; i < MAXDEV; i++) calls[i] = i < ndev ? devs[i].calls : 0;
     last_st = st;
     have_st = 1;
-    ndev = nmig = nproc = nputil = nerr = ncost = nacct = 0;
+    ndev = nmig = nproc = nputil = nerr = ncost = nacct = nstall = 0;
     unsigned long long loaded_us = now_us_wall();
     int mig_count[MAXDEV] = {0};
     char line[4096];
@@ -254,7 +292,7 @@ static void load_config(void) {
         proc_t_ *p = NULL;
         putil_t_ *u = NULL;
         err_t_ *e = NULL;
-        int c = -1;
+        int c = -1, w = -1;
         acct_t_ *a = NULL;
         if (!strcmp(kind, "device") && ndev < MAXDEV) {
             d = &devs[ndev];
@@ -286,6 +324,10 @@ static void load_config(void) {
             c = ncost++;
             costs[c].fn[0] = 0;
             costs[c].us = 0;
+        } else if (!strcmp(kind, "stall") && nstall < MAXCOST) {
+            w = nstall++;
+            stalls[w].fn[0] = stalls[w].secs[0] = 0;
+            stalls[w].after = 0;
         } else {
             continue;
         }
@@ -318,6 +360,10 @@ static void load_config(void) {
                 if (!strcmp(k, "fn")) snprintf(e->fn, sizeof e->fn, "%s", v);
                 else if (!strcmp(k, "dev")) e->dev = atoi(v);
                 else if (!strcmp(k, "code")) e->code = atoi(v);
+            } else if (w >= 0) {
+                if (!strcmp(k, "fn")) snprintf(stalls[w].fn, sizeof stalls[w].fn, "%s", v);
+                else if (!strcmp(k, "secs")) snprintf(stalls[w].secs, sizeof stalls[w].secs, "%s", v);
+                else if (!strcmp(k, "after")) stalls[w].after = strtoll(v, NULL, 10);
             } else if (c >= 0) {
                 if (!strcmp(k, "fn")) snprintf(costs[c].fn, sizeof costs[c].fn, "%s", v);
                 else if (!strcmp(k, "us")) costs[c].us = strtoll(v, NULL, 10);
@@ -407,6 +453,7 @@ static nvmlReturn_t put_uint(unsigned *out, long long v) {
 nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
     (void)flags;
     LOCKED;
+    stall("nvmlInitWithFlags", 1);
     have_st = 0;
     ndev = 0;
     const char *path = getenv("FAKE_NVML_CONFIG");

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputop_tracker.core.blocks.stats import BlockStats
-from gputop_tracker.core.gpu.backend import GpuReading
+from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.builder import SummaryBuilder
 

@@ -1,4 +1,4 @@
-"""AMD GPUs through amdsmi (PyPI `amdsmi`, which loads ROCm's libamd_smi.so with ctypes), behind `gpu.GpuBackend`.
+"""AMD GPUs through amdsmi (PyPI `amdsmi`, which loads ROCm's libamd_smi.so with ctypes), behind `base.GpuBackend`.
 
 Like the NVML backend: amdsmi is initialised once and handles cached; the cheap per-device queries (VRAM,
 activity, temperature, power, clocks, energy) run every sample, the process list (it walks the driver's
@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuBackend, GpuReading, NoGpuBackend, OpenedDevice, PidMapper
+from gputop_tracker.core.gpu.base import GpuBackend, GpuReading, NoGpuBackend, OpenedDevice
+from gputop_tracker.core.gpu.pidns import PidMapper
 
 VENDOR = "amd"
 LIBRARY = "libamd_smi.so"

@@ -3,13 +3,13 @@ container, the pairing of unmappable host PIDs with tracked processes (see accou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from gputop_tracker.core.gpu import accounting, containers
-
-if TYPE_CHECKING:
-    from gputop_tracker.core.gpu.backend import GpuReading, NvmlBackend, _Device
+from gputop_tracker.core.gpu.base import GpuReading
+from gputop_tracker.core.gpu.nvml_device import NvmlDevice
+from gputop_tracker.core.gpu.pidns import PidMapper
 
 NAMESPACE_LINE = (
     "the tracker runs in a PID namespace (container) whose /proc does not show the host PIDs NVML reports: "
@@ -17,8 +17,21 @@ NAMESPACE_LINE = (
 )
 
 
+class NvmlHost(Protocol):
+    """What the extras use of `nvidia.NvmlBackend` (typed here: the backend imports the extras, never the reverse)."""
+
+    _nvml: Any
+    _devices: list[NvmlDevice]
+    _pids: PidMapper
+    problems: set[str]
+
+    def _get(self, fn: Callable[..., Any], *args: Any) -> Any: ...
+
+    def _read_processes(self, dev: NvmlDevice, r: GpuReading | None) -> None: ...
+
+
 class NvmlExtras:
-    def __init__(self, backend: NvmlBackend) -> None:
+    def __init__(self, backend: NvmlHost) -> None:
         self.b = backend
         self.starts = accounting.ProcessStarts()
         self._final: set[int] = set()  # exited processes whose last record was read: their PID may be reused
@@ -46,7 +59,7 @@ class NvmlExtras:
             r.accounting_peaks = dev.accounting_peaks
         self._final |= {p for d in devices for p in d.accounting_peaks if p not in alive}
 
-    def at_end(self, pids: Sequence[int]) -> list[_Device]:
+    def at_end(self, pids: Sequence[int]) -> list[NvmlDevice]:
         """Every GPU's accounting records read once more when tracking ends: a record read then covers the whole
         tracked life of its process (a record read while the process runs is its peak so far). The devices,
         for the backend to turn into readings."""
@@ -62,7 +75,7 @@ class NvmlExtras:
 
     # ---------------------------------------------------------------- accounting
 
-    def _read_accounting(self, dev: _Device, alive: set[int]) -> None:
+    def _read_accounting(self, dev: NvmlDevice, alive: set[int]) -> None:
         nv = self.b._nvml
         dev.accounting = accounting.accounting_mode(nv, dev.handle)
         if not dev.accounting:

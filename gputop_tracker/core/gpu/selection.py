@@ -9,16 +9,18 @@ first process seen on a GPU settles it with its own value (unset: every GPU). No
 On AMD GPUs the variables are ROCm's: `ROCR_VISIBLE_DEVICES` filters first, then `HIP_VISIBLE_DEVICES` (or
 `CUDA_VISIBLE_DEVICES`, which HIP honours when HIP_VISIBLE_DEVICES is unset) picks among what ROCr left. Their
 choice is kept as one layered spec, `ROCR_VISIBLE_DEVICES=0,2; HIP_VISIBLE_DEVICES=1`, that
-`gpu.resolve_gpu_selection` applies layer by layer.
+`resolve_gpu_selection` applies layer by layer. The rules that turn a list into GPUs (indices, full or short
+UUIDs, MIG UUIDs; CUDA's stop at a bad entry) are here too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuReading, resolve_gpu_selection
+from gputop_tracker.core.gpu.base import GpuReading
 from gputop_tracker.core.proc.procfs import Reading
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
@@ -156,3 +158,103 @@ def resolve_job_gpus(job: dict[str, Any] | None, readings: Sequence[GpuReading])
     if chosen:
         requested["gpu_uuids"] = [r.uuid for r in readings if r.uuid in chosen]  # in NVML's order
     return [f"the job's GPUs ({','.join(ids)}): {p}" for p in problems]
+
+
+# --------------------------------------------------------------------------- a list -> GPUs
+
+
+def resolve_gpu_selection(
+    readings: Sequence[GpuReading], spec: str, *, as_runtime: bool = False, cuda_order: bool = False
+) -> tuple[set[str], list[str]]:
+    """UUIDs chosen by a CUDA_VISIBLE_DEVICES-style list: indices, full or short UUIDs, MIG UUIDs.
+
+    `as_runtime`: the list is the variable the job's runtime reads, so it is read as CUDA (and ROCm) read it: an
+    entry that names no GPU (or several) hides it and every entry after it (`0,9,1` on 8 GPUs is GPU 0 alone).
+    Otherwise (`--gpus`, a scheduler's list) such an entry is skipped and the others kept. `cuda_order`: the
+    indices are meant as CUDA's (a user's list, the job's variable; not a scheduler's): say where they may differ.
+
+    Returns (uuids, problems). NVML orders GPUs by PCI bus, not as CUDA does, so indices are taken as
+    NVML indices of physical GPUs (MIG devices are chosen by UUID only); everything is resolved to a UUID.
+    A layered spec (`ROCR_VISIBLE_DEVICES=0,2; HIP_VISIBLE_DEVICES=1`, see gpuselect) applies each list to
+    what the one before it left, as ROCr and HIP do: an index is a position in that list.
+    """
+    if "=" in spec:
+        return _resolve_layers(readings, spec, as_runtime)
+    picked, problems = _pick(spec, readings, by_position=False, stop=as_runtime)
+    return {r.uuid for r in picked}, problems + (_order_caveat(readings, spec) if cuda_order else [])
+
+
+def _order_caveat(readings: Sequence[GpuReading], spec: str) -> list[str]:
+    """Indices are NVML's (PCI bus order); CUDA numbers the fastest GPU first unless CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    The two agree where every GPU is the same model; elsewhere an index may name another GPU than the job's."""
+    models = {r.name for r in readings if r.mig_parent is None}
+    has_index = any(x.strip().lstrip("-").isdigit() for x in spec.split(","))
+    if len(models) < 2 or not has_index or os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
+        return []
+    return [
+        "indices are taken in PCI bus order (NVML's); with different GPU models here CUDA numbers the fastest first "
+        "unless CUDA_DEVICE_ORDER=PCI_BUS_ID, so an index may be another GPU for the job (UUIDs name one for sure)"
+    ]
+
+
+def _pick(
+    value: str, pool: Sequence[GpuReading], *, by_position: bool, stop: bool = False
+) -> tuple[list[GpuReading], list[str]]:
+    """The GPUs of `pool` a comma-separated list names, in the list's order, and the items that name none or
+    several. An index is a position in `pool` (by_position) or an NVML index of a physical GPU; other items are
+    full or short UUIDs. A negative index ends the list, as in CUDA; so does any bad item when `stop`."""
+    picked: list[GpuReading] = []
+    problems: list[str] = []
+    items = value.split(",")
+    for n, raw in enumerate(items):
+        item = raw.strip()
+        if not item:
+            continue
+        if item.lstrip("-").isdigit():
+            idx = int(item)
+            if idx < 0:
+                break  # CUDA stops at the first invalid index
+            if by_position:
+                found = [pool[idx]] if idx < len(pool) else []
+            else:
+                found = [r for r in pool if r.index == idx and r.mig_parent is None]
+        else:
+            uuids = set(_match_id(pool, item))
+            found = [r for r in pool if r.uuid in uuids]
+        if len(found) == 1:
+            if found[0] not in picked:
+                picked.append(found[0])
+            continue
+        problem = f"{item!r} matches {'no' if not found else 'more than one'} GPU"
+        rest = ",".join(x.strip() for x in items[n + 1 :] if x.strip())
+        if stop:
+            problems.append(
+                f"{problem}: the job's GPU runtime sees no GPU from there on"
+                + (f" ({rest} not counted)" if rest else "")
+            )
+            break
+        problems.append(problem)
+    return picked, problems
+
+
+def _match_id(readings: Sequence[GpuReading], item: str) -> list[str]:
+    """UUIDs of the readings a full or short UUID (or an alternative id, AMD's GPU-<hex>) names."""
+    key = item.lower()
+
+    def ids(r: GpuReading) -> list[str]:
+        return [x.lower() for x in (r.uuid, *r.alt_ids)]
+
+    match = [r.uuid for r in readings if any(x == key or x.startswith(key) for x in ids(r))]
+    if not match and not key.startswith(("gpu-", "mig-")):
+        match = [r.uuid for r in readings if any(x.startswith("gpu-" + key) for x in ids(r))]
+    return match
+
+
+def _resolve_layers(readings: Sequence[GpuReading], spec: str, stop: bool) -> tuple[set[str], list[str]]:
+    pool = sorted((r for r in readings if r.mig_parent is None), key=lambda r: r.index)
+    problems: list[str] = []
+    for layer in spec.split(";"):
+        name, _, value = layer.strip().partition("=")
+        pool, missed = _pick(value, pool, by_position=True, stop=stop)
+        problems += [f"{name}: {p}" for p in missed]
+    return {r.uuid for r in pool}, problems

@@ -153,12 +153,17 @@ class GpuWatcher:
         self._thread = threading.Thread(target=self._run, name="gpu-watcher", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> bool:
+        """No read after this; True once the thread has ended (False: still in a call after `timeout` seconds, a
+        driver that hangs: the daemon thread is left behind, never waited for again)."""
         self.stopped = True  # no read comes after this
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5.0)
+            self._thread.join(timeout=timeout)
+            if self._thread.is_alive():
+                return False
             self._thread = None
+        return True
 
     def _run(self) -> None:
         next_at = time.monotonic()

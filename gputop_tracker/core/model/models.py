@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gputop_tracker._version import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported for readers of files
 from gputop_tracker._version import __version__
+from gputop_tracker.core.model.gpufields import GpuFields
 from gputop_tracker.core.model.units import RAM_UNITS, TIME_UNITS
 
 
@@ -54,39 +55,18 @@ class ProcessSample(Model):
     )
 
 
-class GpuSample(Model):
-    index: int
-    uuid: str
-    name: str
-    memory_total: int | None = None
-    memory_used: int | None = None
-    utilization_gpu: float | None = None
-    utilization_memory: float | None = None
-    temperature_c: float | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
+class GpuSample(Model, GpuFields):
+    """One GPU in a streamed sample: the reading's own fields (`GpuFields`, written once there) and the tree's."""
+
     tree_memory: int = Field(0, description="bytes held by the tracked tree on this GPU")
     counted: bool = True
     simulated: bool = False
-    lost: bool = False
-    pci_bus_id: str | None = None
-    memory_reserved: int | None = None
-    clock_sm_mhz: float | None = None
-    clock_memory_mhz: float | None = None
-    fan_percent: float | None = None
     energy_j: float | None = Field(
         None,
         description="energy used from the session's first GPU reading to its last (the counter costs milliseconds "
         "of CPU a read: read at most every 5 s, so this steps)",
     )
-    sm_activity: float | None = Field(None, description="GPM: % of SMs busy (None: no GPM on this GPU)")
-    sm_occupancy: float | None = Field(None, description="GPM: % of warps active vs the maximum")
-    tensor_activity: float | None = Field(None, description="GPM: % of time any tensor core was busy")
-    dram_bandwidth: float | None = Field(None, description="GPM: % of peak DRAM bandwidth used")
     tree_sm_util: float | None = Field(None, description="largest per-process SM % of the tree (new samples)")
-    unattributed_memory: int | None = Field(None, description="bytes of PIDs not mappable into this namespace")
-    mig_parent: int | None = Field(None, description="index of the physical GPU of this MIG device")
-    vendor: str | None = Field(None, description='"nvidia" or "amd"; None: simulated GPUs')
 
 
 class HostSample(Model):
@@ -563,6 +543,11 @@ class ResourceUsage(Model):
     peak_threads: int = 0
     gpus: list[GpuSummary] = Field(default_factory=list)
     gpu_note: str | None = None
+    gpu_not_responding: bool = Field(
+        False,
+        description="the GPU library (NVML, amdsmi) stopped answering: a call past its deadline, or an open that never "
+        "returned; GPU figures stop there (gpu_note says when) and the rest is measured as without a GPU",
+    )
     gpu_energy_j: float | None = Field(None, description="energy of the counted GPUs during the session")
     gpu_energy_wh: float | None = None
     processes: list[ProcessSummary] = Field(default_factory=list)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import vendor_label
+from gputop_tracker.core.gpu import vendor_label
 from gputop_tracker.core.model.models import BlockSummary, Event, GpuSummary, ResourceUsage
 from gputop_tracker.core.model.text import command_line, escape_controls, json_text
 from gputop_tracker.core.model.units import RAM_UNITS, TIME_UNITS, Units, human_bytes, human_seconds

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_tracker.core.blocks.inbox import BlockInbox
-from gputop_tracker.core.gpu.watch import GpuWatcher
+from gputop_tracker.core.gpu import GpuWatcher
 from gputop_tracker.core.sampling.oomdump import DumpWriter
 from gputop_tracker.core.summary import gpuoom
 

@@ -29,14 +29,20 @@ from typing import Any
 from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core.blocks.relay import BlockRelay
 from gputop_tracker.core.blocks.summary import BlocksPart
-from gputop_tracker.core.gpu.backend import GpuBackend, resolve_gpu_selection
-from gputop_tracker.core.gpu.choose import open_backend
-from gputop_tracker.core.gpu.selection import GpuSelection, resolve_job_gpus, variables_for
+from gputop_tracker.core.gpu import (
+    GpuBackend,
+    GpuReading,
+    GpuSelection,
+    open_guarded,
+    resolve_gpu_selection,
+    resolve_job_gpus,
+    variables_for,
+)
 from gputop_tracker.core.model import paths
 from gputop_tracker.core.model.config import ATTACH, JOB_SIGNALS, LAUNCH, MIN_INTERVAL, EngineConfig
 from gputop_tracker.core.proc.cgroup import JobCgroup, PeakWindows
 from gputop_tracker.core.proc.host import HostReader
-from gputop_tracker.core.proc.procfs import ProcessTree, read_cmdline, read_environ
+from gputop_tracker.core.proc.procfs import ProcessTree, Reading, read_cmdline, read_environ
 from gputop_tracker.core.sampling.endwatch import EndWatch
 from gputop_tracker.core.sampling.gpuoom import GpuOomRecorder
 from gputop_tracker.core.sampling.jobctl import StopMirror
@@ -181,8 +187,7 @@ class Engine:
         cfg = self.cfg
         main_pid = self.main_pid
         pidfd = _open_pidfd(main_pid)
-        gpu = open_backend(cfg.simulate_gpus, cfg.gpu_backend)
-        gpu.start_watch(cfg.gpu_poll)
+        gpu = open_guarded(cfg.simulate_gpus, cfg.gpu_backend, cfg.gpu_poll)  # each call with a deadline
         tree = ProcessTree(main_pid, exclude={os.getpid(), *cfg.exclude}, cpu_window=self.interval)
         host = HostReader()
         builder = self._new_builder(start, gpu)
@@ -225,7 +230,7 @@ class Engine:
         self.builder = builder
         builder.gpu_memory_source = gpu.memory_source
         self.block_part = part = BlocksPart.attach(builder)
-        part.stats.gpu_watch = gpu.watcher  # each block's GPU peak from the watcher's reads over its run
+        _bind_gpu(builder, gpu)
         if self.cgroup is not None and self.cgroup.created:  # each block's tree peak from the cgroup's own
             part.stats.windows = PeakWindows(self.cgroup)
         if cgroup_limit:
@@ -263,7 +268,7 @@ class Engine:
             s.pidfd = -1
         return not over
 
-    def _sample(self, s: _Sampling) -> bool:  # noqa: C901 — one sample's steps in order; each branch is one optional reader
+    def _sample(self, s: _Sampling) -> bool:
         """One sample of the tree (its figures to the builder, streamed when asked); True when the tree is gone."""
         builder, tree = s.builder, s.tree
         _new, gone = tree.discover()
@@ -276,16 +281,7 @@ class Engine:
         self._check_oom(builder)
         tree_gone = tree.root_gone and not tree.handles
         readings = tree.read(now_mono)
-        gpus = s.gpu.read([r.handle.pid for r in readings])
-        self.last_gpus = gpus
-        if gpus:  # only once GPUs answer: nothing is read on a machine without one
-            if s.gpu_selection is None:
-                s.gpu_selection = _gpu_selection(self.cfg, self.main_pid, s.gpu.vendor)
-                for p in resolve_job_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID
-                    builder.note(p)
-            if s.gpu_selection.observe(readings, gpus):
-                _select_gpus(builder, gpus, s.gpu_selection)
-                s.gpu.set_counted(builder.gpu_uuids)
+        gpus = self._read_gpus(s, readings)
         want_sample = self.pipe.open and self.cfg.stream_samples
         sample = builder.add(time.time(), readings, gpus, s.host.read(), want_sample=want_sample)
         if sample is not None:
@@ -301,6 +297,23 @@ class Engine:
             self.output_file.poll()
         self.gpu_ooms.settle(self)  # CUDA OOM records, once the GPU watcher read past them
         return tree_gone
+
+    def _read_gpus(self, s: _Sampling, readings: list[Reading]) -> list[GpuReading]:
+        """The GPUs now (at most the backend's deadline: a hung driver holds no sample), and which of them count."""
+        builder = s.builder
+        gpus = s.gpu.read([r.handle.pid for r in readings])
+        if s.gpu.changed():  # opened late, or stopped answering
+            _bind_gpu(builder, s.gpu)
+        self.last_gpus = gpus
+        if gpus:  # only once GPUs answer: nothing is read on a machine without one
+            if s.gpu_selection is None:
+                s.gpu_selection = _gpu_selection(self.cfg, self.main_pid, s.gpu.vendor)
+                for p in resolve_job_gpus(self.cfg.slurm, gpus):  # the job's GPUs by UUID
+                    builder.note(p)
+            if s.gpu_selection.observe(readings, gpus):
+                _select_gpus(builder, gpus, s.gpu_selection)
+                s.gpu.set_counted(builder.gpu_uuids)
+        return gpus
 
     def _pace(self, s: _Sampling) -> None:
         """Between two samples: a checkpoint when due, then wait for the next tick (serving the pipes)."""
@@ -417,6 +430,8 @@ class Engine:
         return self.launcher.exit_code(default=1)
 
     def _finish(self, builder: SummaryBuilder) -> None:
+        if self.sampling is not None and self.sampling.gpu.changed():  # stopped answering at the end
+            _bind_gpu(builder, self.sampling.gpu)
         outcome = Outcome(status="exited", smaps_max_age=builder.outcome.smaps_max_age)
         close_counters = getattr(self.oom.counters, "close", None) if self.oom is not None else None
         if close_counters is not None:
@@ -571,6 +586,15 @@ def _raised_at(e: Exception) -> str:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb is not None else ""
+
+
+def _bind_gpu(builder: SummaryBuilder, gpu: GpuBackend) -> None:
+    """What the builder keeps of the GPU backend's state; again whenever it changes (`GpuBackend.changed`)."""
+    builder.gpu_note = gpu.note
+    builder.gpu_not_responding = gpu.not_responding
+    for part in builder.parts:
+        if isinstance(part, BlocksPart):
+            part.stats.gpu_watch = gpu.watcher  # each block's GPU peak from the watcher's reads over its run
 
 
 def _gpu_selection(cfg: EngineConfig, main_pid: int, vendor: str | None) -> GpuSelection:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuReading
+from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.proc.procfs import Reading, started_at
 from gputop_tracker.core.summary.events import PEAK_STEP_BYTES, PEAK_STEP_FRACTION, EventLog, LevelWatch
 

@@ -17,8 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop_tracker.core.gpu.backend import GpuReading
-from gputop_tracker.core.gpu.watch import TreePeaks
+from gputop_tracker.core.gpu import GpuReading, TreePeaks
 from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     AlertLevels,
@@ -208,6 +207,7 @@ class SummaryBuilder:
         self.ledger = CpuLedger()
         self._init_evidence()
         self.parts = list(parts)  # parts of the summary beside the builder's own (code blocks)
+        self.gpu_not_responding = False  # the GPU library stopped answering (a call past its deadline)
         self.gpu_ooms = GpuOomLog()  # the probe's CUDA out-of-memory records (the Engine's GpuOomRecorder)
         self.outcome = Outcome(status="running")
         self.notes: list[str] = []

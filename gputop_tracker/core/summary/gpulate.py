@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Container
 
-from gputop_tracker.core.gpu.watch import Seen, TreePeaks, Window
+from gputop_tracker.core.gpu import Seen, TreePeaks, Window
 
 HORIZON_S = 60.0  # how long a read with unknown PIDs is kept (a process joins the tree at most a few samples late)
 MAX_KEPT = 1000  # distinct reads kept (a list changes only on an allocation; bounds memory on a busy shared GPU)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gputop_tracker.core.gpu.accounting import HOW_TO_ENABLE
-from gputop_tracker.core.gpu.accounting import LABEL as EXACT
-from gputop_tracker.core.gpu.backend import GpuReading
-from gputop_tracker.core.gpu.containers import LABEL as BY_ELIMINATION
+from gputop_tracker.core.gpu import ACCOUNTING_HOW_TO_ENABLE as HOW_TO_ENABLE
+from gputop_tracker.core.gpu import ACCOUNTING_LABEL as EXACT
+from gputop_tracker.core.gpu import PAIRED_LABEL as BY_ELIMINATION
+from gputop_tracker.core.gpu import GpuReading
 
 SAMPLED = "sampled (NVML running processes)"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from gputop_tracker.core.gpu.backend import GpuReading
+from gputop_tracker.core.gpu import GpuReading
 from gputop_tracker.core.proc.procfs import Reading
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gputop_tracker.core.gpu.backend import SAMPLE_FIELDS, GpuReading
-from gputop_tracker.core.gpu.watch import TreePeaks, Window
+from gputop_tracker.core.gpu import SAMPLE_FIELDS, GpuReading, TreePeaks, Window
 from gputop_tracker.core.proc.procfs import Reading
 from gputop_tracker.core.summary.accumulators import (
     GpuStats,

@@ -120,6 +120,7 @@ def build_summary(b: SummaryBuilder, *, details: bool = True) -> dict[str, Any]:
         "peak_threads": b.maxima["combined_threads"],
         "gpus": gpus,
         "gpu_note": b.gpu_note,
+        "gpu_not_responding": b.gpu_not_responding,
         "gpu_energy_j": sum(energy) if energy else None,
         "gpu_energy_wh": sum(energy) / 3600.0 if energy else None,
         "processes": processes,

@@ -23,7 +23,7 @@ from textual.visual import RenderOptions, Visual, VisualType, visualize
 from textual.widget import Widget
 from textual.widgets import Button, Footer, Label, Static
 
-from gputop_tracker.core.gpu.backend import vendor_label
+from gputop_tracker.core.gpu import vendor_label
 from gputop_tracker.core.model.models import GpuSample, HostSample, ResourceUsage
 from gputop_tracker.core.model.units import human_bytes, human_seconds
 from gputop_tracker.core.summary.livestats import GpuHistory
