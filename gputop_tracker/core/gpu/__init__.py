@@ -19,7 +19,7 @@ from gputop_tracker.core.gpu.choose import open_backend, open_guarded
 from gputop_tracker.core.gpu.containers import LABEL as PAIRED_LABEL
 from gputop_tracker.core.gpu.selection import GpuSelection, resolve_gpu_selection, resolve_job_gpus, variables_for
 from gputop_tracker.core.gpu.simulated import FakeGpuBackend, SimulatedGpuBackend
-from gputop_tracker.core.gpu.watch import Seen, TreePeaks, Window
+from gputop_tracker.core.gpu.watch import GpuWatcher, Seen, TreePeaks, Window
 from gputop_tracker.core.model.gpufields import SAMPLE_FIELDS
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "GpuBackend",
     "GpuReading",
     "GpuSelection",
+    "GpuWatcher",
     "NoGpuBackend",
     "Seen",
     "SimulatedGpuBackend",
