@@ -545,6 +545,7 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
             "gputop_tracker.core",
             "gputop_tracker.core.blocks",
             "gputop_tracker.core.blocks.protocol",  # the channel's name, no imports
+            "gputop_tracker.core.face",  # the packages' faces (each name loaded on first use)
             "gputop_tracker.core.proc",
             "gputop_tracker.core.proc.vmhwm",  # the VmHWM reader the sampler uses too (no imports)
         ]

@@ -286,6 +286,7 @@ LAYERS: dict[str, set[str]] = {
     "_entry": {"cli", "console"},
     "__main__": {"_entry"},
     "core": set(),  # core's own __init__
+    "core.face": set(),  # how a package offers its names (every core package may use it)
     "": {"api"},  # the package's own __init__: `from gputop_tracker import block`
 }
 
@@ -296,7 +297,7 @@ def test_every_part_of_the_package_has_a_layer() -> None:
 
 @pytest.mark.parametrize("part", sorted(LAYERS))
 def test_each_part_imports_only_the_layers_below_it(part: str) -> None:
-    allowed = LAYERS[part] | {part, "_version"}
+    allowed = LAYERS[part] | {part, "_version"} | ({"core.face"} if part.startswith("core.") else set())
     bad = {
         m: sorted(d for d in deps if d.startswith("gputop_tracker") and _part(d) not in allowed)
         for m, deps in GRAPH.items()
@@ -352,3 +353,41 @@ def test_core_never_imports_textual_at_any_level() -> None:
         if m.startswith("gputop_tracker.core")
     }
     assert {m: deps for m, deps in bad.items() if deps} == {}
+
+
+def _face_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of each `from gputop_tracker.core… import name` in a file, and `import gputop_tracker.core…`."""
+    out = []
+    for node in _import_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gputop_tracker.core"):
+            out += [(node.module or "", a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names if a.name.startswith("gputop_tracker.core")]
+    return out
+
+
+def test_the_tui_and_the_api_import_core_through_its_faces() -> None:
+    """The TUI and the Python API import what a core package's face offers (`from gputop_tracker.core.model import
+    X`, X in its `__all__`), never one of its modules by path."""
+    import importlib
+
+    bad = []
+    for part in ("tui", "api"):
+        for path in sorted((PACKAGE_DIR / part).rglob("*.py")):
+            for module, name in _face_imports(path):
+                face = getattr(importlib.import_module(module), "__all__", []) if module.count(".") == 2 else []
+                if module.count(".") != 2 or name not in face:
+                    bad.append(f"{path.relative_to(PACKAGE_DIR)}: {module} {name}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", sorted({_part(m) for m in GRAPH if _part(m).startswith("core.")} - {"core.face"}))
+def test_every_core_package_states_its_face(package: str) -> None:
+    """`__all__` names what the package offers, and each name is really there."""
+    import importlib
+
+    mod = importlib.import_module(f"gputop_tracker.{package}")
+    face = getattr(mod, "__all__", None)
+    assert isinstance(face, list) and face, package
+    for name in face:
+        assert getattr(mod, name) is not None, (package, name)

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from gputop_tracker._probe.gputop_probe_report import open_ours
-from gputop_tracker.core.blocks.protocol import ENV
-from gputop_tracker.core.proc.vmhwm import own_peak_rss as _read_hwm
+from gputop_tracker.core.blocks import ENV
+from gputop_tracker.core.proc import own_peak_rss as _read_hwm
 
 MAX_NAME = 200  # characters of a block name sent (a message stays under PIPE_BUF, so one write is atomic)
 

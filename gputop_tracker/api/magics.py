@@ -30,8 +30,7 @@ from IPython.display import Image, display
 
 from gputop_tracker.api.tracker import Tracker, TrackerError
 from gputop_tracker.console import Parser, UsageError
-from gputop_tracker.core.model.models import ResourceUsage, Sample
-from gputop_tracker.core.model.units import UnitError, human_bytes, human_seconds
+from gputop_tracker.core.model import ResourceUsage, Sample, UnitError, human_bytes, human_seconds
 
 REFRESH_S = 1.0  # the live display, about once a second
 SPARK = "▁▂▃▄▅▆▇█"

@@ -15,23 +15,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gputop_tracker.core.blocks.inbox import BlockInbox
-from gputop_tracker.core.blocks.probe import InProcess, history_setting
-from gputop_tracker.core.integrations import slurm
-from gputop_tracker.core.integrations.exporters.base import (
+from gputop_tracker.core.blocks import BlockInbox, InProcess, history_setting
+from gputop_tracker.core.integrations import (
     DEFAULT_TOP_PROCESSES,
     Exporter,
     ExportError,
     ExportOptions,
     SessionInfo,
     command_of,
+    slurm,
 )
-from gputop_tracker.core.model import paths, validate
-from gputop_tracker.core.model.config import EngineConfig
-from gputop_tracker.core.model.models import Event, ResourceUsage, Sample
-from gputop_tracker.core.model.units import Units, parse_byte_size
+from gputop_tracker.core.model import (
+    EngineConfig,
+    Event,
+    ResourceUsage,
+    Sample,
+    Units,
+    parse_byte_size,
+    paths,
+    validate,
+)
 from gputop_tracker.core.report import render as report
-from gputop_tracker.core.sampling.channel import (
+from gputop_tracker.core.sampling import (
     STOP_SIGNAL,
     EventMessage,
     Failed,
@@ -43,11 +48,11 @@ from gputop_tracker.core.sampling.channel import (
     prepare,
     start_spawned,
 )
-from gputop_tracker.core.summary.events import EVENT_TYPES, is_oom_exception
+from gputop_tracker.core.summary import EVENT_TYPES, is_oom_exception
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.model.models import Session
-    from gputop_tracker.core.report.columns import TimelineColumns
+    from gputop_tracker.core.model import Session
+    from gputop_tracker.core.report import TimelineColumns
 
 ABANDON_WAIT = 5.0  # seconds for a sampler whose start failed or was interrupted to stop, before SIGKILL
 READER_DRAIN = 10.0  # seconds for the reader to see the end of a killed sampler's pipe
@@ -134,7 +139,7 @@ def _request(request: object) -> dict[str, int] | None:
 def _store(store: object, save: bool) -> str | None:
     """A store named by the caller, where a session can be saved (checked now: else the run's end said only
     "session NOT saved"); None: the default store."""
-    from gputop_tracker.core.store.sessions import check_store
+    from gputop_tracker.core.store import check_store
 
     name = validate.optional_path("store", store)
     if name is None:
@@ -413,7 +418,7 @@ class Tracker:
     def _write_usage_file(self) -> None:
         if self.resource_usage_file is None or self._usage is None:
             return
-        from gputop_tracker.core.store.sessions import write_output
+        from gputop_tracker.core.store import write_output
 
         data = report.to_json(self._usage, self.units).encode()
         try:
@@ -455,7 +460,7 @@ class Tracker:
         """The Prometheus endpoint and/or textfile (`prometheus=`), fed by the reader thread."""
         if not self._export.enabled:
             return
-        from gputop_tracker.core.integrations.exporters import open_exporter
+        from gputop_tracker.core.integrations import open_exporter
 
         slurm_job = (self._cfg.slurm or {}).get("job_id") or ""
         info = SessionInfo(command=command_of(self.process_id), slurm_job_id=slurm_job)
@@ -598,7 +603,7 @@ class Tracker:
     def timeline(self) -> TimelineColumns:
         """The samples as columns (`t`, `tree_ram`, `private`, `cpu_percent`, per GPU `gpu_memory_of(i)`,
         `gpu_util_of(i)` …; `.to_pandas()` with pandas installed). After stop(), from the saved session."""
-        from gputop_tracker.core.report.columns import TimelineColumns
+        from gputop_tracker.core.report import TimelineColumns
 
         return TimelineColumns.of_session(self.session())
 

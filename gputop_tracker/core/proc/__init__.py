@@ -1,3 +1,25 @@
 """The kernel's own figures, read: /proc (procfs), cgroups (cgroup), VmHWM (vmhwm), CPU windows (cpuwindow).
 
-The lowest floor of core: it imports nothing of the package but itself."""
+The lowest floor of core: it imports nothing of the package but itself.
+
+The face other packages import: the names in `__all__`, each loaded from its module on first use (so
+importing one module of this package never loads the others)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gputop_tracker.core.face import lazy
+
+_FACE = {
+    "own_peak_rss": "vmhwm",
+}
+__all__ = [
+    "own_peak_rss",
+]
+
+
+__getattr__ = lazy(__name__, _FACE, globals())
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.proc.vmhwm import own_peak_rss

@@ -1,2 +1,77 @@
 """Where figures are measured: the sampler process (launch or attach, read /proc each interval, the job cgroup,
-OOM detection, the command's output) and the pipe that carries its messages to the front end."""
+OOM detection, the command's output) and the pipe that carries its messages to the front end.
+
+The face other packages import: the names in `__all__`, each loaded from its module on first use (so
+importing one module of this package never loads the others)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gputop_tracker.core.face import lazy
+
+_FACE = {
+    "BlocksMessage": "channel",
+    "EventMessage": "channel",
+    "Failed": "channel",
+    "FileWatch": "filewatch",
+    "LineFramer": "framing",
+    "Message": "channel",
+    "Progress": "channel",
+    "STOP_SIGNAL": "channel",
+    "SampleMessage": "channel",
+    "SamplerHandle": "channel",
+    "Started": "channel",
+    "Summary": "channel",
+    "become_subreaper": "orphans",
+    "channel": "",
+    "not_ignored": "jobctl",
+    "orphans": "",
+    "prepare": "channel",
+    "start_forked": "channel",
+    "start_spawned": "channel",
+}
+__all__ = [
+    "STOP_SIGNAL",
+    "BlocksMessage",
+    "EventMessage",
+    "Failed",
+    "FileWatch",
+    "LineFramer",
+    "Message",
+    "Progress",
+    "SampleMessage",
+    "SamplerHandle",
+    "Started",
+    "Summary",
+    "become_subreaper",
+    "channel",
+    "not_ignored",
+    "orphans",
+    "prepare",
+    "start_forked",
+    "start_spawned",
+]
+__getattr__ = lazy(__name__, _FACE, globals())
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.sampling import channel, orphans
+    from gputop_tracker.core.sampling.channel import (
+        STOP_SIGNAL,
+        BlocksMessage,
+        EventMessage,
+        Failed,
+        Message,
+        Progress,
+        SampleMessage,
+        SamplerHandle,
+        Started,
+        Summary,
+        prepare,
+        start_forked,
+        start_spawned,
+    )
+    from gputop_tracker.core.sampling.filewatch import FileWatch
+    from gputop_tracker.core.sampling.framing import LineFramer
+    from gputop_tracker.core.sampling.jobctl import not_ignored
+    from gputop_tracker.core.sampling.orphans import become_subreaper

@@ -1,2 +1,31 @@
 """Where samples become the report: `builder.SummaryBuilder` composed of small accumulators, the rules that pick
-and label each peak, alerts and events, and how much of a job's request was used."""
+and label each peak, alerts and events, and how much of a job's request was used.
+
+The face other packages import: the names in `__all__`, each loaded from its module on first use (so
+importing one module of this package never loads the others)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gputop_tracker.core.face import lazy
+
+_FACE = {
+    "EVENT_TYPES": "events",
+    "GpuHistory": "livestats",
+    "ProcessMemo": "livestats",
+    "SampleHistory": "livestats",
+    "is_oom_exception": "events",
+}
+__all__ = [
+    "EVENT_TYPES",
+    "GpuHistory",
+    "ProcessMemo",
+    "SampleHistory",
+    "is_oom_exception",
+]
+__getattr__ = lazy(__name__, _FACE, globals())
+
+if TYPE_CHECKING:
+    from gputop_tracker.core.summary.events import EVENT_TYPES, is_oom_exception
+    from gputop_tracker.core.summary.livestats import GpuHistory, ProcessMemo, SampleHistory

@@ -26,12 +26,8 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
-from gputop_tracker.core.model.models import Session
-from gputop_tracker.core.model.text import clean_output, escape_controls
-from gputop_tracker.core.model.units import human_bytes, human_seconds
-from gputop_tracker.core.report import render as report
-from gputop_tracker.core.report.job_listing import group_label, grouped, is_group
-from gputop_tracker.core.report.listing import (
+from gputop_tracker.core.model import Session, clean_output, escape_controls, human_bytes, human_seconds
+from gputop_tracker.core.report import (
     COLUMN_BY_KEY,
     COLUMNS,
     SORTABLE,
@@ -40,13 +36,17 @@ from gputop_tracker.core.report.listing import (
     compare_rows,
     count_session_files,
     filter_rows,
+    group_label,
+    grouped,
+    is_group,
     load_full,
     local_time,
     percent_or_dash,
     timeline_series,
 )
+from gputop_tracker.core.report import render as report
+from gputop_tracker.core.store import export_session
 from gputop_tracker.core.store import sessions as store
-from gputop_tracker.core.store.session_files import export_session
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.widgets.charts import Series, TimeChart, session_charts, short_time
 from gputop_tracker.tui.widgets.job_panel import job_headline

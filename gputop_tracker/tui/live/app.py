@@ -23,10 +23,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
-from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.sampling import channel
-from gputop_tracker.core.sampling.channel import (
+from gputop_tracker.core.model import ProcessSample, ResourceUsage, Sample, escape_controls
+from gputop_tracker.core.sampling import (
     STOP_SIGNAL,
     BlocksMessage,
     EventMessage,
@@ -35,8 +33,9 @@ from gputop_tracker.core.sampling.channel import (
     SampleMessage,
     Started,
     Summary,
+    channel,
 )
-from gputop_tracker.core.summary.livestats import SampleHistory
+from gputop_tracker.core.summary import SampleHistory
 from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
 from gputop_tracker.tui.live.control import DataSource, RunControl

@@ -8,9 +8,7 @@ events, then no more. Innermost last, per process.
 
 from __future__ import annotations
 
-from gputop_tracker.core.model.models import Event, LiveBlock, LiveBlocks, ResourceUsage
-from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.model.units import human_bytes
+from gputop_tracker.core.model import Event, LiveBlock, LiveBlocks, ResourceUsage, escape_controls, human_bytes
 from gputop_tracker.tui.live.process_rows import name_width
 from gputop_tracker.tui.widgets.panels import clock, set_border
 from gputop_tracker.tui.widgets.proctable import Cell, Column, ProcessTable

@@ -20,7 +20,7 @@ from textual.containers import Horizontal
 from textual.geometry import Region
 from textual.strip import Strip
 
-from gputop_tracker.core.summary.livestats import SampleHistory
+from gputop_tracker.core.summary import SampleHistory
 from gputop_tracker.tui.widgets.charts import GPU_COLORS, Series, TimeChart
 
 

@@ -9,8 +9,7 @@ import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
-from gputop_tracker.core.model.models import ProcessSample
-from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.core.model import ProcessSample, escape_controls
 from gputop_tracker.core.sampling import channel
 from gputop_tracker.tui.widgets.panels import KILL_GRACE, KillScreen, QuitScreen, SignalScreen
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
-from gputop_tracker.core.model.models import ProcessSample
+from gputop_tracker.core.model import ProcessSample
 from gputop_tracker.tui.live.blocks import MAX_ROWS
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ProcessDetailScreen, detail_text

@@ -13,9 +13,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gputop_tracker.core.model.models import Event, GpuSample, ProcessSample, Sample
-from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.summary.livestats import ProcessMemo
+from gputop_tracker.core.model import Event, GpuSample, ProcessSample, Sample, escape_controls
+from gputop_tracker.core.summary import ProcessMemo
 from gputop_tracker.tui.live.process_rows import bound_bytes, process_state
 from gputop_tracker.tui.widgets.panels import clock, short_bytes
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import functools
 import math
 
-from gputop_tracker.core.model.models import ProcessSample, ResourceUsage
-from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.core.model import ProcessSample, ResourceUsage, escape_controls
 from gputop_tracker.tui.widgets.panels import short_bytes
 from gputop_tracker.tui.widgets.proctable import Cell, Column
 

@@ -22,21 +22,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputop_tracker import console
-from gputop_tracker.core.model import paths
-from gputop_tracker.core.model.config import JOB_SIGNALS, EngineConfig
-from gputop_tracker.core.model.text import clean_output
-from gputop_tracker.core.model.units import Units
-from gputop_tracker.core.sampling import channel, orphans
-from gputop_tracker.core.sampling.channel import STOP_SIGNAL, SamplerHandle, start_forked
-from gputop_tracker.core.sampling.filewatch import FileWatch
-from gputop_tracker.core.sampling.framing import LineFramer
-from gputop_tracker.core.sampling.jobctl import not_ignored
-from gputop_tracker.core.sampling.orphans import become_subreaper
+from gputop_tracker.core.model import JOB_SIGNALS, EngineConfig, Units, clean_output, paths
+from gputop_tracker.core.sampling import (
+    STOP_SIGNAL,
+    FileWatch,
+    LineFramer,
+    SamplerHandle,
+    become_subreaper,
+    channel,
+    not_ignored,
+    orphans,
+    start_forked,
+)
 from gputop_tracker.tui.live.texts import detached_text
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.integrations.exporters import Exporter
-    from gputop_tracker.core.model.models import ResourceUsage
+    from gputop_tracker.core.integrations import Exporter
+    from gputop_tracker.core.model import ResourceUsage
     from gputop_tracker.tui.live.app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
@@ -289,7 +291,7 @@ def _killed(handle: SamplerHandle) -> bool:
 
 def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, exporter: Exporter | None = None) -> int:
     """Track with the live view; return the command's exit code (128+N after signal N) once the user quits."""
-    from gputop_tracker.core.store.sessions import new_session_id
+    from gputop_tracker.core.store import new_session_id
 
     del args, units  # the view shows human units; the report options apply to headless output
     cfg.stream_samples = True

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputop_tracker.core.model.models import ResourceUsage
+from gputop_tracker.core.model import ResourceUsage
 
 
 def detached_text(pid: int | None, mode: str, output_path: object = None) -> str:

@@ -13,10 +13,8 @@ from typing import Protocol
 from rich.text import Text
 from textual.widget import Widget
 
-from gputop_tracker.core.model.models import Session
-from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.report.blockspans import BlockRun
-from gputop_tracker.core.report.listing import block_spans, timeline_series
+from gputop_tracker.core.model import Session, escape_controls
+from gputop_tracker.core.report import BlockRun, block_spans, timeline_series
 
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))  # braille dot bits by [column][row from top]
 # the bits of a cell's dots from height a to b (0: its bottom row) in its left or right column: [column][a][b]

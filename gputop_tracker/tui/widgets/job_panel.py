@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gputop_tracker.core.model.models import ResourceUsage, SlurmJob
+from gputop_tracker.core.model import ResourceUsage, SlurmJob
 from gputop_tracker.tui.widgets.panels import Panel, bar, clock, set_border, short_bytes
 
 LABEL = 9  # "GPU util " and friends

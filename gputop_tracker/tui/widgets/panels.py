@@ -24,9 +24,8 @@ from textual.widget import Widget
 from textual.widgets import Button, Footer, Label, Static
 
 from gputop_tracker.core.gpu import vendor_label
-from gputop_tracker.core.model.models import GpuSample, HostSample, ResourceUsage
-from gputop_tracker.core.model.units import human_bytes, human_seconds
-from gputop_tracker.core.summary.livestats import GpuHistory
+from gputop_tracker.core.model import GpuSample, HostSample, ResourceUsage, human_bytes, human_seconds
+from gputop_tracker.core.summary import GpuHistory
 
 SIDE_WIDTH = 54  # columns of the side panels in the wide layout (live.tcss #side)
 
