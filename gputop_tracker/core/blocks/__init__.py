@@ -1,7 +1,4 @@
-"""Code blocks on the sampler's side: the FIFO the tracked program writes to, and per-block figures.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+"""Code blocks on the sampler's side: the FIFO the tracked program writes to, and per-block figures. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

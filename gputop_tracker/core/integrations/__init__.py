@@ -1,7 +1,4 @@
-"""The outside worlds a run lives in or reports to: SLURM, and exporters for monitoring systems (Prometheus).
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+"""The outside worlds a run lives in or reports to: SLURM, and exporters for monitoring systems (Prometheus). Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """What the tool's figures are: the pydantic models (one schema per shape), units, the sampler's configuration,
-every path the tool reads or writes, checks of user input, and text made safe to show.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+every path the tool reads or writes, checks of user input, and text made safe to show. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

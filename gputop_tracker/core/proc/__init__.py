@@ -1,9 +1,6 @@
 """The kernel's own figures, read: /proc (procfs), cgroups (cgroup), VmHWM (vmhwm), CPU windows (cpuwindow).
 
-The lowest floor of core: it imports nothing of the package but itself.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+The lowest floor of core: it imports nothing of the package but itself. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The summary shown: text and JSON reports, plots, comparisons, cluster-job views and scheduler advice.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+"""The summary shown: text and JSON reports, plots, comparisons, cluster-job views and scheduler advice. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

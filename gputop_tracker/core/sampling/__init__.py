@@ -1,8 +1,5 @@
 """Where figures are measured: the sampler process (launch or attach, read /proc each interval, the job cgroup,
-OOM detection, the command's output) and the pipe that carries its messages to the front end.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+OOM detection, the command's output) and the pipe that carries its messages to the front end. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Saved sessions: the store (one JSON file per session), the history list's rows, and sessions as files.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+"""Saved sessions: the store (one JSON file per session), the history list's rows, and sessions as files. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Where samples become the report: `builder.SummaryBuilder` composed of small accumulators, the rules that pick
-and label each peak, alerts and events, and how much of a job's request was used.
-
-The face other packages import: the names in `__all__`, each loaded from its module on first use (so
-importing one module of this package never loads the others)."""
+and label each peak, alerts and events, and how much of a job's request was used. Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 
