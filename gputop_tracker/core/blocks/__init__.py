@@ -1,4 +1,5 @@
-"""Code blocks on the sampler's side: the FIFO the tracked program writes to, and per-block figures. Its face: `__all__` (`core/face.py`)."""
+"""Code blocks on the sampler's side: the FIFO the tracked program writes to, and per-block figures.
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

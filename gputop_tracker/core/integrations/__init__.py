@@ -1,4 +1,5 @@
-"""The outside worlds a run lives in or reports to: SLURM, and exporters for monitoring systems (Prometheus). Its face: `__all__` (`core/face.py`)."""
+"""The outside worlds a run lives in or reports to: SLURM, and exporters for monitoring systems (Prometheus).
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What the tool's figures are: the pydantic models (one schema per shape), units, the sampler's configuration,
-every path the tool reads or writes, checks of user input, and text made safe to show. Its face: `__all__` (`core/face.py`)."""
+every path the tool reads or writes, checks of user input, and text made safe to show.
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

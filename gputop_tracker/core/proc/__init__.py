@@ -1,6 +1,7 @@
 """The kernel's own figures, read: /proc (procfs), cgroups (cgroup), VmHWM (vmhwm), CPU windows (cpuwindow).
 
-The lowest floor of core: it imports nothing of the package but itself. Its face: `__all__` (`core/face.py`)."""
+The lowest floor of core: it imports nothing of the package but itself.
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The summary shown: text and JSON reports, plots, comparisons, cluster-job views and scheduler advice. Its face: `__all__` (`core/face.py`)."""
+"""The summary shown: text and JSON reports, plots, comparisons, cluster-job views and scheduler advice.
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

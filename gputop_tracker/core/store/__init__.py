@@ -1,4 +1,5 @@
-"""Saved sessions: the store (one JSON file per session), the history list's rows, and sessions as files. Its face: `__all__` (`core/face.py`)."""
+"""Saved sessions: the store (one JSON file per session), the history list's rows, and sessions as files.
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Where samples become the report: `builder.SummaryBuilder` composed of small accumulators, the rules that pick
-and label each peak, alerts and events, and how much of a job's request was used. Its face: `__all__` (`core/face.py`)."""
+and label each peak, alerts and events, and how much of a job's request was used.
+Its face: `__all__` (`core/face.py`)."""
 
 from __future__ import annotations
 
