@@ -52,6 +52,7 @@ from gputop_tracker.core.sampling.oomdetect import OomDetector
 from gputop_tracker.core.sampling.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
 from gputop_tracker.core.sampling.relayed import RelayLedger
 from gputop_tracker.core.sampling.tee import OutputFilePoller, OutputTee
+from gputop_tracker.core.sampling.treestop import TreeStop, readable, running
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.summary import events as ev
 from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
@@ -322,7 +323,7 @@ class Engine:
             s.builder.set_smaps_age(s.tree.oldest_smaps_age(now_mono))
             self._save(s.builder, running=True)
         self._wait(s.next_sample_time(self.interval), s.pidfd)
-        if s.pidfd >= 0 and self.cfg.mode == ATTACH and _readable(s.pidfd):
+        if s.pidfd >= 0 and self.cfg.mode == ATTACH and readable(s.pidfd):
             self.end.main_gone = True
 
     def _wait(self, deadline: float, pidfd: int) -> None:  # noqa: C901 — the loop's single wait: every wake-up reason in one place
@@ -376,7 +377,7 @@ class Engine:
 
     def _descendants(self, s: _Sampling) -> list[int]:
         """The tree's processes still running, but for the command itself."""
-        return [pid for pid in s.tree.handles if pid != self.main_pid and _alive(pid)]
+        return [pid for pid in s.tree.handles if pid != self.main_pid and running(pid)]
 
     def _finish_run(self, s: _Sampling) -> int:
         self.end.check_front_end(s.builder.note, s.builder.start_time)
@@ -396,7 +397,7 @@ class Engine:
         self.tee.linger(self._become_tee_helper)
         if self.output_file is not None:
             self.output_file.poll()
-        s.builder.accounting_at_end(s.gpu.read_accounting_at_end([pid for pid in s.tree.handles if _alive(pid)]))
+        s.builder.accounting_at_end(s.gpu.read_accounting_at_end([pid for pid in s.tree.handles if running(pid)]))
         self._finish(s.builder)
         s.close()
         return self.launcher.exit_code(default=0)
@@ -622,74 +623,6 @@ def _open_pidfd(pid: int) -> int:
         return -1
 
 
-def _readable(fd: int) -> bool:
-    return bool(select.select([fd], [], [], 0)[0])
-
-
-class TreeStop:
-    """The live view asked to stop the whole tree (`{"cmd": "stop_tree", "signal": N}`): the process group and
-    every tracked process (also those that left the group) get the signal; sampling goes on until the whole
-    tree is gone, not just the main process; the session notes what was sent and what survived."""
-
-    def __init__(self, pgid: int | None) -> None:
-        self.pgid = pgid  # the command's process group (launched in a new session), or None (attached)
-        self.sent: list[str] = []
-
-    @staticmethod
-    def serve(request: dict[str, Any], s: _Sampling | None, cfg: EngineConfig) -> None:
-        if request.get("cmd") != "stop_tree" or s is None:
-            return
-        if s.tree_stop is None:
-            s.tree_stop = TreeStop(s.tree.root if cfg.mode == LAUNCH and cfg.new_session else None)
-        s.tree_stop.send(request.get("signal"), s)
-
-    def send(self, sig: object, s: _Sampling) -> None:
-        """`sig` to the process group and to each tracked process; an event in the session's timeline."""
-        sig = sig if isinstance(sig, int) and sig in signal.valid_signals() else signal.SIGTERM
-        if self.pgid:
-            try:
-                os.killpg(self.pgid, sig)
-            except OSError:
-                pass
-        reached = 0
-        for pid in sorted(set(s.tree.handles) - {os.getpid()}):
-            try:
-                os.kill(pid, sig)
-                reached += 1
-            except OSError:
-                pass
-        name = signal.Signals(sig).name
-        processes = f"{reached} process{'es' if reached != 1 else ''}"
-        self.sent.append(f"{name} to {processes}")
-        s.builder.events.add("stop", time.time(), f"{name} sent to {processes} of the tree", pid=self.pgid)
-
-    @staticmethod
-    def draining(s: _Sampling) -> bool:
-        """True while the tree is being stopped and a process of it still runs, though the main one may be gone."""
-        if s.tree_stop is None:
-            return False
-        if s.pidfd >= 0 and _readable(s.pidfd):  # the main process's end is seen: from now wait on the clock
-            os.close(s.pidfd)
-            s.pidfd = -1
-        return any(_alive(pid) for pid in s.tree.handles)
-
-    @staticmethod
-    def alive_at_end(s: _Sampling) -> set[int]:
-        """The tracked processes still running when tracking ends; noted in the session after a stop."""
-        alive = {pid for pid in s.tree.handles if _alive(pid)}
-        if s.tree_stop is not None:
-            s.builder.note(s.tree_stop.report(alive))
-        return alive
-
-    def report(self, alive: set[int]) -> str:
-        """The note the session keeps: what was sent, and what survived it."""
-        text = f"stopped from the live view: {', then '.join(self.sent)} of the tree"
-        if alive:
-            shown = ", ".join(str(p) for p in sorted(alive)[:20])
-            return f"{text}; {len(alive)} still running when tracking ended (PIDs {shown})"
-        return f"{text}; none survived"
-
-
 def run_forked_child(cfg: EngineConfig, out_fd: int, ledger: RelayLedger | None = None) -> None:
     """Entry point in a forked child: never returns."""
     code = 1
@@ -735,15 +668,6 @@ def _reserve_standard_fds() -> None:
                     os.close(null)
             except OSError:
                 pass
-
-
-def _alive(pid: int) -> bool:
-    """Running (not a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return b") Z" not in f.read()
-    except OSError:
-        return False
 
 
 if __name__ == "__main__":
