@@ -25,7 +25,11 @@ from gputop_tracker.tui.live.app import LiveApp
 from gputop_tracker.tui.live.control import RunControl, subtree_pids
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
 from gputop_tracker.tui.live.run import clean_output
-from gputop_tracker.tui.widgets.panels import HelpScreen, KillScreen, QuitScreen, SignalScreen, short_bytes
+from gputop_tracker.tui.live.screens.kill_dialog import KillScreen
+from gputop_tracker.tui.live.screens.quit_dialog import QuitScreen
+from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
+from gputop_tracker.tui.screens.help import HelpScreen
+from gputop_tracker.tui.widgets.panels import short_bytes
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 
@@ -736,7 +740,8 @@ async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> 
 
 async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pane() -> None:
     """While a process's private/shared figures are carried forward (or not read yet) they show as ≥ bounds."""
-    from gputop_tracker.tui.live.process_info import BOUND_NOTE, ProcessDetailScreen
+    from gputop_tracker.tui.live.process_info import BOUND_NOTE
+    from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
 
     src = FakeSource(3)
     app = make_app(src)
@@ -766,7 +771,7 @@ async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pa
 
 
 async def test_enter_opens_the_process_in_full() -> None:
-    from gputop_tracker.tui.live.process_info import ProcessDetailScreen
+    from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
 
     src = FakeSource(4)
     app = make_app(src)
@@ -947,7 +952,7 @@ async def test_sort_and_tree_redraw_while_paused() -> None:
 
 
 def test_every_binding_has_an_id_and_is_shown_or_in_help() -> None:
-    from gputop_tracker.tui.widgets.panels import HELP
+    from gputop_tracker.tui.live.help_text import HELP
 
     for b in LiveApp.BINDINGS:
         assert isinstance(b, Binding) and b.id, b
@@ -961,7 +966,7 @@ async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        from gputop_tracker.tui.history.screen import HistoryScreen
+        from gputop_tracker.tui.history.screens.sessions import HistoryScreen
 
         await pilot.press("h")
         for _ in range(300):  # the list loads in a worker
@@ -981,7 +986,7 @@ async def test_history_screen_takes_only_its_own_keys(tmp_path: Path) -> None:
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        from gputop_tracker.tui.history.screen import HistoryScreen
+        from gputop_tracker.tui.history.screens.sessions import HistoryScreen
 
         await pilot.press("down", "h")
         for _ in range(300):

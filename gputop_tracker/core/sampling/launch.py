@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 from gputop_tracker.core.model.config import ATTACH, JOB_SIGNALS, LAUNCH, STOP_SIGNAL, EngineConfig
 from gputop_tracker.core.model.text import escape_controls
+from gputop_tracker.core.proc import cgroup as cgroups
 from gputop_tracker.core.proc.procfs import parse_stat
 from gputop_tracker.core.proc.vmhwm import own_peak_rss
-from gputop_tracker.core.proc import cgroup as cgroups
 
 PR_SET_CHILD_SUBREAPER = 36
 RELAYED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS, STOP_SIGNAL)

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Protocol
 from gputop_tracker.core.model.models import ProcessSample
 from gputop_tracker.core.model.text import escape_controls
 from gputop_tracker.core.sampling import channel
-from gputop_tracker.tui.widgets.panels import KILL_GRACE, KillScreen, QuitScreen, SignalScreen
+from gputop_tracker.tui.live.screens.kill_dialog import KillScreen
+from gputop_tracker.tui.live.screens.quit_dialog import KILL_GRACE, QuitScreen
+from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
 
 if TYPE_CHECKING:
     from gputop_tracker.tui.live.app import LiveApp

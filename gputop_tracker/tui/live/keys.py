@@ -11,10 +11,13 @@ from textual.widgets import Input
 
 from gputop_tracker.core.model.models import ProcessSample
 from gputop_tracker.tui.live.blocks import MAX_ROWS
+from gputop_tracker.tui.live.help_text import HELP
 from gputop_tracker.tui.live.output_pane import OutputPane
-from gputop_tracker.tui.live.process_info import ProcessDetailScreen, detail_text
+from gputop_tracker.tui.live.process_info import detail_text
 from gputop_tracker.tui.live.process_rows import BOUND_LEGEND, SORT_LABEL, SORTS, short_command
-from gputop_tracker.tui.widgets.panels import HelpScreen, plain, side_width
+from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
+from gputop_tracker.tui.screens.help import HelpScreen
+from gputop_tracker.tui.widgets.panels import plain, side_width
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 if TYPE_CHECKING:
@@ -219,7 +222,7 @@ class ViewKeys:
 
     def history(self) -> None:
         try:
-            from gputop_tracker.tui.history.screen import HistoryScreen
+            from gputop_tracker.tui.history.screens.sessions import HistoryScreen
         except ImportError:
             self.app.notify("history not available", severity="warning")
             return
@@ -232,7 +235,7 @@ class ViewKeys:
         self.app.push_screen(HistoryScreen(store))
 
     def help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(HELP))
 
     # ------------------------------------------------------------------ code blocks (b)
 
