@@ -389,14 +389,13 @@ class LiveApp(App[int]):
                 table.border_title = "processes"
                 yield table
                 yield ProcessTable(id="blocks")
-            with VerticalScroll(id="side"):
+            with VerticalScroll(id="side", can_focus=False):  # figures to read: Tab goes from table to output
                 yield self.job_panel  # shown once a request is known
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield ProcessTable(id="blocks-wide")
         yield LiveCharts(id="charts")
-        log = OutputPane(LOG_LINES, id="output")
-        log.border_title = "output"
+        log = OutputPane(LOG_LINES, id="output", title="output")
         if self.output_path is not None:
             log.border_subtitle = plain(str(self.output_path))
         yield log
@@ -548,6 +547,7 @@ class LiveApp(App[int]):
             return
         with self.batch_update():  # one screen update per sample, not one per widget
             self._redraw(sample=True)
+            self.query_one("#output", OutputPane).flush()  # output that waits for its frame: in this update
         freeze_startup_objects()
 
     def _on_alert(self, msg: EventMessage) -> None:
@@ -595,7 +595,7 @@ class LiveApp(App[int]):
         if self.paused:
             self._held_output.append(event.text)
             return
-        self.query_one("#output", OutputPane).write(event.text)
+        self.query_one("#output", OutputPane).feed(event.text)  # drawn once a frame at most
 
     def _on_finished(self) -> None:
         self.control.run_ended()

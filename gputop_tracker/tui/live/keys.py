@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
@@ -40,7 +41,9 @@ BINDINGS: list[BindingType] = [
     Binding("f,f3", "find", "Find", id="find", tooltip="Find in the output"),
     Binding("n", "match(1)", "Next match", id="next_match", show=False, tooltip="The next match of the find, below"),
     Binding("N", "match(-1)", "Previous match", id="previous_match", show=False, tooltip="The match above"),
-    Binding("tab", "focus_next_pane", "Pane", id="next_pane", show=False, tooltip="Table or output"),
+    Binding(
+        "tab", "focus_next_pane", "Pane", id="next_pane", show=False, priority=True, tooltip="Table, blocks or output"
+    ),
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
     Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
@@ -155,8 +158,17 @@ class ViewKeys:
         app.query_one("#output" if zoomed else "#procs").focus()
 
     def focus_next_pane(self) -> None:
-        table = self.app.query_one("#procs", ProcessTable)
-        (self.app.query_one("#output", OutputPane) if table.has_focus else table).focus()
+        """Tab: the next pane on show (the process table or the blocks in its place, the blocks under it, the
+        output), from the first press: Textual's own Tab went to the side panels' scroll first. In the prompt, Tab
+        is the prompt's."""
+        app = self.app
+        if app.query_one("#prompt", Input).has_focus:
+            raise SkipAction()
+        panes = [w for w in app.query("#procs, #blocks, #blocks-wide, #output").results() if w.display]
+        if not panes:
+            raise SkipAction()
+        here = next((i for i, w in enumerate(panes) if w.has_focus), -1)
+        panes[(here + 1) % len(panes)].focus()
 
     # ------------------------------------------------------------------ the prompt: filter and find
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from gputop_tracker.tui.live.app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
-OUTPUT_GAP = 0.1  # seconds at least between two batches of output handed to the view (a chatty command)
+OUTPUT_GAP = 0.5  # seconds at least between two batches of output handed to the view (its pane draws once a second)
 CHUNK = 1 << 16
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads

@@ -1,0 +1,76 @@
+"""End to end in a real terminal (tmux), as a daily htop user drives it: the output pane while workers print."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_tui_e2e import screen, start_in_tmux, wait_file, wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+]
+
+PRINTERS = (  # 4 workers, each printing 5 lines a second with the time it printed them
+    "import subprocess, sys, time\n"
+    "if len(sys.argv) > 1:\n"
+    "    n = 0\n"
+    "    while True:\n"
+    "        print(f'[rank {sys.argv[1]}] step {n} at {time.time():.2f}', flush=True)\n"
+    "        n += 1\n"
+    "        time.sleep(0.2)\n"
+    "ps = [subprocess.Popen([sys.executable, __file__, str(r)]) for r in range(4)]\n"
+    "time.sleep(300)\n"
+)
+AT = re.compile(r"\[rank \d\] step \d+ at (\d+\.\d+)")
+
+
+def keys(session: str, *names: str) -> None:
+    subprocess.run(["tmux", "send-keys", "-t", session, *names], check=True)
+
+
+def newest_shown(session: str) -> float:
+    return max((float(t) for t in AT.findall(screen(session))), default=0.0)
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tuple[int, int]) -> None:
+    """Three rounds of scrolling back, then End: scrolled back, the pane says so with the count of new lines; each
+    End shows lines printed after it within 3 s (End used to jump once and then never follow again)."""
+    script = tmp_path / "printers.py"
+    script.write_text(PRINTERS)
+    track = [sys.executable, "-m", "gputop_tracker", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=size)
+    try:
+        wait_for(session, r"processes 5\b", 30)
+        wait_for(session, r"\[rank \d\] step [1-9]\d", 20)  # some lines to scroll back over
+        keys(session, "Tab")  # the first Tab reaches the output pane
+        for back in (["Up"], ["PageUp"], ["Up", "Up", "Up"]):
+            keys(session, *back)
+            wait_for(session, r"scrolled back — End to follow, \d+ new lines?", 5)
+            time.sleep(1.0)
+            frozen = newest_shown(session)
+            time.sleep(1.5)
+            assert newest_shown(session) == frozen, "scrolled back, the text stays put"
+            pressed = time.time()
+            keys(session, "End")
+            deadline = time.monotonic() + 3.0
+            while newest_shown(session) <= pressed and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert newest_shown(session) > pressed, screen(session)
+            assert "scrolled back" not in screen(session)
+            follow = time.time()  # and it goes on following
+            time.sleep(2.5)
+            assert newest_shown(session) > follow + 1.0, screen(session)
+        keys(session, "q")
+        wait_for(session, r"Stop tree", 10)
+        keys(session, "s")
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
