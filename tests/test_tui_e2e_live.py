@@ -74,3 +74,32 @@ def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tupl
         assert wait_file(rc_file, 30) == str(128 + 15)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+HOLDS_60_MB = "import time\nheld = bytearray(60_000_000)\nheld[::4096] = b'x' * len(held[::4096])\ntime.sleep(300)\n"
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+def test_an_alert_stays_in_the_header_and_the_list_after_its_pop_up(tmp_path: Path, size: tuple[int, int]) -> None:
+    """A real RAM alert: after its pop-up has closed (5 s), the header still names it with its figure and limit,
+    and `a` lists it (it read `CRITICAL` alone, and no key listed the alerts)."""
+    script = tmp_path / "holds.py"
+    script.write_text(HOLDS_60_MB)
+    track = [sys.executable, "-m", "gputop_tracker", "--mem-limit", "100M", "--warn-at", "20", "--critical-at", "40"]
+    session, rc_file = start_in_tmux(tmp_path, [*track, "--", sys.executable, str(script)], size=size)
+    try:
+        wait_for(session, r"CRITICAL RAM \d+% of 100 MB", 30)
+        time.sleep(7.0)  # the pop-up closes
+        wait_for(session, r"CRITICAL RAM \d+% of 100 MB", 1)
+        keys(session, "a")
+        wait_for(session, r"Alerts \(\d\), newest first", 10)
+        wait_for(session, r"\d\d:\d\d:\d\d  \+0:00:\d\d  CRITICAL  RAM \d+% of 100 MB", 5)
+        keys(session, "Escape")
+        time.sleep(0.5)
+        assert "a: alerts" not in screen(session)  # read
+        keys(session, "q")
+        wait_for(session, r"Stop tree", 10)
+        keys(session, "s")
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

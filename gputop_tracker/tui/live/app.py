@@ -37,6 +37,8 @@ from gputop_tracker.core.sampling.channel import (
     Summary,
 )
 from gputop_tracker.core.summary.livestats import SampleHistory
+from gputop_tracker.tui.live.alerts import RANK as ALERT_RANK
+from gputop_tracker.tui.live.alerts import AlertLog
 from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
 from gputop_tracker.tui.live.control import DataSource, RunControl
@@ -75,7 +77,6 @@ MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of d
 # which halves the view's CPU. Keys redraw at once.
 DRAW_PERIOD = 1.0
 LOG_LINES = 2000
-ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red"}
 _GC_FROZEN = False
 
 
@@ -281,7 +282,7 @@ class LiveApp(App[int]):
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.pacer = DrawPacer(self, DRAW_PERIOD if interval < DRAW_PERIOD else 0.0, self._draw_sample)
-        self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
+        self.alerts = AlertLog()  # every alert of the run; the header names the latest until they are read (a)
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
@@ -340,6 +341,14 @@ class LiveApp(App[int]):
 
     def action_blocks(self) -> None:
         self.view_keys.blocks()
+
+    def action_alerts(self) -> None:
+        self.view_keys.alerts()
+
+    @property
+    def alert(self) -> str | None:
+        """The worst alert so far (warning, critical, oom): colours the header."""
+        return self.alerts.worst
 
     def action_suspend_process(self) -> None:
         """Ctrl-Z: the view stops (the sampler, a process of its own, samples on); after `fg` the whole screen
@@ -555,15 +564,12 @@ class LiveApp(App[int]):
         if self.open_blocks.feed(e):
             self._draw_header()
             return
-        rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3}
-        if e.type not in rank:
+        if not self.alerts.add(e):
             return  # peaks and process events stay in the session's timeline
-        if rank[e.type] >= rank.get(self.alert or "", 0):
-            self.alert = e.type
-        self.notify(
+        self.notify(  # closes after a while; the header and the list (a) keep it
             e.message + (f"\ndump: {e.dump}" if e.dump else ""),
             title=e.type.upper(),
-            severity="warning" if rank[e.type] == 1 else "error",
+            severity="warning" if ALERT_RANK[e.type] == 1 else "error",
             markup=False,  # a process's name, a CUDA error line: text, not markup
         )
         self._draw_header()
@@ -631,8 +637,6 @@ class LiveApp(App[int]):
         extras: list[tuple[str, str] | str] = []
         if self.paused:
             extras.append(("  PAUSED", "bold reverse yellow"))
-        if self.alert is not None:
-            extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
         if running_blocks := (self._paused_blocks if self.paused else self.open_blocks.text()):
             extras.append((f"  {running_blocks}", "bold blue"))
         if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
@@ -644,6 +648,7 @@ class LiveApp(App[int]):
             str(self.main_pid or "-"),
             "  ",
             (f"● {status}", style),
+            *self._alert_words(),  # before what may be cut
             ("  elapsed ", "dim"),
             clock(elapsed),
             ("  every ", "dim"),
@@ -652,9 +657,14 @@ class LiveApp(App[int]):
             str(n),
             *extras,
         )
+        line2.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")  # one line: a long alert is cut
         command = self.shown_command()
         line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
         self.query_one("#header", Panel).show_lines([line1, line2])
+
+    def _alert_words(self) -> list[str | Text]:
+        alert = self.alerts.header()
+        return ["  ", alert] if alert is not None else []
 
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""

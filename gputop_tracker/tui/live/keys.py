@@ -16,6 +16,7 @@ from gputop_tracker.tui.live.help_text import HELP
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import detail_text
 from gputop_tracker.tui.live.process_rows import BOUND_LEGEND, SORT_LABEL, SORTS, short_command
+from gputop_tracker.tui.live.screens.alerts_dialog import AlertsScreen
 from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
 from gputop_tracker.tui.screens.help import HelpScreen
 from gputop_tracker.tui.widgets.panels import plain, side_width
@@ -46,6 +47,7 @@ BINDINGS: list[BindingType] = [
     ),
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
+    Binding("a", "alerts", "Alerts", id="alerts", tooltip="Every alert of the run (the header names the latest)"),
     Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
     Binding("ctrl+z", "suspend_process", "Suspend", id="suspend", show=False, tooltip="Back to the shell (fg)"),
 ]
@@ -245,6 +247,14 @@ class ViewKeys:
             self.app.notify("history not available: no session store", severity="warning")
             return
         self.app.push_screen(HistoryScreen(store))
+
+    def alerts(self) -> None:
+        """The run's alerts, newest first; read, the header's word on the latest goes quiet."""
+        app = self.app
+        start = app.latest.time - app.latest.elapsed if app.latest is not None else None
+        app.push_screen(AlertsScreen(app.alerts.lines(start)))
+        app.alerts.read()
+        app._draw_header()
 
     def help(self) -> None:
         self.app.push_screen(HelpScreen(HELP))
