@@ -103,3 +103,36 @@ def test_an_alert_stays_in_the_header_and_the_list_after_its_pop_up(tmp_path: Pa
         assert wait_file(rc_file, 30) == str(128 + 15)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+ROW = r"(\d[\dm.]*s|\d+m)\s+running"  # the running session's row: its duration
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"(?:(\d+)m)?(\d+(?:\.\d+)?)s|(\d+)m", text)
+    assert m, text
+    return float(m.group(1) or 0) * 60 + float(m.group(2) or 0) + float(m.group(3) or 0) * 60
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+def test_history_lists_the_running_session_with_fresh_figures(tmp_path: Path, size: tuple[int, int]) -> None:
+    """h while the command runs: its row's duration follows the run (it read the first checkpoint's 0.068s)."""
+    track = [sys.executable, "-m", "gputop_tracker", "--", "sleep", "120"]
+    session, rc_file = start_in_tmux(tmp_path, track, size=size)
+    try:
+        wait_for(session, r"elapsed 0:00:0[4-9]", 30)
+        keys(session, "h")
+        wait_for(session, r"sessions in\b", 15)
+        first = _seconds(wait_for(session, ROW, 5).group(1))
+        assert first >= 3.0, screen(session)
+        time.sleep(6.0)
+        later = _seconds(wait_for(session, ROW, 5).group(1))
+        assert later >= first + 4.0, screen(session)
+        keys(session, "q")  # back to the live view
+        wait_for(session, r"● running", 10)
+        keys(session, "q")
+        wait_for(session, r"Stop tree", 10)
+        keys(session, "s")
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

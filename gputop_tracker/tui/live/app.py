@@ -706,6 +706,12 @@ class LiveApp(App[int]):
         procs = self.latest.processes if self.latest is not None else []
         return next((p.cmdline or [p.name] for p in procs if p.pid == self.main_pid), [])
 
+    def running_summary(self) -> tuple[str, ResourceUsage] | None:
+        """This run's session id and its running summary (the history lists it with these figures)."""
+        if self.session_id is None or self.progress is None or self.final is not None:
+            return None
+        return self.session_id, run_so_far(self.progress, self.latest)
+
     def detached_line(self) -> str:
         return detached_text(self.main_pid or (self.final.pid if self.final else None), self.mode, self.output_path)
 

@@ -246,7 +246,7 @@ class ViewKeys:
         if not isinstance(store, Path):
             self.app.notify("history not available: no session store", severity="warning")
             return
-        self.app.push_screen(HistoryScreen(store))
+        self.app.push_screen(HistoryScreen(store, self.app.running_summary))
 
     def alerts(self) -> None:
         """The run's alerts, newest first; read, the header's word on the latest goes quiet."""
