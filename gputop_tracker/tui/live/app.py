@@ -306,6 +306,12 @@ class LiveApp(App[int]):
     def action_sort(self) -> None:
         self.view_keys.sort()
 
+    def action_sort_by(self, key: str) -> None:
+        self.view_keys.sort_by(key)
+
+    def action_tag(self) -> None:
+        self.view_keys.tag()
+
     def action_reverse(self) -> None:
         self.view_keys.reverse()
 
@@ -637,10 +643,10 @@ class LiveApp(App[int]):
         extras: list[tuple[str, str] | str] = []
         if self.paused:
             extras.append(("  PAUSED", "bold reverse yellow"))
+        if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
+            extras.append(("  b: blocks", "dim"))  # before the blocks' names, which may be cut at the edge
         if running_blocks := (self._paused_blocks if self.paused else self.open_blocks.text()):
             extras.append((f"  {running_blocks}", "bold blue"))
-        if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
-            extras.append(("  b: blocks", "dim"))
         if self.latest is not None and any(g.simulated for g in self.latest.gpus):
             extras.append(("  SIMULATED GPUs", "bold magenta"))
         line2 = Text.assemble(
@@ -748,7 +754,11 @@ class LiveApp(App[int]):
         if self.row_filter:
             processes = [p for p in processes if self.view_keys.keep_row(p)]
         ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
-        rows = self._row_cells.rows(ordered, self._columns, states, self._name_width)
+        self.view_keys.keep_tags({p.pid for p in processes})  # a tag leaves with its process
+        mem_total = s.host.memory_total if s is not None else 0
+        rows = self._row_cells.rows(
+            ordered, self._columns, states, self._name_width, mem_total=mem_total, tagged=self.view_keys.tagged
+        )
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)

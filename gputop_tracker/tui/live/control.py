@@ -139,35 +139,44 @@ class RunControl:
         return True
 
     def signal_selected(self) -> None:
-        pid = self.app.selected_pid()
+        """k: a signal to the processes tagged with Space (htop's way), else to the selected one."""
         s = self.app.latest
-        proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
-        if pid is None or proc is None or not self.running:
+        procs = {p.pid: p for p in s.processes} if s is not None else {}
+        tagged = [pid for pid in self.app.view_keys.tagged_in_order() if pid in procs]
+        pids = tagged or [pid for pid in [self.app.selected_pid()] if pid in procs]
+        if not pids or not self.running:
             self.app.notify("select a running process of the tracked tree first", severity="warning", markup=False)
             return
-        subtree = subtree_pids(s.processes if s else [], pid)
+        below = {d for pid in pids for d in subtree_pids(list(procs.values()), pid)} - set(pids)
+        targets = [(pid, procs[pid].name, escape_controls(" ".join(procs[pid].cmdline))) for pid in pids]
+        first, *more = targets
+        screen = SignalScreen(*first[:2], len(below), first[2], more=more)
+        self.app.push_screen(screen, lambda answer: self._send(answer, pids, below, procs[pids[0]].name))
 
-        def chosen(answer: tuple[int, bool] | None) -> None:
-            if answer is None:
-                return
-            if not self.running:  # the tree ended meanwhile: its PIDs may be another process's now
-                self.app.notify("the tracked tree has ended: nothing sent", severity="warning", markup=False)
-                return
-            sig, whole = answer
-            # re-check: rows may have left the tree while the dialog was open
-            alive = set(self.tree_pids())
-            if pid not in alive:
-                self.app.notify(f"process {pid} is no longer in the tracked tree", severity="warning", markup=False)
-                return
-            targets = [p for p in (subtree if whole else [pid]) if p in alive]
-            sent = [p for p in targets if self._kill(p, sig)]
-            what = f"{pid} ({proc.name})" + (f" and {len(sent) - 1} descendants" if whole else "")
-            if sent:
-                self.app.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
-
-        command = escape_controls(" ".join(proc.cmdline))
-        command = command if len(command) <= 70 else command[:69] + "…"
-        self.app.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1, command), chosen)
+    def _send(self, answer: tuple[int, bool] | None, pids: list[int], below: set[int], name: str) -> None:
+        """The signal chosen in the dialog, to those of its targets still in the tree."""
+        if answer is None:
+            return
+        if not self.running:  # the tree ended meanwhile: its PIDs may be another process's now
+            self.app.notify("the tracked tree has ended: nothing sent", severity="warning", markup=False)
+            return
+        sig, whole = answer
+        # re-check: rows may have left the tree while the dialog was open
+        alive = set(self.tree_pids())
+        gone = [pid for pid in pids if pid not in alive]
+        if len(gone) == len(pids):
+            what = f"process {pids[0]} is" if len(pids) == 1 else "those processes are"
+            self.app.notify(f"{what} no longer in the tracked tree", severity="warning", markup=False)
+            return
+        targets = [pid for pid in [*pids, *(sorted(below) if whole else [])] if pid in alive]
+        sent = [pid for pid in targets if self._kill(pid, sig)]
+        mine = [pid for pid in sent if pid in pids]
+        what = f"{mine[0]} ({name})" if len(pids) == 1 and mine else f"{len(mine)} tagged processes"
+        if whole:
+            what += f" and {len(sent) - len(mine)} descendants"
+        if sent:
+            self.app.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
+            self.app.view_keys.untag()
 
 
 def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:

@@ -13,15 +13,22 @@ and the session is saved by the sampler whatever happens here.
          enter chooses nothing there
 [b]p[/b]        pause the display (sampling, the charts and the summary go on)
 [b]s[/b] [b]f6[/b]     next sort column; [b]r[/b] reverse (or click a column label, twice to reverse)
+[b]P[/b] [b]M[/b] [b]T[/b]    sort by CPU %, memory, CPU time (htop's keys; again: the other way)
 [b]t[/b] [b]f5[/b]     tree or flat view
 [b]/[/b] [b]f4[/b]     filter the processes by PID or command (enter keeps it, esc clears it)
-[b]k[/b] [b]f9[/b]     signal the selected process, or ([b]a[/b]) it and its descendants
+[b]space[/b]    tag the selected process (again: untag) and go to the next row
+[b]k[/b] [b]f9[/b]     signal the tagged processes, else the selected one, or ([b]a[/b]) them and their
+         descendants; the dialog names each with its whole command line; enter sends nothing
 [b]enter[/b]    the selected process in full: command line, state, peaks, GPUs
 [b]o[/b]        enlarge the output pane (again: back); [b]f[/b] [b]f3[/b] find in the output,
          then [b]n[/b] / [b]N[/b] the next match below / above (scrolled back, the text stays put)
-[b]tab[/b]      move between the process table and the output pane
+[b]tab[/b]      move between the process table (or the blocks) and the output pane
+[b]end[/b]      in the output pane: back to its end, which it follows again (scrolled back, its
+         title says so, with the count of new lines)
 [b]↑ ↓[/b]      move in the focused pane; so do [b]pgup pgdn home end[/b]
-[b]h[/b]        saved sessions (history)
+[b]h[/b]        saved sessions (history; running ones with their figures as they stand)
+[b]a[/b]        every alert of the run (RAM or GPU memory past --warn-at / --critical-at, an OOM,
+         a GPU lost), newest first; the header names the latest until this list is read
 [b]b[/b]        the code blocks table (`with block()`, `@tracked`, `mark()`): calls, open now, time,
          peaks, CPU-seconds, marks; under the process table on a large terminal (again: hidden)
 [b]ctrl+z[/b]   suspend the view, back to the shell ([b]fg[/b] returns); the command runs on, still sampled
@@ -29,7 +36,8 @@ and the session is saved by the sampler whatever happens here.
 
 [b]Columns[/b]: command = the command line, long paths shortened (the selected row's whole line is
 under the table); state = run, zombie (exited, its parent has not reaped it), exit N / sig N
-(just ended); RSS = resident set; private = USS (only this process holds it);
+(just ended); MEM % = RSS over the host's memory; TIME+ = CPU time (minutes:seconds.hundredths);
+RSS = resident set; private = USS (only this process holds it);
 shared = RSS - private; ≥ = a lower bound (its memory changed since its smaps_rollup was
 last read, or none was read yet); GPU mem = memory this process holds on all GPUs;
 SM % = its share of a GPU's streaming multiprocessors, per GPU (×N: the mean over N GPUs).

@@ -34,6 +34,10 @@ BINDINGS: list[BindingType] = [
     Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
     Binding("s,f6", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
     Binding("r", "reverse", "Reverse", id="reverse", show=False, tooltip="Reverse the sort order"),
+    Binding("P", "sort_by('cpu')", "Sort CPU", id="sort_cpu", show=False, tooltip="Sort by CPU % (htop's P)"),
+    Binding("M", "sort_by('mem')", "Sort MEM", id="sort_mem", show=False, tooltip="Sort by memory (htop's M)"),
+    Binding("T", "sort_by('time')", "Sort TIME", id="sort_time", show=False, tooltip="Sort by CPU time (htop's T)"),
+    Binding("space", "tag", "Tag", id="tag", show=False, tooltip="Tag the selected process (k signals the tagged)"),
     Binding("t,f5", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),
     Binding("slash,f4", "filter", "Filter", id="filter", key_display="/", tooltip="Show only matching processes"),
     Binding("k,f9", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process or its subtree"),
@@ -62,6 +66,7 @@ class ViewKeys:
     def __init__(self, app: LiveApp) -> None:
         self.app = app
         self.prompt_mode = ""  # "filter" or "find" while the prompt is open
+        self.tagged: set[int] = set()  # processes tagged with Space: k signals them (htop's way)
         self._table_title = ""
 
     def allows(self, action: str) -> bool:
@@ -125,11 +130,43 @@ class ViewKeys:
         app.sort_key = SORTS[(SORTS.index(app.sort_key) + 1) % len(SORTS)]
         app.notify(f"sorted by {SORT_LABEL[app.sort_key]}", timeout=1.5)
 
+    def sort_by(self, key: str) -> None:
+        """P, M, T (htop's keys): sort by CPU %, memory, CPU time, largest first; again: the other way."""
+        app = self.app
+        if app.sort_key == key:
+            app.sort_reverse = not app.sort_reverse
+            return
+        app.sort_reverse = False
+        app.sort_key = key
+        app.notify(f"sorted by {SORT_LABEL[key]}", timeout=1.5)
+
+    def tag(self) -> None:
+        """Space: tag the selected process (again: untag) and move to the next row, as htop does."""
+        table = self.app.query_one("#procs", ProcessTable)
+        pid = table.cursor_key
+        if pid is None:
+            return
+        self.tagged ^= {pid}
+        self.rows_changed()
+        table.action_cursor(1)
+
+    def untag(self) -> None:
+        if self.tagged:
+            self.tagged.clear()
+            self.rows_changed()
+
+    def keep_tags(self, alive: set[int]) -> None:
+        self.tagged &= alive
+
+    def tagged_in_order(self) -> list[int]:
+        """The tagged processes in the table's order."""
+        return [pid for pid in self.app.query_one("#procs", ProcessTable).ordered_keys if pid in self.tagged]
+
     def reverse(self) -> None:
         self.app.sort_reverse = not self.app.sort_reverse
 
     def header_selected(self, event: ProcessTable.HeaderSelected) -> None:
-        if event.column not in SORTS:
+        if event.column not in SORT_LABEL:  # every figure's label sorts (MEM % too, which `s` skips: as RSS)
             return
         app = self.app
         if event.column == app.sort_key:  # a second click: the other order

@@ -17,6 +17,8 @@ COLUMNS: list[Column] = [
     ("pid", "PID", 7, True),
     ("state", "state", 6, False),
     ("cpu", "CPU %", 6, True),
+    ("mem", "MEM %", 5, True),
+    ("time", "TIME+", 8, True),
     ("threads", "thr", 4, True),
     ("rss", "RSS", 7, True),
     ("private", "private", 7, True),
@@ -26,13 +28,16 @@ COLUMNS: list[Column] = [
     ("name", "command", 0, False),
 ]
 GPU_COLUMNS = ("gpu", "sm")  # left out while no GPU is seen: their room goes to the command
-DROP_ORDER = ["shared", "sm", "threads", "private", "state"]  # least useful first, when the command lacks room
-MIN_NAME = 24  # `worker.py --role evaluator`: workers that differ in trailing arguments stay apart
+# least useful first, when the command lacks room (MEM % and TIME+ are htop's; RSS and CPU-seconds say as much)
+DROP_ORDER = ["threads", "time", "mem", "shared", "sm", "private", "state"]
+MIN_NAME = 26  # `└ worker.py --role evaluator`: workers that differ in trailing arguments stay apart
 
-SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
+SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "time", "name"]  # what `s` cycles through
 SORT_LABEL = {
     "pid": "PID",
     "cpu": "CPU %",
+    "mem": "MEM %",
+    "time": "TIME+",
     "rss": "RSS",
     "private": "private",
     "gpu": "GPU mem",
@@ -76,8 +81,10 @@ def sort_value(p: ProcessSample, key: str) -> float | str:
         return p.name.lower()
     if key == "cpu":
         return -p.cpu_percent
-    if key == "rss":
+    if key in ("rss", "mem"):  # MEM % is RSS over the host's memory
         return -p.rss
+    if key == "time":
+        return -p.cpu_seconds
     if key == "private":
         return -p.private
     if key == "gpu":
@@ -198,17 +205,39 @@ def process_state(p: ProcessSample) -> str:
     return "zombie" if p.rss == 0 else "run"
 
 
+def time_plus(seconds: float) -> str:
+    """CPU time as htop's TIME+ writes it: 1:23.45 (minutes, seconds, hundredths), 2h05:09 past an hour."""
+    if seconds < 3600:
+        m, s = divmod(seconds, 60)
+        return f"{int(m)}:{s:05.2f}"
+    h, rest = divmod(int(seconds), 3600)
+    return f"{h}h{rest // 60:02d}:{rest % 60:02d}"
+
+
+TAGGED = "bold yellow"  # a row tagged with Space (htop's colour): `k` signals the tagged rows
+
+
 def process_cells(
-    p: ProcessSample, depth: int, columns: list[str], state: str | None = None, name_width: int = 0
+    p: ProcessSample,
+    depth: int,
+    columns: list[str],
+    state: str | None = None,
+    name_width: int = 0,
+    *,
+    mem_total: int = 0,
+    tagged: bool = False,
 ) -> tuple[Cell, ...]:
     """The row of one process: the cells of `columns`, the command indented by its depth in the tree.
     `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago; `name_width`: the
-    command column's width (a long command is shortened to what tells it apart)."""
+    command column's width (a long command is shortened to what tells it apart); `mem_total`: the host's
+    memory (MEM %); `tagged`: tagged with Space."""
     style = "bold" if p.role == "main" else ""
     if state is not None:
         style = "dim"
     else:
         state = process_state(p)
+    if tagged:
+        style = TAGGED
     indent = ("  " * (depth - 1) + "└ ") if depth else ""
     gpu = sum(p.gpu_memory.values())
     state_style = "dim" if state in ("", "run") else "bold yellow" if state == "zombie" else "bold red"
@@ -217,6 +246,8 @@ def process_cells(
         "name": (indent + short_command(p, max(name_width - len(indent), 0)), style),
         "state": (state, state_style if state != "run" or style != "dim" else "dim"),
         "cpu": (f"{p.cpu_percent:.1f}", ""),
+        "mem": (f"{100 * p.rss / mem_total:.1f}" if mem_total else "-", ""),
+        "time": (time_plus(p.cpu_seconds), ""),
         "threads": (str(p.threads), ""),
         "rss": (short_bytes(p.rss), ""),
         "private": (bound_bytes(p.private) if p.mem_bound else short_bytes(p.private), ""),
@@ -235,7 +266,14 @@ class RowCells:
         self._rows: dict[int, tuple[tuple[object, ...], tuple[Cell, ...]]] = {}
 
     def rows(
-        self, ordered: list[tuple[ProcessSample, int]], columns: list[str], states: dict[int, str], width: int
+        self,
+        ordered: list[tuple[ProcessSample, int]],
+        columns: list[str],
+        states: dict[int, str],
+        width: int,
+        *,
+        mem_total: int = 0,
+        tagged: frozenset[int] | set[int] = frozenset(),
     ) -> list[tuple[int, tuple[Cell, ...]]]:
         """The rows of `ordered` (process, depth) in order; the cache keeps only these processes."""
         cols = tuple(columns)
@@ -246,9 +284,14 @@ class RowCells:
             key = (
                 *(p.cpu_percent, p.rss, p.private, p.shared, p.pss, p.threads, p.mem_bound, p.gpu_sm_percent),
                 *(p.role, p.name, p.cmdline, p.gpu_memory, depth, state, width, cols),
+                *(p.cpu_seconds, mem_total, p.pid in tagged),
             )
             old = self._rows.get(p.pid)
-            cells = old[1] if old is not None and old[0] == key else process_cells(p, depth, columns, state, width)
+            cells = (
+                old[1]
+                if old is not None and old[0] == key
+                else process_cells(p, depth, columns, state, width, mem_total=mem_total, tagged=p.pid in tagged)
+            )
             kept[p.pid] = (key, cells)
             out.append((p.pid, cells))
         self._rows = kept
