@@ -136,3 +136,52 @@ def test_history_lists_the_running_session_with_fresh_figures(tmp_path: Path, si
         assert wait_file(rc_file, 30) == str(128 + 15)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+WORKERS = (  # three workers whose command lines differ only at their end
+    "import subprocess, sys, time\n"
+    "if len(sys.argv) > 1:\n"
+    "    time.sleep(300)\n"
+    "for r in range(3):\n"
+    "    subprocess.Popen([sys.executable, __file__, '--config', 'configs/a-long-experiment-name.yaml',"
+    " '--role', 'trainer', '--rank', str(r)])\n"
+    "print('started', flush=True)\n"
+    "time.sleep(300)\n"
+)
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+def test_space_tags_k_names_each_whole_command_and_enter_sends_nothing(tmp_path: Path, size: tuple[int, int]) -> None:
+    script = tmp_path / "workers.py"
+    script.write_text(WORKERS)
+    track = [sys.executable, "-m", "gputop_tracker", "--", sys.executable, str(script)]
+    session, rc_file = start_in_tmux(tmp_path, track, size=size)
+    try:
+        wait_for(session, r"processes 4\b", 30)
+        if size[0] >= 160:
+            wait_for(session, r"MEM %\s+TIME\+", 5)  # htop's columns where there is room
+        keys(session, "T")  # by CPU time
+        wait_for(session, r"TIME\+ ▼|sorted by TIME\+", 5)
+        keys(session, "s", "s", "t")  # then command, then PID; flat: the workers are the last three rows
+        wait_for(session, r"PID ▲", 5)
+        keys(session, "End", "Up", "Space", "Space")  # tag the last two (Space moves down)
+        keys(session, "k")
+        text = wait_for(session, r"Send a signal to the 2 tagged processes\?", 10).string
+        # the dialog's lines: from its left edge to its right one (or a pop-up's over it)
+        inside = [m.group(1) for line in text.splitlines() if (m := re.search(r"█([^█▌]*)", line))]
+        flat = " ".join(line.strip() for line in inside)
+        for rank in (1, 2):  # each whole command line, wrapped: its end tells the workers apart
+            assert re.search(rf"--role\s+trainer\s+--rank\s+{rank}\b", flat), text
+        keys(session, "Enter")  # no default
+        time.sleep(1.0)
+        assert "tagged processes?" in screen(session)
+        keys(session, "t")
+        for rank in (1, 2):  # the two tagged workers ended (their parent has not reaped them), the third runs on
+            wait_for(session, rf"zombie .*--rank {rank}", 15)
+        assert re.search(r" run .*--rank 0", screen(session)), screen(session)
+        keys(session, "q")
+        wait_for(session, r"Stop tree", 10)
+        keys(session, "s")
+        assert wait_file(rc_file, 30) == str(128 + 15)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

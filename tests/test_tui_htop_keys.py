@@ -138,3 +138,14 @@ async def test_the_signal_dialog_shows_the_whole_command_and_enter_sends_nothing
         await pilot.pause()
         assert app.screen is not screen
     assert sleepers[0].poll() is None
+
+
+def test_a_lower_bound_of_nothing_is_not_shown_as_one() -> None:
+    """`≥0 B` said nothing: a zombie holds no memory (0 B), a live process's is not read yet (-)."""
+    from gputop_tracker.tui.live.process_rows import memory_cell
+
+    p = make_sample(2).processes[1].model_copy(update={"mem_bound": True})
+    assert memory_cell(p, 261_789_000) == "≥261 MB"
+    assert memory_cell(p, 0) == "-"
+    assert memory_cell(p.model_copy(update={"rss": 0}), 0) == "0 B"
+    assert memory_cell(p.model_copy(update={"mem_bound": False}), 0) == "0 B"

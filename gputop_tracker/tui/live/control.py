@@ -91,10 +91,8 @@ class RunControl:
             screen.dismiss(None)
 
     def target_text(self) -> str:
-        """The tree's main process as the dialogs name it: PID and command line (cut to a dialog's width)."""
+        """The tree's main process as the dialogs name it: PID and its whole command line (the dialog wraps it)."""
         command = escape_controls(" ".join(self.app.shown_command()))
-        if len(command) > 60:
-            command = command[:59] + "…"
         pid = f"PID {self.app.main_pid}" if self.app.main_pid else ""
         return f"{pid} ({command})" if pid and command else pid or command or "the command"
 

@@ -250,8 +250,8 @@ def process_cells(
         "time": (time_plus(p.cpu_seconds), ""),
         "threads": (str(p.threads), ""),
         "rss": (short_bytes(p.rss), ""),
-        "private": (bound_bytes(p.private) if p.mem_bound else short_bytes(p.private), ""),
-        "shared": ((bound_bytes(p.shared) if p.mem_bound else short_bytes(p.shared)) if p.pss >= 0 else "-", ""),
+        "private": (memory_cell(p, p.private), ""),
+        "shared": (memory_cell(p, p.shared) if p.pss >= 0 else "-", ""),
         "gpu": (short_bytes(gpu) if gpu else "-", ""),
         "sm": (sm_text(p), ""),
     }
@@ -300,6 +300,16 @@ class RowCells:
 
 BOUND_MARK = "≥"
 BOUND_LEGEND = "≥ lower bound (smaps_rollup read pending)"
+
+
+def memory_cell(p: ProcessSample, n: int) -> str:
+    """Private or shared memory: a lower bound (≥) while its smaps_rollup read is pending; a bound of 0 says
+    nothing (`≥0 B`): a zombie holds none (0 B), a live process's is not known yet (-)."""
+    if not p.mem_bound:
+        return short_bytes(n)
+    if not n:
+        return "0 B" if not p.rss else "-"
+    return bound_bytes(n)
 
 
 def bound_bytes(n: int) -> str:
