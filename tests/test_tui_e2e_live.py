@@ -185,3 +185,35 @@ def test_space_tags_k_names_each_whole_command_and_enter_sends_nothing(tmp_path:
         assert wait_file(rc_file, 30) == str(128 + 15)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+def test_attached_output_note_command_as_typed_and_detach_names_the_pid(tmp_path: Path, size: tuple[int, int]) -> None:
+    sleep = shutil.which("sleep")
+    assert sleep is not None and sleep.startswith("/")
+    target = subprocess.Popen([sleep, "120"])  # its command line starts with the full path
+    try:
+        track = [sys.executable, "-m", "gputop_tracker", "--attach", str(target.pid)]
+        session, rc_file = start_in_tmux(tmp_path, track, size=size)
+        try:
+            wait_for(session, rf"PID {target.pid}\s+● running", 30)
+            wait_for(session, r"output: not captured", 5)
+            wait_for(session, r"its output is not captured here", 5)
+            wait_for(session, rf"attached to {target.pid}: sleep 120", 5)
+            keys(session, "h")
+            wait_for(session, r"sessions in\b", 15)
+            wait_for(session, r"\s sleep 120\s", 5)
+            assert sleep not in screen(session)
+            keys(session, "q")
+            wait_for(session, r"● running", 10)
+            keys(session, "q")
+            wait_for(session, r"Detach", 10)
+            keys(session, "d")
+            assert wait_file(rc_file, 30) == "0"
+            wait_for(session, rf"detached: PID {target.pid} keeps running, untouched", 10)
+            assert target.poll() is None
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    finally:
+        target.kill()
+        target.wait()

@@ -56,7 +56,7 @@ from gputop_tracker.tui.live.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
-from gputop_tracker.tui.live.texts import DrawPacer, detached_text, status_text
+from gputop_tracker.tui.live.texts import DrawPacer, detached_text, left_running, status_text, typed_command
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.job_panel import rows as job_rows
 from gputop_tracker.tui.widgets.panels import (
@@ -77,6 +77,10 @@ MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of d
 # which halves the view's CPU. Keys redraw at once.
 DRAW_PERIOD = 1.0
 LOG_LINES = 2000
+ATTACHED_OUTPUT = (
+    "Attached to a running process: its output is not captured here;\n"
+    "it goes where it went before (its terminal, a file). Launched by gputop-track, a command's shows here.\n"
+)
 _GC_FROZEN = False
 
 
@@ -180,7 +184,7 @@ class OutputText(Message):
 @functools.lru_cache(maxsize=8)
 def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
     """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
-    cmd = escape_controls(" ".join(command)) or "-"
+    cmd = escape_controls(" ".join(typed_command(command) if mode == "attach" else command)) or "-"
     if mode == "attach":
         cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
     line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
@@ -410,7 +414,8 @@ class LiveApp(App[int]):
                 yield SummaryPanel(id="summary", classes="panel")
         yield ProcessTable(id="blocks-wide")
         yield LiveCharts(id="charts")
-        log = OutputPane(LOG_LINES, id="output", title="output")
+        attached = self.mode == "attach"
+        log = OutputPane(LOG_LINES, id="output", title="output: not captured" if attached else "output")
         if self.output_path is not None:
             log.border_subtitle = plain(str(self.output_path))
         yield log
@@ -424,6 +429,8 @@ class LiveApp(App[int]):
         self._apply_width(self.size.width, self.size.height)
         self._draw_header()
         self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
+        if self.mode == "attach":  # an empty pane looked like a process that printed nothing
+            self.query_one("#output", OutputPane).write(ATTACHED_OUTPUT)
         self.read_samples()
         self.read_output()
 
@@ -619,7 +626,7 @@ class LiveApp(App[int]):
         if self.final is not None:
             where = self.final.session_path
             text = f"session saved: {where}" if where else "session not saved"
-            if self.final.status == "detached":
+            if left_running(self.final):
                 text = f"{self.detached_line()}\n{text}"
             self.notify(text, title=self._status_text(), markup=False, timeout=30)
         elif self.failure is not None:
@@ -690,7 +697,7 @@ class LiveApp(App[int]):
             self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
-            note = self.detached_line() if self.final.status == "detached" else ""
+            note = self.detached_line() if left_running(self.final) else ""
             summary.show_final(self.final, self.narrow, note, width=self.panel_width)
             self.view_keys.show_table_title()
         elif self.failure is not None:

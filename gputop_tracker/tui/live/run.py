@@ -31,7 +31,7 @@ from gputop_tracker.core.sampling.channel import STOP_SIGNAL, SamplerHandle, sta
 from gputop_tracker.core.sampling.filewatch import FileWatch
 from gputop_tracker.core.sampling.framing import LineFramer
 from gputop_tracker.core.sampling.orphans import become_subreaper
-from gputop_tracker.tui.live.texts import detached_text
+from gputop_tracker.tui.live.texts import detached_text, left_running
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations.exporters import Exporter
@@ -272,7 +272,7 @@ def _say_how_it_ended(final: ResourceUsage | None, save: bool, output_path: Path
     for note in final.notes if final is not None else []:
         if note.startswith("stopped from the live view"):
             console.say(note)
-    if final is not None and final.status == "detached":
+    if final is not None and left_running(final):
         console.say(detached_text(final.pid, final.mode, output_path))
     if final is not None and final.session_path:
         console.say(f"session {final.session_id} saved: {final.session_path}")

@@ -3,6 +3,9 @@ pacing of its draws. No Textual import here: `run` imports this module before th
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +22,29 @@ def detached_text(pid: int | None, mode: str, output_path: object = None) -> str
     return f"detached: {who} keeps running; {out}"
 
 
+def left_running(u: ResourceUsage | None) -> bool:
+    """Tracking stopped while the command (or the attached process) ran on: detached. Attached, the sampler
+    calls it "stopped" (the process was never ours to stop)."""
+    return u is not None and (u.status == "detached" or (u.mode == "attach" and u.status == "stopped"))
+
+
+@functools.lru_cache(maxsize=256)
+def typed_command(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """A command line as the user would type it: a program found on PATH by its name alone (an attached
+    process's command line starts with the interpreter's full path, `/usr/bin/python3 train.py`, where a
+    launched one reads as typed, `python3 train.py`)."""
+    if not argv or "/" not in argv[0]:
+        return argv
+    prog = argv[0]
+    name = os.path.basename(prog)
+    found = shutil.which(name)
+    try:
+        same = found is not None and os.path.samefile(found, prog)
+    except OSError:
+        same = False
+    return (name if same else prog, *argv[1:])
+
+
 def status_text(
     u: ResourceUsage | None, failed: str | None, ended: bool, source_error: str | None, quit_choice: str | None
 ) -> str:
@@ -26,7 +52,7 @@ def status_text(
     if failed is not None:
         return f"failed: {failed}"
     if u is not None:
-        if u.status == "detached":
+        if left_running(u):
             return "detached (still running)"
         if u.mode == "attach":
             return "target exited" if u.status == "exited" else "tracking stopped"

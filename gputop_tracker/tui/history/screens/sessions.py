@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Static
 
 from gputop_tracker.core.model.models import ResourceUsage
+from gputop_tracker.core.model.text import escape_controls
 from gputop_tracker.core.model.units import human_bytes
 from gputop_tracker.core.report.job_listing import group_label, grouped, is_group
 from gputop_tracker.core.report.listing import (
@@ -36,6 +37,7 @@ from gputop_tracker.tui.history.screens.compare import CompareScreen
 from gputop_tracker.tui.history.screens.confirm import ConfirmScreen
 from gputop_tracker.tui.history.screens.detail import SessionDetailScreen
 from gputop_tracker.tui.history.screens.export import ask_export
+from gputop_tracker.tui.live.texts import typed_command
 
 MIN_COMMAND = 27  # cells of the list's command column (what tells sessions apart) before others leave room
 OPTIONAL = ["host", "gpu_util", "cpu"]  # the list's columns that leave first, in this order, on a narrow terminal
@@ -205,7 +207,7 @@ class HistoryScreen(HistoryScreenBase):
             error = [ListCell(f"unreadable: {row.error}", "red"), blank, ListCell("error", "red", right=True)]
             return [mark, start, *error, blank, blank, blank, blank, ListCell(row.id, "dim")]
         exit_style = {"running": "bold green", "stale": "yellow", "0": ""}.get(row.exit, "red")
-        command = ListCell(row.command or "-")
+        command = ListCell(_listed_command(row) or "-")
         if row.simulated:  # a demo's GPU figures, not a measurement
             command = ListCell(f"[sim] {row.command}", "magenta")
         if is_group(row):
@@ -448,3 +450,12 @@ def _with_live(entry: store.Entry, live: tuple[str, ResourceUsage] | None) -> st
         return entry
     session = entry.session.model_copy(update={"summary": live[1]})
     return store.Entry(entry.id, entry.path, session, partial=True)
+
+
+def _listed_command(row: Row) -> str:
+    """The command as the user would type it: an attached process's starts with its program's full path
+    (`/usr/bin/python3 train.py`), listed as `python3 train.py` like a launched one where PATH finds it so."""
+    session = row.entry.session
+    if session is None or session.meta.mode != "attach":
+        return row.command
+    return escape_controls(" ".join(typed_command(tuple(session.meta.command))))
