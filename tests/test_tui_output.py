@@ -9,7 +9,8 @@ import pytest
 from fakesource import FakeSource
 
 from gputop_tracker.tui.live import output_pane
-from gputop_tracker.tui.live.app import LiveApp, OutputText
+from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.messages import OutputText
 from gputop_tracker.tui.live.output_pane import SCROLLED_BACK, OutputPane
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 

@@ -7,7 +7,6 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 
 from __future__ import annotations
 
-import functools
 import gc
 from pathlib import Path
 from typing import ClassVar
@@ -18,14 +17,12 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
-from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from gputop_tracker.core.model.models import ProcessSample, ResourceUsage, Sample
 from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.sampling import channel
 from gputop_tracker.core.sampling.channel import (
     STOP_SIGNAL,
     BlocksMessage,
@@ -43,7 +40,9 @@ from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
 from gputop_tracker.tui.live.control import DataSource, RunControl
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
+from gputop_tracker.tui.live.layout import MIN_SIZE, NARROW, fit_heights, wide_fits
 from gputop_tracker.tui.live.line_compositor import use_line_compositor
+from gputop_tracker.tui.live.messages import OutputText, SamplerEvent, SourceEnded, Told
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows
 from gputop_tracker.tui.live.process_rows import (
@@ -56,7 +55,7 @@ from gputop_tracker.tui.live.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
-from gputop_tracker.tui.live.texts import DrawPacer, detached_text, left_running, status_text, typed_command
+from gputop_tracker.tui.live.texts import DrawPacer, command_line, detached_text, left_running, run_so_far, status_text
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.job_panel import rows as job_rows
 from gputop_tracker.tui.widgets.panels import (
@@ -70,8 +69,6 @@ from gputop_tracker.tui.widgets.panels import (
 )
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
-NARROW = 100  # columns: below this the panels stack and the table drops a column
-MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of drawing pieces of itself
 # The screen is redrawn from the newest sample at most this often (htop: 1.5 s, nvitop: 2 s): at the default
 # 0.5 s interval every other sample is folded into the next draw (the charts and the summary keep every one),
 # which halves the view's CPU. Keys redraw at once.
@@ -99,131 +96,6 @@ def freeze_startup_objects() -> None:
         gc.freeze()
         threshold0, *older = gc.get_threshold()
         gc.set_threshold(threshold0 * 10, *older)
-
-
-def fit_heights(height: int, narrow: bool, side_need: int = 0) -> tuple[int, int, int]:
-    """Rows of the charts, the output pane and (narrow: stacked under the table) the side panels. They grow with
-    the terminal (the side panels keep what they need at 120x40); on a short one the header, the footer and a
-    table with three process rows come first, then the output, then the charts, then the side panels, so
-    nothing is cut off and the screen never scrolls. Wide, the side panels (`side_need` rows) stand beside the
-    table: the charts, then the output give them room (see `wide_fits`)."""
-    if narrow:
-        return _stacked(height, side_need)
-    charts, output = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6))
-    room = height - 3 - 6  # the header (2), the footer (1), the table (its borders, labels and three rows)
-    output = min(output, room) if room >= 3 else 0  # a border and one line at least
-    room -= output
-    charts = min(charts, room) if room >= 5 else 0  # a title, two plot rows, the axis and its labels
-    return (*_beside_the_side(height, charts, output, side_need), 0)
-
-
-def _stacked(height: int, side_need: int) -> tuple[int, int, int]:
-    """Narrow: after the table's three rows, the output's least (a border and a line), then the side panels'
-    figures (at most 8 rows), then the rest of the output, then the charts."""
-    room = height - 3 - 6
-    output = MIN_OUTPUT if room >= MIN_OUTPUT else 0
-    room -= output
-    side = max(0, min(side_need or 8, 8, room))
-    room -= side
-    more = min(4 - output, room) if output else 0
-    room -= more
-    charts = 5 if room >= 5 else 0
-    return charts, output + more, side
-
-
-MIN_CHARTS, MIN_OUTPUT = 5, 3  # the fewest rows the charts (title, two plot rows, the axis) and the output keep
-
-
-def _beside_the_side(height: int, charts: int, output: int, side_need: int) -> tuple[int, int]:
-    """Wide: the charts, then the output, shrink (to their least) until the main row holds the side panels."""
-    short = side_need - (height - 3 - charts - output)
-    if short > 0 and charts > MIN_CHARTS:
-        give = min(short, charts - MIN_CHARTS)
-        charts, short = charts - give, short - give
-    if short > 0 and output > MIN_OUTPUT:
-        output -= min(short, output - MIN_OUTPUT)
-    return charts, output
-
-
-def wide_fits(height: int, side_need: int) -> bool:
-    """The side panels fit beside the table with the charts and the output at their least: otherwise (200x20,
-    or 120x30 with two GPUs) the panels stack under the table in their compact form, as on a narrow terminal,
-    rather than lose the run's figures below the screen's edge."""
-    return height - 3 - MIN_CHARTS - MIN_OUTPUT >= side_need
-
-
-class SamplerEvent(Message):
-    """One message from the sampler, handed to the UI thread."""
-
-    def __init__(self, msg: channel.Message) -> None:
-        super().__init__()
-        self.msg = msg
-
-
-class SourceEnded(Message):
-    def __init__(self, error: str | None) -> None:
-        super().__init__()
-        self.error = error
-
-
-class Told(Message):
-    """A line for the user from another thread (an exporter that cannot write): shown as a notification."""
-
-    def __init__(self, text: str, title: str) -> None:
-        super().__init__()
-        self.text = text
-        self.title = title
-
-
-class OutputText(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-
-@functools.lru_cache(maxsize=8)
-def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
-    """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
-    cmd = escape_controls(" ".join(typed_command(command) if mode == "attach" else command)) or "-"
-    if mode == "attach":
-        cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
-    line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
-    line.truncate(max(width - 2, 10), overflow="ellipsis")
-    return line
-
-
-def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
-    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
-    sample may come between two: a peak on screen must never read below a current figure beside it. The
-    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
-    if s is None:
-        return u
-    t = s.tree
-    ram = u.max_ram.combined
-    top = max([t.combined_total, *(p.rss for p in s.processes)])
-    updates: dict[str, object] = {}
-    if top > ram.total_rss or t.combined_private > ram.private_rss:
-        ram = ram.model_copy(
-            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
-        )
-        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
-    if t.gpu_memory > u.max_gpu_ram.combined:
-        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
-    cpu = u.cpu_utilization.combined
-    if t.cpu_percent > cpu.max_sum_percent:
-        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
-        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
-    if t.threads > u.peak_threads:
-        updates["peak_threads"] = t.threads
-    if t.n_processes > u.n_processes:
-        updates["n_processes"] = t.n_processes
-    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
-    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
-        updates["gpus"] = [
-            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
-            for g in u.gpus
-        ]
-    return u.model_copy(update=updates) if updates else u
 
 
 class LiveApp(App[int]):

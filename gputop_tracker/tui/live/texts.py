@@ -1,5 +1,6 @@
-"""Small parts of the live view kept out of its App: the lines it and the terminal after it both say, and the
-pacing of its draws. No Textual import here: `run` imports this module before the view loads."""
+"""Small parts of the live view kept out of its App: the lines it and the terminal after it both say, the
+pacing of its draws, the header's command line, the run so far. No Textual import here: `run` imports this module
+before the view loads."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputop_tracker.core.model.models import ResourceUsage
+from rich.text import Text
+
+from gputop_tracker.core.model.models import ResourceUsage, Sample
+from gputop_tracker.core.model.text import escape_controls
 
 
 def detached_text(pid: int | None, mode: str, output_path: object = None) -> str:
@@ -88,3 +92,48 @@ class DrawPacer:
         self.timer = None
         self.last = time.monotonic()
         self.draw()
+
+
+@functools.lru_cache(maxsize=8)
+def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
+    """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
+    cmd = escape_controls(" ".join(typed_command(command) if mode == "attach" else command)) or "-"
+    if mode == "attach":
+        cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
+    line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
+    line.truncate(max(width - 2, 10), overflow="ellipsis")
+    return line
+
+
+def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
+    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
+    sample may come between two: a peak on screen must never read below a current figure beside it. The
+    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
+    if s is None:
+        return u
+    t = s.tree
+    ram = u.max_ram.combined
+    top = max([t.combined_total, *(p.rss for p in s.processes)])
+    updates: dict[str, object] = {}
+    if top > ram.total_rss or t.combined_private > ram.private_rss:
+        ram = ram.model_copy(
+            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
+        )
+        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
+    if t.gpu_memory > u.max_gpu_ram.combined:
+        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
+    cpu = u.cpu_utilization.combined
+    if t.cpu_percent > cpu.max_sum_percent:
+        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
+        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
+    if t.threads > u.peak_threads:
+        updates["peak_threads"] = t.threads
+    if t.n_processes > u.n_processes:
+        updates["n_processes"] = t.n_processes
+    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
+    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
+        updates["gpus"] = [
+            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
+            for g in u.gpus
+        ]
+    return u.model_copy(update=updates) if updates else u
