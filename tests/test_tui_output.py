@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakesource import FakeSource
+from fakesource import TREE, FakeSource
 
 from gputop_tracker.tui.live import output_pane
 from gputop_tracker.tui.live.app import LiveApp
@@ -78,9 +78,8 @@ async def test_scrolling_down_to_the_end_follows_again() -> None:
 
 async def test_output_between_two_frames_is_drawn_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """20 batches from the reader within a frame: one draw for the first (the pane was quiet), one for the rest
-    at the end of the frame (it drew each of them: 5-10 % of a core for a job that prints all the time)."""
-    monkeypatch.setattr(output_pane, "FRAME", 0.3)
-    monkeypatch.setattr(output_pane, "LATE", 0.0)
+    when the frame ends (it drew each of them: 5-10 % of a core for a job that prints all the time)."""
+    monkeypatch.setattr(output_pane, "FRAME", 3600.0)  # no frame ends by itself in this test: it ends it
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         out = app.query_one("#output", OutputPane)
@@ -91,9 +90,11 @@ async def test_output_between_two_frames_is_drawn_at_once(monkeypatch: pytest.Mo
             app.post_message(OutputText(f"line {i}\n"))
         await pilot.pause()
         assert len(draws) == 1 and out.lines == ["line 0"]
-        await pilot.pause(0.5)
+        assert out._frame is not None  # the rest waits for the frame's end
+        out._frame.stop()
+        out.flush()  # what the frame's timer calls
         assert len(draws) == 2 and out.lines == [f"line {i}" for i in range(20)]
-        await pilot.pause(0.5)
+        out._drawn -= 3600.0  # a quiet frame later
         app.post_message(OutputText("after a quiet frame\n"))
         await pilot.pause()
         assert len(draws) == 3 and out.lines[-1] == "after a quiet frame"
@@ -137,3 +138,37 @@ async def test_tab_reaches_the_output_first_and_its_border_shows_it() -> None:
         await pilot.press("f")  # in the prompt, Tab is the prompt's
         await pilot.press("tab")
         assert not out.has_focus
+
+
+def test_the_output_gets_the_rows_the_table_does_not_need() -> None:
+    from gputop_tracker.tui.live.layout import fit_heights, with_spare_rows
+
+    heights = fit_heights(50, False, 11)
+    assert heights[1] == 8
+    few = with_spare_rows(50, heights, 11, 5, False)  # 5 processes: the table keeps 8 rows and 3 of chrome
+    assert few == 8 + (50 - 3 - heights[0] - 8) - 11
+    assert with_spare_rows(50, heights, 11, 40, False) == 8  # a full table keeps all its room
+    assert with_spare_rows(50, heights, 25, 5, False) == 8 + (50 - 3 - heights[0] - 8) - 25  # the side panels'
+    assert with_spare_rows(50, heights, 40, 5, False) == 8  # they need more than there is: nothing to give
+    assert with_spare_rows(50, heights, 11, 0, False) == 8  # no row yet: nothing moves
+    assert with_spare_rows(50, heights, 11, 5, False) == with_spare_rows(50, heights, 11, 6, False)  # a step
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+async def test_with_few_processes_the_table_gives_its_empty_rows_to_the_output(size: tuple[int, int]) -> None:
+    """8 processes at 160x50 (3 at 80x24): the table showed ~20 empty rows while the output pane had 6."""
+    src = FakeSource(3, tree=None if size[0] >= 160 else TREE[:3])
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
+    async with app.run_test(size=size) as pilot:
+        for _ in range(300):
+            if app.n_messages >= src.n_scripted:
+                break
+            await pilot.pause(0.01)
+        await pilot.pause()
+        table, out = app.query_one("#procs", ProcessTable), app.query_one("#output", OutputPane)
+        empty = table.scrollable_content_region.height - 1 - table.row_count  # less the labels' row
+        main = app.query_one("#main").region.height
+        if size == (160, 50):  # beside the side panels: the table is as tall as they are, or its rows need
+            assert out.region.height > 8 and main == max(app._side_need(False), table.row_count + 1 + 3 + 3)
+        else:  # stacked: the table keeps a step of free rows at most
+            assert 0 <= empty <= 4, (empty, out.region.height)

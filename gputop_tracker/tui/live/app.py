@@ -40,7 +40,7 @@ from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
 from gputop_tracker.tui.live.control import DataSource, RunControl
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
-from gputop_tracker.tui.live.layout import MIN_SIZE, NARROW, fit_heights, wide_fits
+from gputop_tracker.tui.live.layout import MIN_SIZE, NARROW, ROW_STEP, fit_heights, wide_fits, with_spare_rows
 from gputop_tracker.tui.live.line_compositor import use_line_compositor
 from gputop_tracker.tui.live.messages import OutputText, SamplerEvent, SourceEnded, Told
 from gputop_tracker.tui.live.output_pane import OutputPane
@@ -164,6 +164,7 @@ class LiveApp(App[int]):
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
         self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+        self._n_rows = 0  # the process table's rows: the output pane gets the rows it does not need
 
     # ------------------------------------------------------------------ keys: each action is the part's
 
@@ -321,7 +322,10 @@ class LiveApp(App[int]):
         self._too_small(width, height)
         narrow = width < NARROW or not wide_fits(height, self._side_need(False))
         self.set_class(narrow, "narrow")
-        charts_h, output_h, side_h = fit_heights(height, narrow, self._side_need(narrow))
+        heights = fit_heights(height, narrow, self._side_need(narrow))
+        charts_h, output_h, side_h = heights
+        if not self.has_class("blocks-split"):  # the blocks table under the processes needs the room
+            output_h = with_spare_rows(height, heights, self._side_need(narrow), self._n_rows, narrow)
         self.query_one("#charts").styles.height = charts_h
         self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
         self.query_one("#side").styles.max_height = side_h if narrow else None
@@ -640,6 +644,10 @@ class LiveApp(App[int]):
         )
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
+        if -(-(len(rows) + 1) // ROW_STEP) != -(-(self._n_rows + 1) // ROW_STEP):  # the output's room changes
+            self._n_rows = len(rows)
+            self._apply_width(*self.view_size)
+        self._n_rows = len(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
             self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
         self.view_keys.show_table_title(bool(rows))

@@ -68,6 +68,7 @@ class ViewKeys:
         self.prompt_mode = ""  # "filter" or "find" while the prompt is open
         self.tagged: set[int] = set()  # processes tagged with Space: k signals them (htop's way)
         self._table_title = ""
+        self._split = False  # the blocks table is under the process table
 
     def allows(self, action: str) -> bool:
         """The live view's keys act only while the live view is on show: under the history screen or a dialog,
@@ -307,6 +308,9 @@ class ViewKeys:
         split = shown and pane.large(size)
         app.set_class(shown and not split, "blocks-only")
         app.set_class(split, "blocks-split")
+        if split != self._split:  # the blocks table under the processes takes the rows the output had spare
+            self._split = split
+            app._apply_width(*size)
         if not shown:
             return
         table = app.query_one("#blocks-wide" if split else "#blocks", ProcessTable)

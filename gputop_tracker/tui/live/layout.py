@@ -56,3 +56,20 @@ def wide_fits(height: int, side_need: int) -> bool:
     or 120x30 with two GPUs) the panels stack under the table in their compact form, as on a narrow terminal,
     rather than lose the run's figures below the screen's edge."""
     return height - 3 - MIN_CHARTS - MIN_OUTPUT >= side_need
+
+
+ROW_STEP = 4  # the table's rows are counted in steps of this: a short-lived child does not move the output's edge
+
+
+def with_spare_rows(height: int, heights: tuple[int, int, int], side_need: int, n_rows: int, narrow: bool) -> int:
+    """The output pane's rows once the table keeps only the rows its processes need (a step more, for those to
+    come): with 5 processes the table showed ~20 empty rows while the output had 6. `heights`: the charts',
+    the output's and (narrow) the side panels' rows from `fit_heights`; `n_rows`: the table's rows now (none
+    yet: nothing given)."""
+    charts, output, side = heights
+    if not n_rows or not output:
+        return output
+    table = -(-(n_rows + 1) // ROW_STEP) * ROW_STEP + 3  # its borders and labels, a free row at least
+    main = height - 3 - charts - output  # the header (2), the footer (1)
+    need = table + min(side, side_need) if narrow else max(table, side_need)
+    return output + max(0, main - need)
