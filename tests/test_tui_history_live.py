@@ -62,3 +62,30 @@ async def test_running_sessions_refresh_from_the_running_summary(
         assert progress is not None and progress.compute_time.time > 20
         assert str(table.get_cell(SESSION_ID, "duration")) == history.list_duration(progress.compute_time.time)
         assert str(table.get_cell(other.stem, "duration")) == "45s"
+
+
+def test_compare_calls_two_different_failures_different() -> None:
+    """Exit codes 143 and 129 were called "same" (both not 0)."""
+    from fakesource import FakeSource, make_summary
+
+    from gputop_tracker.core.report.listing import compare_rows
+
+    base = make_summary(FakeSource(2).samples)
+
+    def verdict(a: int, b: int) -> str:
+        rows = compare_rows(base.model_copy(update={"exit_code": a}), base.model_copy(update={"exit_code": b}))
+        return next(row[5] for row in rows if row[0] == "exit code")
+
+    assert verdict(143, 129) == "" and verdict(143, 143) == "same" and verdict(0, 0) == "same"
+    assert verdict(0, 1) == "A" and verdict(1, 0) == "B"
+
+
+def test_the_blocks_gpu_utilization_is_per_gpu_and_labelled() -> None:
+    """The Blocks tab read `99.7%`: an unlabelled sum over 2 GPUs."""
+    from gputop_tracker.core.model.models import BlockSummary
+    from gputop_tracker.core.report import render
+
+    block = BlockSummary.model_validate({"name": "train", "calls": 1, "mean_gpu_utilization": 99.7})
+    two = render.blocks_text([block], n_gpus=2)
+    assert "GPU util" in two[1] and "49.9%×2" in two[2]
+    assert "99.7%" in render.blocks_text([block], n_gpus=1)[2]

@@ -149,3 +149,12 @@ def test_a_lower_bound_of_nothing_is_not_shown_as_one() -> None:
     assert memory_cell(p, 0) == "-"
     assert memory_cell(p.model_copy(update={"rss": 0}), 0) == "0 B"
     assert memory_cell(p.model_copy(update={"mem_bound": False}), 0) == "0 B"
+
+
+def test_python_c_without_args_keeps_the_start_of_its_code() -> None:
+    """`python -c CODE` in a short column read as the tail of the code (the middle of a statement)."""
+    from gputop_tracker.tui.live.process_rows import command_text
+
+    code = "import time; x = [i * i for i in range(10)]; time.sleep(100)"
+    assert command_text("python3", ("python3", "-c", code), 30) == "python3 -c import time; x = […"
+    assert command_text("python3", ("python3", "-c", code, "shard-7"), 20) == "python3 -c … shard-7"  # its ARGS

@@ -184,14 +184,19 @@ def command_text(name: str, cmdline: tuple[str, ...], room: int = 0) -> str:
 
 
 def _shorter(prog: str, args: list[str], code: tuple[list[str], list[str]] | None, room: int) -> str:
-    """The line in `room` cells, giving up first what tells least: directories, the interpreter, the start."""
+    """The line in `room` cells, giving up first what tells least: directories, the interpreter, the start. A
+    `python -c CODE` with no ARGS keeps the start of its code (its end is the middle of a statement)."""
+    interpreter = prog.rstrip("0123456789.").startswith(INTERPRETERS)
+    if code is None and interpreter and "-c" in args:
+        text = " ".join([prog, *args])
+        return text[: room - 1] + "…" if len(text) > room > 1 else text
     if code is not None:
         text = " ".join(code[1]) if code[1] else " ".join(code[0])
     else:
         args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
         text = " ".join([prog, *args])
         script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
-        if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
+        if len(text) > room and script is not None and interpreter:
             text = " ".join(args[script:])
     if len(text) > room > 1:
         text = "…" + text[len(text) - room + 1 :]

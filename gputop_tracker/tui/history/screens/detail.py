@@ -74,7 +74,11 @@ class SessionDetailScreen(HistoryScreenBase):
             if session.summary is not None and session.summary.blocks:  # code blocks (`with block()`, `@tracked`)
                 with TabPane("Blocks", id="blocks"), ScrollableContainer():
                     yield Static(
-                        Text("\n".join(report.blocks_text(session.summary.blocks)), no_wrap=True), id="blocks-text"
+                        Text(
+                            "\n".join(report.blocks_text(session.summary.blocks, len(session.summary.gpus))),
+                            no_wrap=True,
+                        ),
+                        id="blocks-text",
                     )
         yield Footer()
 
