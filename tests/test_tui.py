@@ -550,6 +550,21 @@ def test_every_live_key_reaches_an_action_of_the_view_and_its_parts_are_owned() 
     assert isinstance(app.view_keys, ViewKeys) and app.view_keys.app is app
 
 
+def test_the_parts_see_the_view_through_its_face_only() -> None:
+    """keys.py and control.py reached into LiveApp 88 and 42 times (16 of them private members) and imported it
+    back under TYPE_CHECKING: they see `view.LiveView` now, and no private member of it."""
+    import re
+
+    from gputop_tracker.tui.live import control, keys
+    from gputop_tracker.tui.live.view import LiveView
+
+    for module in (keys, control):
+        source = Path(str(module.__file__)).read_text()
+        assert "tui.live.app" not in source and "TYPE_CHECKING" not in source, module.__name__
+        assert not re.findall(r"\bapp\._\w+", source), module.__name__
+    assert issubclass(LiveApp, LiveView)
+
+
 def test_subtree_pids_parents_first() -> None:
     procs = make_sample(1).processes
     assert subtree_pids(procs, 4260) == [4260, 4261, 4262]

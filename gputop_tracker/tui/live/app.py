@@ -13,11 +13,10 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
-from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -38,7 +37,7 @@ from gputop_tracker.tui.live.alerts import RANK as ALERT_RANK
 from gputop_tracker.tui.live.alerts import AlertLog
 from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
-from gputop_tracker.tui.live.control import DataSource, RunControl
+from gputop_tracker.tui.live.control import RunControl
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
 from gputop_tracker.tui.live.layout import MIN_SIZE, NARROW, ROW_STEP, fit_heights, wide_fits, with_spare_rows
 from gputop_tracker.tui.live.line_compositor import use_line_compositor
@@ -56,6 +55,7 @@ from gputop_tracker.tui.live.process_rows import (
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
 from gputop_tracker.tui.live.texts import DrawPacer, command_line, detached_text, left_running, run_so_far, status_text
+from gputop_tracker.tui.live.view import DataSource, LiveView
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.job_panel import rows as job_rows
 from gputop_tracker.tui.widgets.panels import (
@@ -98,7 +98,7 @@ def freeze_startup_objects() -> None:
         gc.set_threshold(threshold0 * 10, *older)
 
 
-class LiveApp(App[int]):
+class LiveApp(LiveView):
     """Full-screen live view of one tracked command or attached process. It lays out and draws; two parts it owns
     hold the rest: `control` (whether the run goes on, its exit code; quit, stop, detach, signal) and `view_keys`
     (what is shown and how: pause, sort, tree, filter, find, zoom, details, help, history, blocks)."""
@@ -106,17 +106,6 @@ class LiveApp(App[int]):
     CSS_PATH = "live.tcss"
     TITLE = "gputop-track"
     BINDINGS: ClassVar[list[BindingType]] = BINDINGS
-
-    paused: reactive[bool] = reactive(False)
-    """Display frozen; samples keep arriving and the run summary keeps counting."""
-    tree_view: reactive[bool] = reactive(True)
-    """Indented process tree (True) or a flat list sorted by the sort column."""
-    sort_key: reactive[str] = reactive("pid")
-    """Column the rows (siblings, in the tree view) are ordered by."""
-    sort_reverse: reactive[bool] = reactive(False)
-    """The sort column's order reversed (r, or a second click on its label)."""
-    row_filter: reactive[str] = reactive("")
-    """Only processes whose PID or command line holds this text (case-insensitive); empty: all."""
 
     def __init__(
         self,
@@ -163,7 +152,7 @@ class LiveApp(App[int]):
         self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
-        self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+        self.bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
         self._n_rows = 0  # the process table's rows: the output pane gets the rows it does not need
 
     # ------------------------------------------------------------------ keys: each action is the part's
@@ -240,7 +229,37 @@ class LiveApp(App[int]):
         self.call_after_refresh(self.screen.refresh, repaint=True, layout=True)
 
     def watch_paused(self, paused: bool) -> None:
-        self.view_keys.paused_changed(paused)
+        if not paused:  # what came meanwhile: the newest sample, the output held
+            if self._paused_latest is not None:
+                self.latest, self._paused_latest = self._paused_latest, None
+            if self._held_output:
+                self.query_one("#output", OutputPane).write("".join(self._held_output))
+                self._held_output.clear()
+            self._redraw()
+        else:
+            self._paused_blocks = self.open_blocks.text()  # the header's block name freezes with the table
+            self.draw_header()
+
+    # ------------------------------------------------------------------ what the parts call (LiveView)
+
+    def redraw(self) -> None:
+        self._redraw()
+
+    def relayout(self, size: tuple[int, int] | None = None) -> None:
+        self._apply_width(*(size or self.view_size))
+
+    def refresh_rows(self) -> None:
+        if not self._columns:  # not laid out yet
+            return
+        self._label_sort_column()
+        if self.latest is not None:
+            self._update_table(self.latest)
+
+    def tagged_pids(self) -> list[int]:
+        return self.view_keys.tagged_in_order()
+
+    def untag(self) -> None:
+        self.view_keys.untag()
 
     def watch_tree_view(self) -> None:
         self.view_keys.rows_changed()
@@ -300,7 +319,7 @@ class LiveApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_width(self.size.width, self.size.height)
-        self._draw_header()
+        self.draw_header()
         self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
         if self.mode == "attach":  # an empty pane looked like a process that printed nothing
             self.query_one("#output", OutputPane).write(ATTACHED_OUTPUT)
@@ -423,7 +442,7 @@ class LiveApp(App[int]):
         self.session_id = msg.session_id
         if self.store_dir is None:
             self.store_dir = Path(msg.store)
-        self._draw_header()
+        self.draw_header()
 
     def _on_end(self, msg: Summary | Failed) -> None:
         if isinstance(msg, Summary):
@@ -451,7 +470,7 @@ class LiveApp(App[int]):
     def _on_alert(self, msg: EventMessage) -> None:
         e = msg.event
         if self.open_blocks.feed(e):
-            self._draw_header()
+            self.draw_header()
             return
         if not self.alerts.add(e):
             return  # peaks and process events stay in the session's timeline
@@ -461,7 +480,7 @@ class LiveApp(App[int]):
             severity="warning" if ALERT_RANK[e.type] == 1 else "error",
             markup=False,  # a process's name, a CUDA error line: text, not markup
         )
-        self._draw_header()
+        self.draw_header()
 
     def on_source_ended(self, event: SourceEnded) -> None:
         self.ended = True
@@ -514,7 +533,7 @@ class LiveApp(App[int]):
         failed = self.failure.message if self.failure is not None else None
         return status_text(self.final, failed, self.ended, self.source_error, self.control.quit_choice)
 
-    def _draw_header(self) -> None:
+    def draw_header(self) -> None:
         status = self._status_text()
         style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
         if self.failure is not None or (self.final is not None and self.final.exit_code not in (0, None)):
@@ -558,9 +577,9 @@ class LiveApp(App[int]):
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
         if self.paused:
-            self._draw_header()
+            self.draw_header()
             return
-        self._draw_header()
+        self.draw_header()
         s = self.latest
         if self.final is not None and self.final.processes:
             self._update_table(self.latest, final_processes(self.final))
@@ -649,7 +668,7 @@ class LiveApp(App[int]):
             self._apply_width(*self.view_size)
         self._n_rows = len(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
-            self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
+            self.bound_seen = self.bound_seen or any(p.mem_bound for p, _ in ordered)
         self.view_keys.show_table_title(bool(rows))
         self._show_selected_command()
 
@@ -657,7 +676,7 @@ class LiveApp(App[int]):
         """The selected process's whole command line under the table (the column shortens it)."""
         table = self.query_one("#procs", ProcessTable)
         pid = table.cursor_key
-        p = self._process(pid)
+        p = self.process(pid)
         text = escape_controls(" ".join(p.cmdline) or p.name) if p is not None else ""
         width = self.view_size[0]
         room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
@@ -667,7 +686,7 @@ class LiveApp(App[int]):
         if table.border_subtitle != (subtitle.markup if subtitle else None):  # setting it repaints the whole table
             table.border_subtitle = subtitle
 
-    def _process(self, pid: int | None) -> ProcessSample | None:
+    def process(self, pid: int | None) -> ProcessSample | None:
         if pid is None:
             return None
         procs = self.latest.processes if self.latest is not None else []

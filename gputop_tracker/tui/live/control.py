@@ -1,42 +1,27 @@
 """The tracked run's lifecycle in the live view: whether it still runs, its exit code, and the keys that act
-on processes — quit (stop, detach), signal one process. A part the live view owns (`LiveApp.control`); the view
-keeps the run's figures (the final summary, a failure, whether the source ended) and draws the header."""
+on processes — quit (stop, detach), signal processes. A part the live view owns (`LiveApp.control`): it holds the
+quit choice; the view keeps the run's figures (the final summary, a failure, whether the source ended) and draws,
+and this part sees it through `view.LiveView` only."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
 
 from gputop_tracker.core.model.models import ProcessSample
 from gputop_tracker.core.model.text import escape_controls
-from gputop_tracker.core.sampling import channel
 from gputop_tracker.tui.live.screens.kill_dialog import KillScreen
 from gputop_tracker.tui.live.screens.quit_dialog import KILL_GRACE, QuitScreen
 from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
-
-if TYPE_CHECKING:
-    from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.view import LiveView
 
 KILL_AFTER = KILL_GRACE  # seconds of grace after SIGTERM to the tree before asking whether to SIGKILL what is left
-
-
-class DataSource(Protocol):
-    """What the live view reads: the sampler's messages, the command's output, and two controls."""
-
-    def messages(self) -> Iterator[channel.Message]: ...
-    def output(self) -> Iterator[str]: ...
-    def signal(self, sig: int) -> None: ...
-    def stop_tree(self, sig: int) -> bool: ...
-    def stop(self) -> None: ...
-    def close(self) -> None: ...
 
 
 class RunControl:
     """Quit, stop, detach and signal the tracked run; reads the run's state from the view it belongs to."""
 
-    def __init__(self, app: LiveApp) -> None:
+    def __init__(self, app: LiveView) -> None:
         self.app = app
         self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
 
@@ -77,7 +62,7 @@ class RunControl:
                 self.app.source.stop()
             else:
                 return
-            self.app._draw_header()
+            self.app.draw_header()
             self.app.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
 
         self.app.push_screen(QuitScreen(what, self.app.mode == "attach"), chosen)
@@ -119,7 +104,7 @@ class RunControl:
                 self.app.source.stop()
             else:  # wait: ask again after another grace period
                 self.app.set_timer(KILL_AFTER, self.ask_kill)
-            self.app._draw_header()
+            self.app.draw_header()
 
         self.app.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER, self.target_text()), chosen)
 
@@ -140,7 +125,7 @@ class RunControl:
         """k: a signal to the processes tagged with Space (htop's way), else to the selected one."""
         s = self.app.latest
         procs = {p.pid: p for p in s.processes} if s is not None else {}
-        tagged = [pid for pid in self.app.view_keys.tagged_in_order() if pid in procs]
+        tagged = [pid for pid in self.app.tagged_pids() if pid in procs]
         pids = tagged or [pid for pid in [self.app.selected_pid()] if pid in procs]
         if not pids or not self.running:
             self.app.notify("select a running process of the tracked tree first", severity="warning", markup=False)
@@ -174,7 +159,7 @@ class RunControl:
             what += f" and {len(sent) - len(mine)} descendants"
         if sent:
             self.app.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
-            self.app.view_keys.untag()
+            self.app.untag()
 
 
 def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:

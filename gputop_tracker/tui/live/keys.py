@@ -1,10 +1,10 @@
 """The live view's keys that change what is shown: pause, sort (and reverse), tree/flat, filter the processes,
-find in the output, zoom the output, details, help, history. A part the live view owns (`LiveApp.view_keys`): the
-view holds the reactives (`paused`, `sort_key`, ...) and the bindings, and hands each key and watcher to this part."""
+find in the output, zoom the output, details, help, history, alerts, tags. A part the live view owns
+(`LiveApp.view_keys`): it holds its own state (the prompt, the tags) and sees the view through `view.LiveView`
+(the reactives `paused`, `sort_key`, ..., the run's state, a few drawing calls); the view holds the bindings and
+hands each key to this part."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
@@ -18,12 +18,10 @@ from gputop_tracker.tui.live.process_info import detail_text
 from gputop_tracker.tui.live.process_rows import BOUND_LEGEND, SORT_LABEL, SORTS, short_command
 from gputop_tracker.tui.live.screens.alerts_dialog import AlertsScreen
 from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
+from gputop_tracker.tui.live.view import LiveView
 from gputop_tracker.tui.screens.help import HelpScreen
 from gputop_tracker.tui.widgets.panels import plain, side_width
 from gputop_tracker.tui.widgets.proctable import ProcessTable
-
-if TYPE_CHECKING:
-    from gputop_tracker.tui.live.app import LiveApp
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
 BINDINGS: list[BindingType] = [
@@ -63,7 +61,7 @@ EVERYWHERE = {"quit", "suspend_process"}
 class ViewKeys:
     """What the view shows and how: the keys' logic; the view it belongs to holds the state and draws."""
 
-    def __init__(self, app: LiveApp) -> None:
+    def __init__(self, app: LiveView) -> None:
         self.app = app
         self.prompt_mode = ""  # "filter" or "find" while the prompt is open
         self.tagged: set[int] = set()  # processes tagged with Space: k signals them (htop's way)
@@ -81,26 +79,9 @@ class ViewKeys:
 
     # ------------------------------------------------------------------ reactives
 
-    def paused_changed(self, paused: bool) -> None:
-        app = self.app
-        if not paused:
-            if app._paused_latest is not None:
-                app.latest, app._paused_latest = app._paused_latest, None
-            if app._held_output:
-                app.query_one("#output", OutputPane).write("".join(app._held_output))
-                app._held_output.clear()
-            app._redraw()
-        else:
-            app._paused_blocks = app.open_blocks.text()  # the header's block name freezes with the table
-            app._draw_header()
-
     def rows_changed(self) -> None:
         """Sort, tree, filter: redrawn at once, paused or not (paused, from the frozen sample)."""
-        if not self.app._columns:  # not laid out yet
-            return
-        self.app._label_sort_column()
-        if self.app.latest is not None:
-            self.app._update_table(self.app.latest)
+        self.app.refresh_rows()
 
     def show_table_title(self, any_row: bool = True) -> None:
         """What the process table shows: the ≥ legend once a row showed one, the peaks once the run is over, and
@@ -109,7 +90,7 @@ class ViewKeys:
         if app.final is not None:
             title = "processes: peaks over the run"
         else:
-            title = f"processes · {BOUND_LEGEND}" if app._bound_seen else "processes"
+            title = f"processes · {BOUND_LEGEND}" if app.bound_seen else "processes"
         if app.row_filter:
             title = f"{title.split(' · ')[0]} matching “{app.row_filter}”" + ("" if any_row else ": none")
         if title != self._table_title:  # setting it repaints the whole table, even unchanged
@@ -182,7 +163,7 @@ class ViewKeys:
     def details(self) -> None:
         app = self.app
         pid = app.selected_pid()
-        p = app._process(pid)
+        p = app.process(pid)
         if pid is None or p is None:
             app.notify("select a process first", severity="warning")
             return
@@ -194,7 +175,7 @@ class ViewKeys:
         app = self.app
         zoomed = not app.has_class("output-zoom")
         app.set_class(zoomed, "output-zoom")
-        app._apply_width(*app.size)
+        app.relayout(app.size)
         app.query_one("#output" if zoomed else "#procs").focus()
 
     def focus_next_pane(self) -> None:
@@ -292,7 +273,7 @@ class ViewKeys:
         start = app.latest.time - app.latest.elapsed if app.latest is not None else None
         app.push_screen(AlertsScreen(app.alerts.lines(start)))
         app.alerts.read()
-        app._draw_header()
+        app.draw_header()
 
     def help(self) -> None:
         self.app.push_screen(HelpScreen(HELP))
@@ -310,7 +291,7 @@ class ViewKeys:
         app.set_class(split, "blocks-split")
         if split != self._split:  # the blocks table under the processes takes the rows the output had spare
             self._split = split
-            app._apply_width(*size)
+            app.relayout()
         if not shown:
             return
         table = app.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
@@ -323,5 +304,5 @@ class ViewKeys:
         app = self.app
         shown = app.blocks_pane.toggle(app.view_size)
         self.draw_blocks()
-        app._draw_header()
+        app.draw_header()
         app.query_one("#blocks" if shown and not app.blocks_pane.large(app.view_size) else "#procs").focus()
