@@ -48,7 +48,8 @@ def best(f, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 async def open_list(store_dir: Path) -> tuple[float, float, int]:
     """Seconds from app start until the table is filled; seconds of the fill; rows shown."""
-    from gputop_tracker.tui.history.screen import HistoryApp, HistoryScreen
+    from gputop_tracker.tui.history.app import HistoryApp
+    from gputop_tracker.tui.history.screens.sessions import HistoryScreen
 
     t0 = time.perf_counter()
     app = HistoryApp(store_dir)

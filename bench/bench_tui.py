@@ -6,6 +6,12 @@ window, % of one core; the sampler is a separate process, reported apart) and RS
 the same load) and <= 60 MB. A loaded machine raises the figure: compare with main run just before.
 
     python bench/bench_tui.py [--seconds 30] [--warmup 5] [--size 160x50] [--interval 0.5] [--profile FILE]
+                              [--print-lines 4x5 | --print-bytes 4x300]
+
+Printing workers (a training job prints all the time) in place of the 40-process tree: `--print-lines NxR`, N
+workers each printing R log lines a second (about 90 bytes each); `--print-bytes NxB`, N workers each drawing a
+progress bar (tqdm's way: a carriage return and the bar again, 10 times a second, a newline every 10 s) at B bytes
+a second. The tree is then a shell and the N workers. Targets: <= 1% of a core at 4x300 B/s, <= 2% at 4x5 lines/s.
 
 `--warmup 25` measures after the simulated GPUs' memory has levelled off (the first 20 s it rises, and the
 GPU memory chart redraws at each new peak); `--warmup 540` after the charts' ring is full (512 points).
@@ -35,6 +41,42 @@ TICK = os.sysconf("SC_CLK_TCK")
 BUSY = "import time\nwhile True:\n    sum(range(20000))\n    time.sleep(0.5)"
 # a shell, 10 light CPU loops (values change every sample), 29 sleepers: 40 long-lived processes
 TREE = f"for i in $(seq 10); do {sys.executable} -c '{BUSY}' & done; for i in $(seq 29); do sleep 600 & done; wait"
+# a worker printing log lines: `rate` lines a second, each about 90 bytes (a training loop's log)
+LINES = (
+    "import sys, time\n"
+    "rank, rate = int(sys.argv[1]), float(sys.argv[2])\n"
+    "n, t = 0, time.monotonic()\n"
+    "while True:\n"
+    "    n += 1\n"
+    "    print(f'[rank {rank}] step {n:6d} loss {1 / n:.5f} lr 3.0e-04 grad-norm {n % 7 + 0.25:.3f} 1234.5 samples/s',"
+    " flush=True)\n"
+    "    t += 1 / rate\n"
+    "    time.sleep(max(0.0, t - time.monotonic()))\n"
+)
+# a worker drawing a progress bar at `rate` bytes a second: 10 redraws a second (a carriage return, the bar padded
+# to rate/10 bytes), a newline every 100 redraws (an epoch)
+BAR = (
+    "import sys, time\n"
+    "rank, rate = int(sys.argv[1]), float(sys.argv[2])\n"
+    "size = max(8, int(rate / 10))\n"
+    "n, t = 0, time.monotonic()\n"
+    "while True:\n"
+    "    n += 1\n"
+    "    done = n % 100\n"
+    "    bar = f'\\r{rank}:{done:3d}%|' + '#' * (done // 10) + ' ' * (10 - done // 10) + '|'\n"
+    "    bar = (bar + f' {n}it' + ' ' * size)[:size - 1]\n"
+    "    sys.stdout.write(bar + ('\\n' if done == 0 else ' '))\n"
+    "    sys.stdout.flush()\n"
+    "    t += 0.1\n"
+    "    time.sleep(max(0.0, t - time.monotonic()))\n"
+)
+
+
+def printers(script: str, spec: str) -> str:
+    """A shell command starting N workers of `script` at rate R (spec "NxR"), then waiting."""
+    n, rate = spec.lower().split("x")
+    code = script.replace("'", "'\\''")
+    return f"for i in $(seq {int(n)}); do {sys.executable} -c '{code}' $i {float(rate)} & done; wait"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -110,12 +152,19 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--size", default="160x50")
     ap.add_argument("--interval", default="0.5", help="seconds between samples (default: the CLI's default, 0.5)")
+    ap.add_argument("--print-lines", metavar="NxR", help="N workers each printing R lines a second, no other tree")
+    ap.add_argument("--print-bytes", metavar="NxB", help="N workers each drawing a progress bar at B bytes a second")
     ap.add_argument(
         "--profile", metavar="FILE", help="also record where the TUI spends its CPU with py-spy (speedscope)"
     )
     args = ap.parse_args()
     cols, rows = (int(x) for x in args.size.split("x"))
     store = tempfile.mkdtemp(prefix="bench-tui-")
+    tree = TREE
+    if args.print_lines:
+        tree = printers(LINES, args.print_lines)
+    elif args.print_bytes:
+        tree = printers(BAR, args.print_bytes)
     argv = [
         sys.executable,
         "-m",
@@ -127,7 +176,7 @@ def main() -> None:
         "--",
         "sh",
         "-c",
-        TREE,
+        tree,
     ]
     pid, fd = pty.fork()
     if pid == 0:
@@ -189,7 +238,9 @@ def main() -> None:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    print(f"terminal {cols}x{rows}, interval {args.interval} s, 2 simulated GPUs, window {wall:.1f} s")
+    load = f", printing {args.print_lines} lines/s" if args.print_lines else ""
+    load += f", printing {args.print_bytes} B/s" if args.print_bytes else ""
+    print(f"terminal {cols}x{rows}, interval {args.interval} s, 2 simulated GPUs{load}, window {wall:.1f} s")
     print(f"tracked tree: {len(tree)} processes")
     print(
         f"TUI process  CPU {100 * (c1 - c0) / wall:.2f}% of one core   RSS {rss / 1024:.1f} MB (peak {hwm / 1024:.1f} MB)"

@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from test_history_sessions import fill_store  # noqa: E402
 
-from gputop_tracker.tui.history.screen import HistoryApp  # noqa: E402
+from gputop_tracker.tui.history.app import HistoryApp  # noqa: E402
 
 SHOTS = [
     # name, size, keys pressed once the list is open

@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from fakesource import FakeSource, fake_job  # noqa: E402
 from job_sessions import fill_job_store  # noqa: E402
 
-from gputop_tracker.tui.history.screen import HistoryApp  # noqa: E402
+from gputop_tracker.tui.history.app import HistoryApp  # noqa: E402
 from gputop_tracker.tui.live.app import LiveApp  # noqa: E402
 
 

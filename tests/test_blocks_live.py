@@ -68,7 +68,7 @@ async def test_history_detail_has_a_blocks_tab(tmp_path: Path, store: Path) -> N
     from textual.widgets import TabbedContent
 
     from gputop_tracker.core.store import sessions as stores
-    from gputop_tracker.tui.history.screen import SessionDetailScreen
+    from gputop_tracker.tui.history.screens.detail import SessionDetailScreen
 
     script = tmp_path / "s.py"
     script.write_text("from gputop_tracker import block\nwith block('phase one'):\n    x = bytearray(10**7)\n")
@@ -182,7 +182,7 @@ async def test_a_run_without_blocks_shows_no_table_and_the_key_is_remappable() -
         await pilot.pause()
         assert blocks.display and blocks.row_count == 0
         assert "none yet" in str(blocks.border_subtitle)
-    from gputop_tracker.tui.widgets.panels import HELP
+    from gputop_tracker.tui.live.help_text import HELP
 
     assert "[b]b[/b]        the code blocks table" in HELP  # the key is in `?`
 

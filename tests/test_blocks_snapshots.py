@@ -21,7 +21,7 @@ from test_tui_snapshots import SIZES, settled
 from gputop_tracker.core.model import models
 from gputop_tracker.core.report.listing import block_spans
 from gputop_tracker.core.store import sessions as store
-from gputop_tracker.tui.history.screen import HistoryApp
+from gputop_tracker.tui.history.app import HistoryApp
 from gputop_tracker.tui.live.app import LiveApp
 
 

@@ -23,14 +23,12 @@ from gputop_tracker.core.report import render as report
 from gputop_tracker.core.report.listing import COLUMNS, Row, compare_rows, filter_rows
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.store.session_files import timeline_csv
-from gputop_tracker.tui.history.screen import (
-    CompareScreen,
-    ConfirmScreen,
-    ExportScreen,
-    HistoryApp,
-    HistoryScreen,
-    SessionDetailScreen,
-)
+from gputop_tracker.tui.history.app import HistoryApp
+from gputop_tracker.tui.history.screens.compare import CompareScreen
+from gputop_tracker.tui.history.screens.confirm import ConfirmScreen
+from gputop_tracker.tui.history.screens.detail import SessionDetailScreen
+from gputop_tracker.tui.history.screens.export import ExportScreen
+from gputop_tracker.tui.history.screens.sessions import HistoryScreen
 from gputop_tracker.tui.widgets.charts import Series, TimeChart, nice_ceiling, short_time
 
 SIZES = [(80, 24), (160, 50)]
@@ -458,7 +456,7 @@ def test_snapshot_compare(snap_compare, store_dir: Path, size: tuple[int, int]) 
 
 
 async def test_large_store_is_read_in_a_worker(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputop_tracker.tui.history import screen as history
+    from gputop_tracker.tui.history.screens import sessions as history
 
     monkeypatch.setattr(history, "SYNC_LOAD_MAX", 5)  # 11 files: past the limit
     app = HistoryApp(store_dir)
@@ -481,7 +479,7 @@ def test_cli_entry_point_runs_the_history_app(store_dir: Path, monkeypatch: pyte
 
 
 async def test_detail_headline_and_output_tab(store_dir: Path) -> None:
-    from gputop_tracker.tui.history.screen import headline
+    from gputop_tracker.tui.history.parts import headline
     from gputop_tracker.tui.live.output_pane import OutputPane
 
     app = HistoryApp(store_dir)
@@ -544,7 +542,7 @@ async def test_q_in_history_opened_from_another_app_goes_back(store_dir: Path) -
 
 def test_a_short_run_reads_its_duration_in_the_list_not_0s() -> None:
     """A 0.023 s run showed as `0s` in the history list (its detail said 0.023 s)."""
-    from gputop_tracker.tui.history.screen import list_duration
+    from gputop_tracker.tui.history.parts import list_duration
 
     assert list_duration(0.023) == "0.023s" and list_duration(0.0004) == "0.000s"
     assert list_duration(2.5) == "2.5s" and list_duration(754) == "12m34s"

@@ -236,7 +236,7 @@ def test_graph_covers_the_package() -> None:
         "gputop_tracker",
         "gputop_tracker.cli.entry",
         "gputop_tracker.core.sampling.sampler",
-        "gputop_tracker.tui.history.screen",
+        "gputop_tracker.tui.history.screens.sessions",
     } <= set(GRAPH)
     assert "gputop_tracker.core.model.models" in GRAPH["gputop_tracker.core.store.sessions"]  # a function-level import
 

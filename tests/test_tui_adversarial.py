@@ -250,8 +250,9 @@ async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -
     history's hidden keys (g jobs, j job, f5 reload) were nowhere to be found."""
     from test_tui import make_app
 
-    from gputop_tracker.tui.history.screen import HistoryApp, HistoryScreen
-    from gputop_tracker.tui.widgets.panels import HelpScreen
+    from gputop_tracker.tui.history.app import HistoryApp
+    from gputop_tracker.tui.history.screens.sessions import HistoryScreen
+    from gputop_tracker.tui.screens.help import HelpScreen
 
     def help_text(app: object) -> str:
         screen = app.screen  # type: ignore[attr-defined]
@@ -435,7 +436,9 @@ def _screen_text(widget: Widget) -> list[str]:
 async def test_dialogs_wrap_their_lines_and_stay_on_a_small_terminal(size: tuple[int, int]) -> None:
     """At 60x15 the quit dialog cut every line at its edge ("SIGTERM to the command and every proc", "the
     command keeps ru"); at 40x12 its buttons and bottom border were off the screen."""
-    from gputop_tracker.tui.widgets.panels import KillScreen, QuitScreen, SignalScreen
+    from gputop_tracker.tui.live.screens.kill_dialog import KillScreen
+    from gputop_tracker.tui.live.screens.quit_dialog import QuitScreen
+    from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
 
     src = FakeSource(3, output=[])
     app = LiveApp(src, interval=1.0, command=["python3", "train.py", "--epochs", "100"], store_dir=Path(src.store))
@@ -461,7 +464,7 @@ async def test_dialogs_wrap_their_lines_and_stay_on_a_small_terminal(size: tuple
 async def test_the_help_wraps_beside_its_keys_and_its_keys_scroll_it() -> None:
     """At 80x24 the help was cut off after "/ f4" with no way to read the rest (no key scrolled it), and its
     lines, broken by hand for 90 columns, wrapped back to the dialog's left edge between the keys."""
-    from gputop_tracker.tui.widgets.panels import HelpScreen
+    from gputop_tracker.tui.screens.help import HelpScreen
 
     src = FakeSource(2, output=[])
     app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
@@ -515,7 +518,8 @@ async def test_the_job_ending_while_a_dialog_is_open_closes_it(dialog: str) -> N
     """`gputop-track -- sleep 3`, q, and the job ends while the dialog is open: it went on saying "PID … is
     still running" and offering to stop it; d then only said "waiting for the sampler…" and the view stayed. The
     signal dialog stayed too: a t there would signal a PID of the ended tree, which may be another process's now."""
-    from gputop_tracker.tui.widgets.panels import QuitScreen, SignalScreen
+    from gputop_tracker.tui.live.screens.quit_dialog import QuitScreen
+    from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
 
     src = FakeSource(3, output=[])
     app = LiveApp(src, interval=1.0, command=["sleep", "3"], store_dir=Path(src.store))
@@ -545,7 +549,7 @@ async def test_attached_the_header_and_the_quit_dialog_name_the_process() -> Non
     nothing saying what that process is, until it ended."""
     from fakesource import MAIN_PID
 
-    from gputop_tracker.tui.widgets.panels import QuitScreen
+    from gputop_tracker.tui.live.screens.quit_dialog import QuitScreen
 
     src = FakeSource(3, output=[])
     app = LiveApp(src, interval=1.0, command=None, mode="attach", store_dir=Path(src.store))
@@ -586,7 +590,7 @@ async def test_a_terminal_too_small_says_so_and_the_view_comes_back() -> None:
         assert app.query_one("#procs").has_focus
         await pilot.press("q")
         await pilot.pause()
-        from gputop_tracker.tui.widgets.panels import QuitScreen
+        from gputop_tracker.tui.live.screens.quit_dialog import QuitScreen
 
         assert isinstance(app.screen, QuitScreen)
         await pilot.press("escape")

@@ -23,7 +23,9 @@ from test_tui_snapshots import settled
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from gputop_tracker.tui.history.screen import HistoryApp, HistoryScreen, SessionDetailScreen
+from gputop_tracker.tui.history.app import HistoryApp
+from gputop_tracker.tui.history.screens.detail import SessionDetailScreen
+from gputop_tracker.tui.history.screens.sessions import HistoryScreen
 from gputop_tracker.tui.live.app import LiveApp
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 

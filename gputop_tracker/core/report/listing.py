@@ -238,7 +238,8 @@ def compare_rows(usage_a: ResourceUsage, usage_b: ResourceUsage) -> list[tuple[s
     out = [_compare_row(fig.label, fig.kind, fig.better, fig.get(usage_a), fig.get(usage_b)) for fig in FIGURES]
     ea, eb = usage_a.exit_code, usage_b.exit_code
     ok_a, ok_b = ea == 0, eb == 0
-    verdict = "same" if ok_a == ok_b else ("A" if ok_a else "B")
+    # two different failures (143: SIGTERM, 129: SIGHUP) are not the same; neither is better
+    verdict = "same" if ea == eb else "" if ok_a == ok_b else ("A" if ok_a else "B")
     out.append(("exit code", str(ea if ea is not None else "-"), str(eb if eb is not None else "-"), "", "", verdict))
     blocks_a, blocks_b = (
         {block.name: block for block in usage_a.blocks},

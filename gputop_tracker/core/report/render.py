@@ -101,7 +101,7 @@ def to_text(usage: ResourceUsage, units: Units = DEFAULT_UNITS, *, max_processes
     ]
     lines += _process_lines(usage, fmt, max_processes)
     lines += job_lines(usage)
-    lines += block_lines(usage.blocks, fmt)
+    lines += block_lines(usage.blocks, fmt, n_gpus=len(usage.gpus))
     lines += gpu_oom_lines(usage.gpu_ooms, fmt.gpu)
     alerts = [event for event in usage.events if event.type in ALERT_TYPES]
     if alerts:
@@ -393,12 +393,14 @@ def _short_time(fmt: _Fmt, seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms" if fmt.time_unit is None and seconds < 1 else fmt.time(seconds)
 
 
-def block_lines(blocks: list[BlockSummary], fmt: _Fmt, limit: int = 50) -> list[str]:
-    """The code blocks (`with block()`, `@tracked`) as a table: exact figures plain, sampled ones starred."""
+def block_lines(blocks: list[BlockSummary], fmt: _Fmt, limit: int = 50, n_gpus: int = 0) -> list[str]:
+    """The code blocks (`with block()`, `@tracked`) as a table: exact figures plain, sampled ones starred. The GPU
+    utilization per GPU, ×N for N GPUs (`n_gpus`): the figure kept sums the GPUs (2 GPUs read 99.7%)."""
     if not blocks:
         return []
+    util = "GPU util"
     rows = [
-        ["block", "calls", "total", "mean", "max", "peak RAM", "private", "tree RAM", "GPU RAM", "CPU s", "CPU", "GPU"]
+        ["block", "calls", "total", "mean", "max", "peak RAM", "private", "tree RAM", "GPU RAM", "CPU s", "CPU", util]
     ]
     for block in blocks[:limit]:
         duration = block.duration
@@ -415,7 +417,7 @@ def block_lines(blocks: list[BlockSummary], fmt: _Fmt, limit: int = 50) -> list[
                 fmt.gpu(block.peak_gpu_ram) + _sampled(block, "peak_gpu_ram"),
                 f"{block.cpu_seconds:.2f}",
                 _pct(block.mean_cpu_percent),
-                _pct(block.mean_gpu_utilization) + _sampled(block, "mean_gpu_utilization"),
+                _per_gpu(block.mean_gpu_utilization, n_gpus) + _sampled(block, "mean_gpu_utilization"),
             ]
         )
     lines = [
@@ -443,9 +445,16 @@ def _block_allocator_lines(blocks: list[BlockSummary], fmt: _Fmt) -> list[str]:
     return ["  GPU allocator, peak allocated during the block (never reset):", *out] if out else []
 
 
-def blocks_text(blocks: list[BlockSummary]) -> list[str]:
+def _per_gpu(total: float | None, n_gpus: int) -> str:
+    """A utilization summed over `n_gpus` GPUs as the mean per GPU, ×N: 50%×2 (a sum of two read 99.7%)."""
+    if total is None or n_gpus <= 1:
+        return _pct(total)
+    return f"{_pct(total / n_gpus)}×{n_gpus}"
+
+
+def blocks_text(blocks: list[BlockSummary], n_gpus: int = 0) -> list[str]:
     """The Blocks table in human units, then where each figure comes from (the history's Blocks tab)."""
-    lines = block_lines(blocks, _Fmt(None, None, None))[1:]
+    lines = block_lines(blocks, _Fmt(None, None, None), n_gpus=n_gpus)[1:]
     lines += ["", "Sources (duration, CPU time: exact)"]
     for block in blocks:
         name = escape_controls(block.name[:40])

@@ -7,19 +7,16 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 
 from __future__ import annotations
 
-import functools
 import gc
 from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
-from textual.message import Message
-from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -33,14 +30,17 @@ from gputop_tracker.core.sampling import (
     SampleMessage,
     Started,
     Summary,
-    channel,
 )
 from gputop_tracker.core.summary import SampleHistory
+from gputop_tracker.tui.live.alerts import RANK as ALERT_RANK
+from gputop_tracker.tui.live.alerts import AlertLog
 from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
-from gputop_tracker.tui.live.control import DataSource, RunControl
+from gputop_tracker.tui.live.control import RunControl
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
+from gputop_tracker.tui.live.layout import MIN_SIZE, NARROW, ROW_STEP, fit_heights, wide_fits, with_spare_rows
 from gputop_tracker.tui.live.line_compositor import use_line_compositor
+from gputop_tracker.tui.live.messages import OutputText, SamplerEvent, SourceEnded, Told
 from gputop_tracker.tui.live.output_pane import OutputPane
 from gputop_tracker.tui.live.process_info import ExitedRows
 from gputop_tracker.tui.live.process_rows import (
@@ -53,7 +53,8 @@ from gputop_tracker.tui.live.process_rows import (
     sort_mark,
 )
 from gputop_tracker.tui.live.quiet_driver import quiet_driver
-from gputop_tracker.tui.live.texts import DrawPacer, detached_text, status_text
+from gputop_tracker.tui.live.texts import DrawPacer, command_line, detached_text, left_running, run_so_far, status_text
+from gputop_tracker.tui.live.view import DataSource, LiveView
 from gputop_tracker.tui.widgets.job_panel import JobPanel
 from gputop_tracker.tui.widgets.job_panel import rows as job_rows
 from gputop_tracker.tui.widgets.panels import (
@@ -67,14 +68,15 @@ from gputop_tracker.tui.widgets.panels import (
 )
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
-NARROW = 100  # columns: below this the panels stack and the table drops a column
-MIN_SIZE = (40, 10)  # columns, rows: below either the view says so instead of drawing pieces of itself
 # The screen is redrawn from the newest sample at most this often (htop: 1.5 s, nvitop: 2 s): at the default
 # 0.5 s interval every other sample is folded into the next draw (the charts and the summary keep every one),
 # which halves the view's CPU. Keys redraw at once.
 DRAW_PERIOD = 1.0
 LOG_LINES = 2000
-ALERT_STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red", "gpu_oom": "red"}
+ATTACHED_OUTPUT = (
+    "Attached to a running process: its output is not captured here;\n"
+    "it goes where it went before (its terminal, a file). Launched by gputop-track, a command's shows here.\n"
+)
 _GC_FROZEN = False
 
 
@@ -95,132 +97,7 @@ def freeze_startup_objects() -> None:
         gc.set_threshold(threshold0 * 10, *older)
 
 
-def fit_heights(height: int, narrow: bool, side_need: int = 0) -> tuple[int, int, int]:
-    """Rows of the charts, the output pane and (narrow: stacked under the table) the side panels. They grow with
-    the terminal (the side panels keep what they need at 120x40); on a short one the header, the footer and a
-    table with three process rows come first, then the output, then the charts, then the side panels, so
-    nothing is cut off and the screen never scrolls. Wide, the side panels (`side_need` rows) stand beside the
-    table: the charts, then the output give them room (see `wide_fits`)."""
-    if narrow:
-        return _stacked(height, side_need)
-    charts, output = min(14, max(7, (height - 19) // 3)), min(12, max(6, height // 6))
-    room = height - 3 - 6  # the header (2), the footer (1), the table (its borders, labels and three rows)
-    output = min(output, room) if room >= 3 else 0  # a border and one line at least
-    room -= output
-    charts = min(charts, room) if room >= 5 else 0  # a title, two plot rows, the axis and its labels
-    return (*_beside_the_side(height, charts, output, side_need), 0)
-
-
-def _stacked(height: int, side_need: int) -> tuple[int, int, int]:
-    """Narrow: after the table's three rows, the output's least (a border and a line), then the side panels'
-    figures (at most 8 rows), then the rest of the output, then the charts."""
-    room = height - 3 - 6
-    output = MIN_OUTPUT if room >= MIN_OUTPUT else 0
-    room -= output
-    side = max(0, min(side_need or 8, 8, room))
-    room -= side
-    more = min(4 - output, room) if output else 0
-    room -= more
-    charts = 5 if room >= 5 else 0
-    return charts, output + more, side
-
-
-MIN_CHARTS, MIN_OUTPUT = 5, 3  # the fewest rows the charts (title, two plot rows, the axis) and the output keep
-
-
-def _beside_the_side(height: int, charts: int, output: int, side_need: int) -> tuple[int, int]:
-    """Wide: the charts, then the output, shrink (to their least) until the main row holds the side panels."""
-    short = side_need - (height - 3 - charts - output)
-    if short > 0 and charts > MIN_CHARTS:
-        give = min(short, charts - MIN_CHARTS)
-        charts, short = charts - give, short - give
-    if short > 0 and output > MIN_OUTPUT:
-        output -= min(short, output - MIN_OUTPUT)
-    return charts, output
-
-
-def wide_fits(height: int, side_need: int) -> bool:
-    """The side panels fit beside the table with the charts and the output at their least: otherwise (200x20,
-    or 120x30 with two GPUs) the panels stack under the table in their compact form, as on a narrow terminal,
-    rather than lose the run's figures below the screen's edge."""
-    return height - 3 - MIN_CHARTS - MIN_OUTPUT >= side_need
-
-
-class SamplerEvent(Message):
-    """One message from the sampler, handed to the UI thread."""
-
-    def __init__(self, msg: channel.Message) -> None:
-        super().__init__()
-        self.msg = msg
-
-
-class SourceEnded(Message):
-    def __init__(self, error: str | None) -> None:
-        super().__init__()
-        self.error = error
-
-
-class Told(Message):
-    """A line for the user from another thread (an exporter that cannot write): shown as a notification."""
-
-    def __init__(self, text: str, title: str) -> None:
-        super().__init__()
-        self.text = text
-        self.title = title
-
-
-class OutputText(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-
-@functools.lru_cache(maxsize=8)
-def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
-    """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
-    cmd = escape_controls(" ".join(command)) or "-"
-    if mode == "attach":
-        cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
-    line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
-    line.truncate(max(width - 2, 10), overflow="ellipsis")
-    return line
-
-
-def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
-    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
-    sample may come between two: a peak on screen must never read below a current figure beside it. The
-    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
-    if s is None:
-        return u
-    t = s.tree
-    ram = u.max_ram.combined
-    top = max([t.combined_total, *(p.rss for p in s.processes)])
-    updates: dict[str, object] = {}
-    if top > ram.total_rss or t.combined_private > ram.private_rss:
-        ram = ram.model_copy(
-            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
-        )
-        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
-    if t.gpu_memory > u.max_gpu_ram.combined:
-        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
-    cpu = u.cpu_utilization.combined
-    if t.cpu_percent > cpu.max_sum_percent:
-        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
-        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
-    if t.threads > u.peak_threads:
-        updates["peak_threads"] = t.threads
-    if t.n_processes > u.n_processes:
-        updates["n_processes"] = t.n_processes
-    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
-    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
-        updates["gpus"] = [
-            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
-            for g in u.gpus
-        ]
-    return u.model_copy(update=updates) if updates else u
-
-
-class LiveApp(App[int]):
+class LiveApp(LiveView):
     """Full-screen live view of one tracked command or attached process. It lays out and draws; two parts it owns
     hold the rest: `control` (whether the run goes on, its exit code; quit, stop, detach, signal) and `view_keys`
     (what is shown and how: pause, sort, tree, filter, find, zoom, details, help, history, blocks)."""
@@ -228,17 +105,6 @@ class LiveApp(App[int]):
     CSS_PATH = "live.tcss"
     TITLE = "gputop-track"
     BINDINGS: ClassVar[list[BindingType]] = BINDINGS
-
-    paused: reactive[bool] = reactive(False)
-    """Display frozen; samples keep arriving and the run summary keeps counting."""
-    tree_view: reactive[bool] = reactive(True)
-    """Indented process tree (True) or a flat list sorted by the sort column."""
-    sort_key: reactive[str] = reactive("pid")
-    """Column the rows (siblings, in the tree view) are ordered by."""
-    sort_reverse: reactive[bool] = reactive(False)
-    """The sort column's order reversed (r, or a second click on its label)."""
-    row_filter: reactive[str] = reactive("")
-    """Only processes whose PID or command line holds this text (case-insensitive); empty: all."""
 
     def __init__(
         self,
@@ -280,12 +146,13 @@ class LiveApp(App[int]):
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
         self.pacer = DrawPacer(self, DRAW_PERIOD if interval < DRAW_PERIOD else 0.0, self._draw_sample)
-        self.alert: str | None = None  # the worst alert so far (warning, critical, oom): colours the header
+        self.alerts = AlertLog()  # every alert of the run; the header names the latest until they are read (a)
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
         self.job_panel = JobPanel(id="job", classes="panel")  # how much of the job's request is used
         self.blocks_pane = BlocksPane()  # the blocks table (key b)
-        self._bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+        self.bound_seen = False  # a row showed a ≥ lower bound: the table's title explains it from then on
+        self._n_rows = 0  # the process table's rows: the output pane gets the rows it does not need
 
     # ------------------------------------------------------------------ keys: each action is the part's
 
@@ -303,6 +170,12 @@ class LiveApp(App[int]):
 
     def action_sort(self) -> None:
         self.view_keys.sort()
+
+    def action_sort_by(self, key: str) -> None:
+        self.view_keys.sort_by(key)
+
+    def action_tag(self) -> None:
+        self.view_keys.tag()
 
     def action_reverse(self) -> None:
         self.view_keys.reverse()
@@ -340,6 +213,14 @@ class LiveApp(App[int]):
     def action_blocks(self) -> None:
         self.view_keys.blocks()
 
+    def action_alerts(self) -> None:
+        self.view_keys.alerts()
+
+    @property
+    def alert(self) -> str | None:
+        """The worst alert so far (warning, critical, oom): colours the header."""
+        return self.alerts.worst
+
     def action_suspend_process(self) -> None:
         """Ctrl-Z: the view stops (the sampler, a process of its own, samples on); after `fg` the whole screen
         is drawn again, not only what changed meanwhile: the shell wrote over it."""
@@ -347,7 +228,37 @@ class LiveApp(App[int]):
         self.call_after_refresh(self.screen.refresh, repaint=True, layout=True)
 
     def watch_paused(self, paused: bool) -> None:
-        self.view_keys.paused_changed(paused)
+        if not paused:  # what came meanwhile: the newest sample, the output held
+            if self._paused_latest is not None:
+                self.latest, self._paused_latest = self._paused_latest, None
+            if self._held_output:
+                self.query_one("#output", OutputPane).write("".join(self._held_output))
+                self._held_output.clear()
+            self._redraw()
+        else:
+            self._paused_blocks = self.open_blocks.text()  # the header's block name freezes with the table
+            self.draw_header()
+
+    # ------------------------------------------------------------------ what the parts call (LiveView)
+
+    def redraw(self) -> None:
+        self._redraw()
+
+    def relayout(self, size: tuple[int, int] | None = None) -> None:
+        self._apply_width(*(size or self.view_size))
+
+    def refresh_rows(self) -> None:
+        if not self._columns:  # not laid out yet
+            return
+        self._label_sort_column()
+        if self.latest is not None:
+            self._update_table(self.latest)
+
+    def tagged_pids(self) -> list[int]:
+        return self.view_keys.tagged_in_order()
+
+    def untag(self) -> None:
+        self.view_keys.untag()
 
     def watch_tree_view(self) -> None:
         self.view_keys.rows_changed()
@@ -388,14 +299,14 @@ class LiveApp(App[int]):
                 table.border_title = "processes"
                 yield table
                 yield ProcessTable(id="blocks")
-            with VerticalScroll(id="side"):
+            with VerticalScroll(id="side", can_focus=False):  # figures to read: Tab goes from table to output
                 yield self.job_panel  # shown once a request is known
                 yield HostPanel(id="host", classes="panel")
                 yield SummaryPanel(id="summary", classes="panel")
         yield ProcessTable(id="blocks-wide")
         yield LiveCharts(id="charts")
-        log = OutputPane(LOG_LINES, id="output")
-        log.border_title = "output"
+        attached = self.mode == "attach"
+        log = OutputPane(LOG_LINES, id="output", title="output: not captured" if attached else "output")
         if self.output_path is not None:
             log.border_subtitle = plain(str(self.output_path))
         yield log
@@ -407,8 +318,10 @@ class LiveApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_width(self.size.width, self.size.height)
-        self._draw_header()
+        self.draw_header()
         self.query_one("#procs").focus()  # arrows move the row cursor, not the output pane
+        if self.mode == "attach":  # an empty pane looked like a process that printed nothing
+            self.query_one("#output", OutputPane).write(ATTACHED_OUTPUT)
         self.read_samples()
         self.read_output()
 
@@ -427,7 +340,10 @@ class LiveApp(App[int]):
         self._too_small(width, height)
         narrow = width < NARROW or not wide_fits(height, self._side_need(False))
         self.set_class(narrow, "narrow")
-        charts_h, output_h, side_h = fit_heights(height, narrow, self._side_need(narrow))
+        heights = fit_heights(height, narrow, self._side_need(narrow))
+        charts_h, output_h, side_h = heights
+        if not self.has_class("blocks-split"):  # the blocks table under the processes needs the room
+            output_h = with_spare_rows(height, heights, self._side_need(narrow), self._n_rows, narrow)
         self.query_one("#charts").styles.height = charts_h
         self.query_one("#output").styles.height = "1fr" if self.has_class("output-zoom") else output_h
         self.query_one("#side").styles.max_height = side_h if narrow else None
@@ -525,7 +441,7 @@ class LiveApp(App[int]):
         self.session_id = msg.session_id
         if self.store_dir is None:
             self.store_dir = Path(msg.store)
-        self._draw_header()
+        self.draw_header()
 
     def _on_end(self, msg: Summary | Failed) -> None:
         if isinstance(msg, Summary):
@@ -547,25 +463,23 @@ class LiveApp(App[int]):
             return
         with self.batch_update():  # one screen update per sample, not one per widget
             self._redraw(sample=True)
+            self.query_one("#output", OutputPane).flush()  # output that waits for its frame: in this update
         freeze_startup_objects()
 
     def _on_alert(self, msg: EventMessage) -> None:
         e = msg.event
         if self.open_blocks.feed(e):
-            self._draw_header()
+            self.draw_header()
             return
-        rank = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3, "gpu_oom": 3}
-        if e.type not in rank:
+        if not self.alerts.add(e):
             return  # peaks and process events stay in the session's timeline
-        if rank[e.type] >= rank.get(self.alert or "", 0):
-            self.alert = e.type
-        self.notify(
+        self.notify(  # closes after a while; the header and the list (a) keep it
             e.message + (f"\ndump: {e.dump}" if e.dump else ""),
             title=e.type.upper(),
-            severity="warning" if rank[e.type] == 1 else "error",
+            severity="warning" if ALERT_RANK[e.type] == 1 else "error",
             markup=False,  # a process's name, a CUDA error line: text, not markup
         )
-        self._draw_header()
+        self.draw_header()
 
     def on_source_ended(self, event: SourceEnded) -> None:
         self.ended = True
@@ -594,7 +508,7 @@ class LiveApp(App[int]):
         if self.paused:
             self._held_output.append(event.text)
             return
-        self.query_one("#output", OutputPane).write(event.text)
+        self.query_one("#output", OutputPane).feed(event.text)  # drawn once a frame at most
 
     def _on_finished(self) -> None:
         self.control.run_ended()
@@ -606,7 +520,7 @@ class LiveApp(App[int]):
         if self.final is not None:
             where = self.final.session_path
             text = f"session saved: {where}" if where else "session not saved"
-            if self.final.status == "detached":
+            if left_running(self.final):
                 text = f"{self.detached_line()}\n{text}"
             self.notify(text, title=self._status_text(), markup=False, timeout=30)
         elif self.failure is not None:
@@ -618,7 +532,7 @@ class LiveApp(App[int]):
         failed = self.failure.message if self.failure is not None else None
         return status_text(self.final, failed, self.ended, self.source_error, self.control.quit_choice)
 
-    def _draw_header(self) -> None:
+    def draw_header(self) -> None:
         status = self._status_text()
         style = "bold green" if status == "running" else "bold yellow" if self.final is None else "bold cyan"
         if self.failure is not None or (self.final is not None and self.final.exit_code not in (0, None)):
@@ -630,12 +544,10 @@ class LiveApp(App[int]):
         extras: list[tuple[str, str] | str] = []
         if self.paused:
             extras.append(("  PAUSED", "bold reverse yellow"))
-        if self.alert is not None:
-            extras.append((f"  {self.alert.upper().replace('_', ' ')}", f"bold reverse {ALERT_STYLE[self.alert]}"))
+        if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
+            extras.append(("  b: blocks", "dim"))  # before the blocks' names, which may be cut at the edge
         if running_blocks := (self._paused_blocks if self.paused else self.open_blocks.text()):
             extras.append((f"  {running_blocks}", "bold blue"))
-        if self.blocks_pane.latest is not None and not self.blocks_pane.shown(self.view_size):
-            extras.append(("  b: blocks", "dim"))
         if self.latest is not None and any(g.simulated for g in self.latest.gpus):
             extras.append(("  SIMULATED GPUs", "bold magenta"))
         line2 = Text.assemble(
@@ -643,6 +555,7 @@ class LiveApp(App[int]):
             str(self.main_pid or "-"),
             "  ",
             (f"● {status}", style),
+            *self._alert_words(),  # before what may be cut
             ("  elapsed ", "dim"),
             clock(elapsed),
             ("  every ", "dim"),
@@ -651,16 +564,21 @@ class LiveApp(App[int]):
             str(n),
             *extras,
         )
+        line2.truncate(max(self.view_size[0] - 2, 10), overflow="ellipsis")  # one line: a long alert is cut
         command = self.shown_command()
         line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
         self.query_one("#header", Panel).show_lines([line1, line2])
 
+    def _alert_words(self) -> list[str | Text]:
+        alert = self.alerts.header()
+        return ["  ", alert] if alert is not None else []
+
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""
         if self.paused:
-            self._draw_header()
+            self.draw_header()
             return
-        self._draw_header()
+        self.draw_header()
         s = self.latest
         if self.final is not None and self.final.processes:
             self._update_table(self.latest, final_processes(self.final))
@@ -673,7 +591,7 @@ class LiveApp(App[int]):
             self.query_one("#charts", LiveCharts).show(self.history, self.narrow, force=not sample)
         summary = self.query_one("#summary", SummaryPanel)
         if self.final is not None:
-            note = self.detached_line() if self.final.status == "detached" else ""
+            note = self.detached_line() if left_running(self.final) else ""
             summary.show_final(self.final, self.narrow, note, width=self.panel_width)
             self.view_keys.show_table_title()
         elif self.failure is not None:
@@ -694,6 +612,12 @@ class LiveApp(App[int]):
             return self.final.command
         procs = self.latest.processes if self.latest is not None else []
         return next((p.cmdline or [p.name] for p in procs if p.pid == self.main_pid), [])
+
+    def running_summary(self) -> tuple[str, ResourceUsage] | None:
+        """This run's session id and its running summary (the history lists it with these figures)."""
+        if self.session_id is None or self.progress is None or self.final is not None:
+            return None
+        return self.session_id, run_so_far(self.progress, self.latest)
 
     def detached_line(self) -> str:
         return detached_text(self.main_pid or (self.final.pid if self.final else None), self.mode, self.output_path)
@@ -731,11 +655,19 @@ class LiveApp(App[int]):
         if self.row_filter:
             processes = [p for p in processes if self.view_keys.keep_row(p)]
         ordered = ordered_processes(processes, self.sort_key, self.tree_view, reverse=self.sort_reverse)
-        rows = self._row_cells.rows(ordered, self._columns, states, self._name_width)
+        self.view_keys.keep_tags({p.pid for p in processes})  # a tag leaves with its process
+        mem_total = s.host.memory_total if s is not None else 0
+        rows = self._row_cells.rows(
+            ordered, self._columns, states, self._name_width, mem_total=mem_total, tagged=self.view_keys.tagged
+        )
         table = self.query_one("#procs", ProcessTable)
         table.update_rows(rows)
+        if -(-(len(rows) + 1) // ROW_STEP) != -(-(self._n_rows + 1) // ROW_STEP):  # the output's room changes
+            self._n_rows = len(rows)
+            self._apply_width(*self.view_size)
+        self._n_rows = len(rows)
         if self.final is None:  # the legend of ≥ from the first row that shows one on (no flicker)
-            self._bound_seen = self._bound_seen or any(p.mem_bound for p, _ in ordered)
+            self.bound_seen = self.bound_seen or any(p.mem_bound for p, _ in ordered)
         self.view_keys.show_table_title(bool(rows))
         self._show_selected_command()
 
@@ -743,7 +675,7 @@ class LiveApp(App[int]):
         """The selected process's whole command line under the table (the column shortens it)."""
         table = self.query_one("#procs", ProcessTable)
         pid = table.cursor_key
-        p = self._process(pid)
+        p = self.process(pid)
         text = escape_controls(" ".join(p.cmdline) or p.name) if p is not None else ""
         width = self.view_size[0]
         room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
@@ -753,7 +685,7 @@ class LiveApp(App[int]):
         if table.border_subtitle != (subtitle.markup if subtitle else None):  # setting it repaints the whole table
             table.border_subtitle = subtitle
 
-    def _process(self, pid: int | None) -> ProcessSample | None:
+    def process(self, pid: int | None) -> ProcessSample | None:
         if pid is None:
             return None
         procs = self.latest.processes if self.latest is not None else []

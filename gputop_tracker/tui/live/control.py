@@ -1,39 +1,26 @@
 """The tracked run's lifecycle in the live view: whether it still runs, its exit code, and the keys that act
-on processes — quit (stop, detach), signal one process. A part the live view owns (`LiveApp.control`); the view
-keeps the run's figures (the final summary, a failure, whether the source ended) and draws the header."""
+on processes — quit (stop, detach), signal processes. A part the live view owns (`LiveApp.control`): it holds the
+quit choice; the view keeps the run's figures (the final summary, a failure, whether the source ended) and draws,
+and this part sees it through `view.LiveView` only."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
 
 from gputop_tracker.core.model import ProcessSample, escape_controls
-from gputop_tracker.core.sampling import channel
-from gputop_tracker.tui.widgets.panels import KILL_GRACE, KillScreen, QuitScreen, SignalScreen
-
-if TYPE_CHECKING:
-    from gputop_tracker.tui.live.app import LiveApp
+from gputop_tracker.tui.live.screens.kill_dialog import KillScreen
+from gputop_tracker.tui.live.screens.quit_dialog import KILL_GRACE, QuitScreen
+from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
+from gputop_tracker.tui.live.view import LiveView
 
 KILL_AFTER = KILL_GRACE  # seconds of grace after SIGTERM to the tree before asking whether to SIGKILL what is left
-
-
-class DataSource(Protocol):
-    """What the live view reads: the sampler's messages, the command's output, and two controls."""
-
-    def messages(self) -> Iterator[channel.Message]: ...
-    def output(self) -> Iterator[str]: ...
-    def signal(self, sig: int) -> None: ...
-    def stop_tree(self, sig: int) -> bool: ...
-    def stop(self) -> None: ...
-    def close(self) -> None: ...
 
 
 class RunControl:
     """Quit, stop, detach and signal the tracked run; reads the run's state from the view it belongs to."""
 
-    def __init__(self, app: LiveApp) -> None:
+    def __init__(self, app: LiveView) -> None:
         self.app = app
         self.quit_choice: str | None = None  # "stop" / "detach" once the user asked to leave
 
@@ -74,7 +61,7 @@ class RunControl:
                 self.app.source.stop()
             else:
                 return
-            self.app._draw_header()
+            self.app.draw_header()
             self.app.notify("waiting for the sampler to save the session…", timeout=3, markup=False)
 
         self.app.push_screen(QuitScreen(what, self.app.mode == "attach"), chosen)
@@ -88,10 +75,8 @@ class RunControl:
             screen.dismiss(None)
 
     def target_text(self) -> str:
-        """The tree's main process as the dialogs name it: PID and command line (cut to a dialog's width)."""
+        """The tree's main process as the dialogs name it: PID and its whole command line (the dialog wraps it)."""
         command = escape_controls(" ".join(self.app.shown_command()))
-        if len(command) > 60:
-            command = command[:59] + "…"
         pid = f"PID {self.app.main_pid}" if self.app.main_pid else ""
         return f"{pid} ({command})" if pid and command else pid or command or "the command"
 
@@ -118,7 +103,7 @@ class RunControl:
                 self.app.source.stop()
             else:  # wait: ask again after another grace period
                 self.app.set_timer(KILL_AFTER, self.ask_kill)
-            self.app._draw_header()
+            self.app.draw_header()
 
         self.app.push_screen(KillScreen(len(self.tree_pids()), KILL_AFTER, self.target_text()), chosen)
 
@@ -136,35 +121,44 @@ class RunControl:
         return True
 
     def signal_selected(self) -> None:
-        pid = self.app.selected_pid()
+        """k: a signal to the processes tagged with Space (htop's way), else to the selected one."""
         s = self.app.latest
-        proc = next((p for p in s.processes if p.pid == pid), None) if s and pid else None
-        if pid is None or proc is None or not self.running:
+        procs = {p.pid: p for p in s.processes} if s is not None else {}
+        tagged = [pid for pid in self.app.tagged_pids() if pid in procs]
+        pids = tagged or [pid for pid in [self.app.selected_pid()] if pid in procs]
+        if not pids or not self.running:
             self.app.notify("select a running process of the tracked tree first", severity="warning", markup=False)
             return
-        subtree = subtree_pids(s.processes if s else [], pid)
+        below = {d for pid in pids for d in subtree_pids(list(procs.values()), pid)} - set(pids)
+        targets = [(pid, procs[pid].name, escape_controls(" ".join(procs[pid].cmdline))) for pid in pids]
+        first, *more = targets
+        screen = SignalScreen(*first[:2], len(below), first[2], more=more)
+        self.app.push_screen(screen, lambda answer: self._send(answer, pids, below, procs[pids[0]].name))
 
-        def chosen(answer: tuple[int, bool] | None) -> None:
-            if answer is None:
-                return
-            if not self.running:  # the tree ended meanwhile: its PIDs may be another process's now
-                self.app.notify("the tracked tree has ended: nothing sent", severity="warning", markup=False)
-                return
-            sig, whole = answer
-            # re-check: rows may have left the tree while the dialog was open
-            alive = set(self.tree_pids())
-            if pid not in alive:
-                self.app.notify(f"process {pid} is no longer in the tracked tree", severity="warning", markup=False)
-                return
-            targets = [p for p in (subtree if whole else [pid]) if p in alive]
-            sent = [p for p in targets if self._kill(p, sig)]
-            what = f"{pid} ({proc.name})" + (f" and {len(sent) - 1} descendants" if whole else "")
-            if sent:
-                self.app.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
-
-        command = escape_controls(" ".join(proc.cmdline))
-        command = command if len(command) <= 70 else command[:69] + "…"
-        self.app.push_screen(SignalScreen(pid, proc.name, len(subtree) - 1, command), chosen)
+    def _send(self, answer: tuple[int, bool] | None, pids: list[int], below: set[int], name: str) -> None:
+        """The signal chosen in the dialog, to those of its targets still in the tree."""
+        if answer is None:
+            return
+        if not self.running:  # the tree ended meanwhile: its PIDs may be another process's now
+            self.app.notify("the tracked tree has ended: nothing sent", severity="warning", markup=False)
+            return
+        sig, whole = answer
+        # re-check: rows may have left the tree while the dialog was open
+        alive = set(self.tree_pids())
+        gone = [pid for pid in pids if pid not in alive]
+        if len(gone) == len(pids):
+            what = f"process {pids[0]} is" if len(pids) == 1 else "those processes are"
+            self.app.notify(f"{what} no longer in the tracked tree", severity="warning", markup=False)
+            return
+        targets = [pid for pid in [*pids, *(sorted(below) if whole else [])] if pid in alive]
+        sent = [pid for pid in targets if self._kill(pid, sig)]
+        mine = [pid for pid in sent if pid in pids]
+        what = f"{mine[0]} ({name})" if len(pids) == 1 and mine else f"{len(mine)} tagged processes"
+        if whole:
+            what += f" and {len(sent) - len(mine)} descendants"
+        if sent:
+            self.app.notify(f"sent {signal.Signals(sig).name} to {what}", markup=False)
+            self.app.untag()
 
 
 def subtree_pids(procs: list[ProcessSample], root: int) -> list[int]:

@@ -1,24 +1,27 @@
 """The live view's keys that change what is shown: pause, sort (and reverse), tree/flat, filter the processes,
-find in the output, zoom the output, details, help, history. A part the live view owns (`LiveApp.view_keys`): the
-view holds the reactives (`paused`, `sort_key`, ...) and the bindings, and hands each key and watcher to this part."""
+find in the output, zoom the output, details, help, history, alerts, tags. A part the live view owns
+(`LiveApp.view_keys`): it holds its own state (the prompt, the tags) and sees the view through `view.LiveView`
+(the reactives `paused`, `sort_key`, ..., the run's state, a few drawing calls); the view holds the bindings and
+hands each key to this part."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from textual.actions import SkipAction
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
 from gputop_tracker.core.model import ProcessSample
 from gputop_tracker.tui.live.blocks import MAX_ROWS
+from gputop_tracker.tui.live.help_text import HELP
 from gputop_tracker.tui.live.output_pane import OutputPane
-from gputop_tracker.tui.live.process_info import ProcessDetailScreen, detail_text
+from gputop_tracker.tui.live.process_info import detail_text
 from gputop_tracker.tui.live.process_rows import BOUND_LEGEND, SORT_LABEL, SORTS, short_command
-from gputop_tracker.tui.widgets.panels import HelpScreen, plain, side_width
+from gputop_tracker.tui.live.screens.alerts_dialog import AlertsScreen
+from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
+from gputop_tracker.tui.live.view import LiveView
+from gputop_tracker.tui.screens.help import HelpScreen
+from gputop_tracker.tui.widgets.panels import plain, side_width
 from gputop_tracker.tui.widgets.proctable import ProcessTable
-
-if TYPE_CHECKING:
-    from gputop_tracker.tui.live.app import LiveApp
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
 BINDINGS: list[BindingType] = [
@@ -29,6 +32,10 @@ BINDINGS: list[BindingType] = [
     Binding("p", "pause", "Pause", id="pause", tooltip="Freeze the display; sampling goes on"),
     Binding("s,f6", "sort", "Sort", id="sort", tooltip="Cycle the sort column"),
     Binding("r", "reverse", "Reverse", id="reverse", show=False, tooltip="Reverse the sort order"),
+    Binding("P", "sort_by('cpu')", "Sort CPU", id="sort_cpu", show=False, tooltip="Sort by CPU % (htop's P)"),
+    Binding("M", "sort_by('mem')", "Sort MEM", id="sort_mem", show=False, tooltip="Sort by memory (htop's M)"),
+    Binding("T", "sort_by('time')", "Sort TIME", id="sort_time", show=False, tooltip="Sort by CPU time (htop's T)"),
+    Binding("space", "tag", "Tag", id="tag", show=False, tooltip="Tag the selected process (k signals the tagged)"),
     Binding("t,f5", "tree", "Tree/flat", id="tree", tooltip="Indented tree or flat list"),
     Binding("slash,f4", "filter", "Filter", id="filter", key_display="/", tooltip="Show only matching processes"),
     Binding("k,f9", "signal", "Signal", id="signal", tooltip="Send a signal to the selected process or its subtree"),
@@ -37,9 +44,12 @@ BINDINGS: list[BindingType] = [
     Binding("f,f3", "find", "Find", id="find", tooltip="Find in the output"),
     Binding("n", "match(1)", "Next match", id="next_match", show=False, tooltip="The next match of the find, below"),
     Binding("N", "match(-1)", "Previous match", id="previous_match", show=False, tooltip="The match above"),
-    Binding("tab", "focus_next_pane", "Pane", id="next_pane", show=False, tooltip="Table or output"),
+    Binding(
+        "tab", "focus_next_pane", "Pane", id="next_pane", show=False, priority=True, tooltip="Table, blocks or output"
+    ),
     Binding("escape", "escape", "Close", id="escape", show=False, tooltip="Close the filter or search"),
     Binding("h", "history", "History", id="history", tooltip="Saved sessions"),
+    Binding("a", "alerts", "Alerts", id="alerts", tooltip="Every alert of the run (the header names the latest)"),
     Binding("b", "blocks", "Blocks", id="blocks", show=False, tooltip="The code blocks table (again: hidden)"),
     Binding("ctrl+z", "suspend_process", "Suspend", id="suspend", show=False, tooltip="Back to the shell (fg)"),
 ]
@@ -51,10 +61,12 @@ EVERYWHERE = {"quit", "suspend_process"}
 class ViewKeys:
     """What the view shows and how: the keys' logic; the view it belongs to holds the state and draws."""
 
-    def __init__(self, app: LiveApp) -> None:
+    def __init__(self, app: LiveView) -> None:
         self.app = app
         self.prompt_mode = ""  # "filter" or "find" while the prompt is open
+        self.tagged: set[int] = set()  # processes tagged with Space: k signals them (htop's way)
         self._table_title = ""
+        self._split = False  # the blocks table is under the process table
 
     def allows(self, action: str) -> bool:
         """The live view's keys act only while the live view is on show: under the history screen or a dialog,
@@ -67,26 +79,9 @@ class ViewKeys:
 
     # ------------------------------------------------------------------ reactives
 
-    def paused_changed(self, paused: bool) -> None:
-        app = self.app
-        if not paused:
-            if app._paused_latest is not None:
-                app.latest, app._paused_latest = app._paused_latest, None
-            if app._held_output:
-                app.query_one("#output", OutputPane).write("".join(app._held_output))
-                app._held_output.clear()
-            app._redraw()
-        else:
-            app._paused_blocks = app.open_blocks.text()  # the header's block name freezes with the table
-            app._draw_header()
-
     def rows_changed(self) -> None:
         """Sort, tree, filter: redrawn at once, paused or not (paused, from the frozen sample)."""
-        if not self.app._columns:  # not laid out yet
-            return
-        self.app._label_sort_column()
-        if self.app.latest is not None:
-            self.app._update_table(self.app.latest)
+        self.app.refresh_rows()
 
     def show_table_title(self, any_row: bool = True) -> None:
         """What the process table shows: the ≥ legend once a row showed one, the peaks once the run is over, and
@@ -95,7 +90,7 @@ class ViewKeys:
         if app.final is not None:
             title = "processes: peaks over the run"
         else:
-            title = f"processes · {BOUND_LEGEND}" if app._bound_seen else "processes"
+            title = f"processes · {BOUND_LEGEND}" if app.bound_seen else "processes"
         if app.row_filter:
             title = f"{title.split(' · ')[0]} matching “{app.row_filter}”" + ("" if any_row else ": none")
         if title != self._table_title:  # setting it repaints the whole table, even unchanged
@@ -117,11 +112,43 @@ class ViewKeys:
         app.sort_key = SORTS[(SORTS.index(app.sort_key) + 1) % len(SORTS)]
         app.notify(f"sorted by {SORT_LABEL[app.sort_key]}", timeout=1.5)
 
+    def sort_by(self, key: str) -> None:
+        """P, M, T (htop's keys): sort by CPU %, memory, CPU time, largest first; again: the other way."""
+        app = self.app
+        if app.sort_key == key:
+            app.sort_reverse = not app.sort_reverse
+            return
+        app.sort_reverse = False
+        app.sort_key = key
+        app.notify(f"sorted by {SORT_LABEL[key]}", timeout=1.5)
+
+    def tag(self) -> None:
+        """Space: tag the selected process (again: untag) and move to the next row, as htop does."""
+        table = self.app.query_one("#procs", ProcessTable)
+        pid = table.cursor_key
+        if pid is None:
+            return
+        self.tagged ^= {pid}
+        self.rows_changed()
+        table.action_cursor(1)
+
+    def untag(self) -> None:
+        if self.tagged:
+            self.tagged.clear()
+            self.rows_changed()
+
+    def keep_tags(self, alive: set[int]) -> None:
+        self.tagged &= alive
+
+    def tagged_in_order(self) -> list[int]:
+        """The tagged processes in the table's order."""
+        return [pid for pid in self.app.query_one("#procs", ProcessTable).ordered_keys if pid in self.tagged]
+
     def reverse(self) -> None:
         self.app.sort_reverse = not self.app.sort_reverse
 
     def header_selected(self, event: ProcessTable.HeaderSelected) -> None:
-        if event.column not in SORTS:
+        if event.column not in SORT_LABEL:  # every figure's label sorts (MEM % too, which `s` skips: as RSS)
             return
         app = self.app
         if event.column == app.sort_key:  # a second click: the other order
@@ -136,7 +163,7 @@ class ViewKeys:
     def details(self) -> None:
         app = self.app
         pid = app.selected_pid()
-        p = app._process(pid)
+        p = app.process(pid)
         if pid is None or p is None:
             app.notify("select a process first", severity="warning")
             return
@@ -148,12 +175,21 @@ class ViewKeys:
         app = self.app
         zoomed = not app.has_class("output-zoom")
         app.set_class(zoomed, "output-zoom")
-        app._apply_width(*app.size)
+        app.relayout(app.size)
         app.query_one("#output" if zoomed else "#procs").focus()
 
     def focus_next_pane(self) -> None:
-        table = self.app.query_one("#procs", ProcessTable)
-        (self.app.query_one("#output", OutputPane) if table.has_focus else table).focus()
+        """Tab: the next pane on show (the process table or the blocks in its place, the blocks under it, the
+        output), from the first press: Textual's own Tab went to the side panels' scroll first. In the prompt, Tab
+        is the prompt's."""
+        app = self.app
+        if app.query_one("#prompt", Input).has_focus:
+            raise SkipAction()
+        panes = [w for w in app.query("#procs, #blocks, #blocks-wide, #output").results() if w.display]
+        if not panes:
+            raise SkipAction()
+        here = next((i for i, w in enumerate(panes) if w.has_focus), -1)
+        panes[(here + 1) % len(panes)].focus()
 
     # ------------------------------------------------------------------ the prompt: filter and find
 
@@ -219,7 +255,7 @@ class ViewKeys:
 
     def history(self) -> None:
         try:
-            from gputop_tracker.tui.history.screen import HistoryScreen
+            from gputop_tracker.tui.history.screens.sessions import HistoryScreen
         except ImportError:
             self.app.notify("history not available", severity="warning")
             return
@@ -229,10 +265,18 @@ class ViewKeys:
         if not isinstance(store, Path):
             self.app.notify("history not available: no session store", severity="warning")
             return
-        self.app.push_screen(HistoryScreen(store))
+        self.app.push_screen(HistoryScreen(store, self.app.running_summary))
+
+    def alerts(self) -> None:
+        """The run's alerts, newest first; read, the header's word on the latest goes quiet."""
+        app = self.app
+        start = app.latest.time - app.latest.elapsed if app.latest is not None else None
+        app.push_screen(AlertsScreen(app.alerts.lines(start)))
+        app.alerts.read()
+        app.draw_header()
 
     def help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(HELP))
 
     # ------------------------------------------------------------------ code blocks (b)
 
@@ -245,6 +289,9 @@ class ViewKeys:
         split = shown and pane.large(size)
         app.set_class(shown and not split, "blocks-only")
         app.set_class(split, "blocks-split")
+        if split != self._split:  # the blocks table under the processes takes the rows the output had spare
+            self._split = split
+            app.relayout()
         if not shown:
             return
         table = app.query_one("#blocks-wide" if split else "#blocks", ProcessTable)
@@ -257,5 +304,5 @@ class ViewKeys:
         app = self.app
         shown = app.blocks_pane.toggle(app.view_size)
         self.draw_blocks()
-        app._draw_header()
+        app.draw_header()
         app.query_one("#blocks" if shown and not app.blocks_pane.large(app.view_size) else "#procs").focus()

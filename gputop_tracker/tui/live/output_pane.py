@@ -1,12 +1,17 @@
 """The command's output as a terminal shows it: a carriage return rewrites the line (a progress bar stays one
-line), SGR colours are kept, the pane follows new output unless the user scrolled up, and it can be searched.
+line), SGR colours are kept, the pane follows new output whenever its end is on screen, and it can be searched.
 
-A Line-API ScrollView: each line is rendered to a `Strip` once and kept; new output repaints the last lines.
+A Line-API ScrollView: each line is rendered to a `Strip` once and kept, and only the lines on screen are. Output
+that comes while the view runs (`feed`) is drawn at most once a FRAME, all that came meanwhile at once: a job
+printing all the time cost the view 5-10 % of a core when each of its writes was drawn. The pane's scroll range
+grows without laying the screen out again (Textual lays out the whole screen on any change of a widget's virtual
+size): only when the scroll bar comes or goes, which changes the pane's width, is it laid out.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections import deque
 from typing import ClassVar
 
@@ -14,15 +19,23 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.timer import Timer
 
 from gputop_tracker.core.model import clean_output
 
 _PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|[ -/]+)?$")  # an escape sequence cut at the end of a chunk
 _NOT_SGR = re.compile(r"\x1b(?!\[[0-?]*[ -/]*m)")  # what is left of an escape that is no colour
 MATCH_STYLE = Style(bgcolor="yellow", color="black", bold=True)
+# Seconds at least between two draws of output fed while the view runs. The live view's own redraw of a sample
+# (once a second) draws it too, in the same screen update; the pane's timer draws it otherwise, LATE after a frame
+# so as not to race that redraw (two screen updates where one does).
+FRAME = 1.0
+LATE = 0.25
+SCROLLED_BACK = "scrolled back — End to follow"
 
 
 class OutputPane(ScrollView, can_focus=True):
@@ -40,7 +53,9 @@ class OutputPane(ScrollView, can_focus=True):
         Binding("end", "scroll_end", "End", show=False, id="output.end"),
     ]
 
-    def __init__(self, max_lines: int = 2000, *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self, max_lines: int = 2000, *, id: str | None = None, classes: str | None = None, title: str | None = None
+    ) -> None:
         super().__init__(id=id, classes=classes)
         self.max_lines = max_lines
         self._lines: deque[Text] = deque(maxlen=max_lines)
@@ -54,7 +69,16 @@ class OutputPane(ScrollView, can_focus=True):
         self.match_line: int | None = None
         """The line of the match found last (find, n, N), or None."""
         self.following = True
-        """The last line is in view: new output and a resize keep it there (False once scrolled back)."""
+        """The last line is in view: new output and a resize keep it there (False while scrolled back)."""
+        self.title = title
+        """The border's title; scrolled back, a note follows it (None: no title, no note: a saved output)."""
+        self.unseen = 0
+        """Lines that came while scrolled back (the title counts them until the pane follows again)."""
+        self._pending: list[str] = []  # output fed since the last draw
+        self._frame: Timer | None = None  # the draw of what is pending, at the end of the frame
+        self._drawn = -1e9  # monotonic time of the last draw of fed output
+        self._shown_title: str | None = None
+        self._show_title()
 
     # ------------------------------------------------------------------ content
 
@@ -65,8 +89,31 @@ class OutputPane(ScrollView, can_focus=True):
     def _all(self) -> list[Text]:
         return [*self._lines, self._current] if self._current is not None else list(self._lines)
 
+    def feed(self, text: str) -> None:
+        """Output as it comes while the view runs: drawn at once if nothing was drawn for a FRAME, else with all
+        that comes meanwhile at the end of the frame."""
+        self._pending.append(text)
+        if self._frame is not None:
+            return
+        wait = self._drawn + FRAME - time.monotonic()
+        if wait <= 0 or not self.is_attached:
+            self.flush()
+        else:
+            self._frame = self.set_timer(wait + LATE, self.flush)
+
+    def flush(self) -> None:
+        """Draw the output fed and not drawn yet."""
+        if self._frame is not None:
+            self._frame.stop()
+            self._frame = None
+        if self._pending:  # a lone write after a quiet frame is drawn at once
+            self._drawn = time.monotonic()
+            text = "".join(self._pending)
+            self._pending.clear()
+            self.write(text)
+
     def write(self, text: str) -> None:
-        """Output as the command wrote it (SGR colours and carriage returns included)."""
+        """Output as the command wrote it (SGR colours and carriage returns included), drawn now."""
         text = self._carry + text
         m = _PARTIAL_ESC.search(text)
         self._carry = text[m.start() :] if m else ""
@@ -74,17 +121,20 @@ class OutputPane(ScrollView, can_focus=True):
             text = text[: m.start()]
         # the halves of a sequence cut between two reads are whole only now: clean them together
         text = _NOT_SGR.sub("", clean_output(text))
-        if not text:
-            return
-        follow = self.following
+        if text:
+            follow = self.following
+            first_dirty = self._add(text, follow)
+            self._draw(first_dirty, follow)
+
+    def _add(self, text: str, follow: bool) -> int:
+        """The lines of `text` into the ring; the first line that changed."""
         pieces = text.split("\n")
         if len(pieces) > self.max_lines + 1:  # more lines than the pane keeps: parse only those it will keep
             pieces = pieces[-self.max_lines - 1 :]
             self._lines.clear()
             self._current = None
             self._rewrite = False
-        first_dirty = len(self._lines)
-        n_before = len(self._lines)
+        first_dirty = n_before = len(self._lines)
         for i, piece in enumerate(pieces):
             if i:  # a newline: the current line is done
                 self._lines.append(self._current if self._current is not None else Text())
@@ -95,19 +145,84 @@ class OutputPane(ScrollView, can_focus=True):
         if dropped > 0:  # the oldest lines left the ring: every line moved up
             first_dirty = 0
             self._dropped(dropped, follow)
+        if not follow:
+            self.unseen += len(pieces) - 1
+            self._show_title()
+        return first_dirty
+
+    def _draw(self, first_dirty: int, follow: bool) -> None:
+        """Following, to the new end; else the lines that changed on screen, if any."""
         for y in [y for y in self._strips if y >= first_dirty]:
             del self._strips[y]
-        self.virtual_size = Size(0, len(self._lines) + (self._current is not None))  # lines are cropped
+        laid_out = self._set_line_count(len(self._lines) + (self._current is not None))
+        top = round(self.scroll_y)
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
-            # and once laid out again: a scrollbar that appears now changes the room
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
-        self.refresh()
+            if laid_out:  # and once laid out again: a scrollbar that appears now changes the room
+                self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
+        if round(self.scroll_y) == top and first_dirty < top + self.size.height:
+            # not scrolled (scrolling repaints the pane): only the changed lines on screen
+            start = max(first_dirty, top)
+            self.refresh_lines(start, top + self.size.height - start)
+
+    def _set_line_count(self, n: int) -> bool:
+        """The scroll range: `n` lines. True when the screen is laid out again for it: only when the scroll bar
+        comes or goes (the pane's width changes), not for each new line."""
+        new = Size(0, n)
+        old = self.virtual_size
+        if new == old:
+            return False
+        room = self.scrollable_content_region.height
+        if not self.is_attached or not room or (old.height > room) != (n > room) or not self.show_vertical_scrollbar:
+            self.virtual_size = new  # a reactive that lays the screen out
+            return True
+        self.set_reactive(OutputPane.virtual_size, new)
+        bar = self.vertical_scrollbar
+        bar.window_virtual_size = n
+        bar.window_size = room
+        return False
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         # only a scroll decides: a shorter pane has further to scroll, its end is still the end
         self.following = new_value >= self.max_scroll_y - 0.5
+        if self.following:
+            self.unseen = 0
+        self._show_title()
+
+    def _show_title(self) -> None:
+        """The border's title, and while scrolled back that the pane does not follow, with the lines that came."""
+        if self.title is None:
+            return
+        title = self.title
+        if not self.following:
+            new = f", {self.unseen} new line{'s' if self.unseen != 1 else ''}" if self.unseen else ""
+            title = f"{title} · {SCROLLED_BACK}{new}"
+        if title != self._shown_title:  # setting it repaints the whole pane
+            self._shown_title = title
+            self.border_title = Content(title)
+
+    # keys scroll at once, never animated: an animation ends where the end was when it began, and output that
+    # came meanwhile left the pane short of its end, not following (End, then nothing new showed)
+
+    def action_scroll_end(self) -> None:
+        self.flush()  # what waits for its frame is shown at once
+        self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+
+    def action_scroll_home(self) -> None:
+        self.scroll_home(animate=False, immediate=True, x_axis=False, force=True)
+
+    def action_scroll_up(self) -> None:
+        self.scroll_up(animate=False, immediate=True, force=True)
+
+    def action_scroll_down(self) -> None:
+        self.scroll_down(animate=False, immediate=True, force=True)
+
+    def action_page_up(self) -> None:
+        self.scroll_page_up(animate=False, force=True)
+
+    def action_page_down(self) -> None:
+        self.scroll_page_down(animate=False, force=True)
 
     def on_resize(self) -> None:
         if self.following:

@@ -4,14 +4,8 @@ the detail pane of one process (Enter)."""
 from __future__ import annotations
 
 import shlex
-from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from gputop_tracker.core.model import Event, GpuSample, ProcessSample, Sample, escape_controls
 from gputop_tracker.core.summary import ProcessMemo
@@ -105,23 +99,3 @@ def detail_text(p: ProcessSample, memo: ProcessMemo | None, gpus: list[GpuSample
     out.append("\n\ncommand line\n", style="bold")
     out.append(command)
     return out
-
-
-class ProcessDetailScreen(ModalScreen[None]):
-    """One process in full: the row's figures, its whole command line, its peaks and GPUs."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,enter,q", "close", "Close", id="details.close"),
-    ]
-
-    def __init__(self, text: Text) -> None:
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="details-dialog", classes="dialog"):
-            yield Static(self.text, id="details-text")
-            yield Static("esc / enter: close", classes="dialog-help")
-
-    def action_close(self) -> None:
-        self.dismiss(None)

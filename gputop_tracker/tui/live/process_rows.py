@@ -16,6 +16,8 @@ COLUMNS: list[Column] = [
     ("pid", "PID", 7, True),
     ("state", "state", 6, False),
     ("cpu", "CPU %", 6, True),
+    ("mem", "MEM %", 5, True),
+    ("time", "TIME+", 8, True),
     ("threads", "thr", 4, True),
     ("rss", "RSS", 7, True),
     ("private", "private", 7, True),
@@ -25,13 +27,16 @@ COLUMNS: list[Column] = [
     ("name", "command", 0, False),
 ]
 GPU_COLUMNS = ("gpu", "sm")  # left out while no GPU is seen: their room goes to the command
-DROP_ORDER = ["shared", "sm", "threads", "private", "state"]  # least useful first, when the command lacks room
-MIN_NAME = 24  # `worker.py --role evaluator`: workers that differ in trailing arguments stay apart
+# least useful first, when the command lacks room (MEM % and TIME+ are htop's; RSS and CPU-seconds say as much)
+DROP_ORDER = ["threads", "time", "mem", "shared", "sm", "private", "state"]
+MIN_NAME = 26  # `└ worker.py --role evaluator`: workers that differ in trailing arguments stay apart
 
-SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "name"]
+SORTS = ["pid", "cpu", "rss", "private", "gpu", "threads", "time", "name"]  # what `s` cycles through
 SORT_LABEL = {
     "pid": "PID",
     "cpu": "CPU %",
+    "mem": "MEM %",
+    "time": "TIME+",
     "rss": "RSS",
     "private": "private",
     "gpu": "GPU mem",
@@ -75,8 +80,10 @@ def sort_value(p: ProcessSample, key: str) -> float | str:
         return p.name.lower()
     if key == "cpu":
         return -p.cpu_percent
-    if key == "rss":
+    if key in ("rss", "mem"):  # MEM % is RSS over the host's memory
         return -p.rss
+    if key == "time":
+        return -p.cpu_seconds
     if key == "private":
         return -p.private
     if key == "gpu":
@@ -176,14 +183,19 @@ def command_text(name: str, cmdline: tuple[str, ...], room: int = 0) -> str:
 
 
 def _shorter(prog: str, args: list[str], code: tuple[list[str], list[str]] | None, room: int) -> str:
-    """The line in `room` cells, giving up first what tells least: directories, the interpreter, the start."""
+    """The line in `room` cells, giving up first what tells least: directories, the interpreter, the start. A
+    `python -c CODE` with no ARGS keeps the start of its code (its end is the middle of a statement)."""
+    interpreter = prog.rstrip("0123456789.").startswith(INTERPRETERS)
+    if code is None and interpreter and "-c" in args:
+        text = " ".join([prog, *args])
+        return text[: room - 1] + "…" if len(text) > room > 1 else text
     if code is not None:
         text = " ".join(code[1]) if code[1] else " ".join(code[0])
     else:
         args = [a.replace("…/", "") if a.startswith("…/") else a for a in args]
         text = " ".join([prog, *args])
         script = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
-        if len(text) > room and script is not None and prog.rstrip("0123456789.").startswith(INTERPRETERS):
+        if len(text) > room and script is not None and interpreter:
             text = " ".join(args[script:])
     if len(text) > room > 1:
         text = "…" + text[len(text) - room + 1 :]
@@ -197,17 +209,39 @@ def process_state(p: ProcessSample) -> str:
     return "zombie" if p.rss == 0 else "run"
 
 
+def time_plus(seconds: float) -> str:
+    """CPU time as htop's TIME+ writes it: 1:23.45 (minutes, seconds, hundredths), 2h05:09 past an hour."""
+    if seconds < 3600:
+        m, s = divmod(seconds, 60)
+        return f"{int(m)}:{s:05.2f}"
+    h, rest = divmod(int(seconds), 3600)
+    return f"{h}h{rest // 60:02d}:{rest % 60:02d}"
+
+
+TAGGED = "bold yellow"  # a row tagged with Space (htop's colour): `k` signals the tagged rows
+
+
 def process_cells(
-    p: ProcessSample, depth: int, columns: list[str], state: str | None = None, name_width: int = 0
+    p: ProcessSample,
+    depth: int,
+    columns: list[str],
+    state: str | None = None,
+    name_width: int = 0,
+    *,
+    mem_total: int = 0,
+    tagged: bool = False,
 ) -> tuple[Cell, ...]:
     """The row of one process: the cells of `columns`, the command indented by its depth in the tree.
     `state`: how it ended (exit 3, signal 9) for a process that left the tree moments ago; `name_width`: the
-    command column's width (a long command is shortened to what tells it apart)."""
+    command column's width (a long command is shortened to what tells it apart); `mem_total`: the host's
+    memory (MEM %); `tagged`: tagged with Space."""
     style = "bold" if p.role == "main" else ""
     if state is not None:
         style = "dim"
     else:
         state = process_state(p)
+    if tagged:
+        style = TAGGED
     indent = ("  " * (depth - 1) + "└ ") if depth else ""
     gpu = sum(p.gpu_memory.values())
     state_style = "dim" if state in ("", "run") else "bold yellow" if state == "zombie" else "bold red"
@@ -216,10 +250,12 @@ def process_cells(
         "name": (indent + short_command(p, max(name_width - len(indent), 0)), style),
         "state": (state, state_style if state != "run" or style != "dim" else "dim"),
         "cpu": (f"{p.cpu_percent:.1f}", ""),
+        "mem": (f"{100 * p.rss / mem_total:.1f}" if mem_total else "-", ""),
+        "time": (time_plus(p.cpu_seconds), ""),
         "threads": (str(p.threads), ""),
         "rss": (short_bytes(p.rss), ""),
-        "private": (bound_bytes(p.private) if p.mem_bound else short_bytes(p.private), ""),
-        "shared": ((bound_bytes(p.shared) if p.mem_bound else short_bytes(p.shared)) if p.pss >= 0 else "-", ""),
+        "private": (memory_cell(p, p.private), ""),
+        "shared": (memory_cell(p, p.shared) if p.pss >= 0 else "-", ""),
         "gpu": (short_bytes(gpu) if gpu else "-", ""),
         "sm": (sm_text(p), ""),
     }
@@ -234,7 +270,14 @@ class RowCells:
         self._rows: dict[int, tuple[tuple[object, ...], tuple[Cell, ...]]] = {}
 
     def rows(
-        self, ordered: list[tuple[ProcessSample, int]], columns: list[str], states: dict[int, str], width: int
+        self,
+        ordered: list[tuple[ProcessSample, int]],
+        columns: list[str],
+        states: dict[int, str],
+        width: int,
+        *,
+        mem_total: int = 0,
+        tagged: frozenset[int] | set[int] = frozenset(),
     ) -> list[tuple[int, tuple[Cell, ...]]]:
         """The rows of `ordered` (process, depth) in order; the cache keeps only these processes."""
         cols = tuple(columns)
@@ -245,9 +288,14 @@ class RowCells:
             key = (
                 *(p.cpu_percent, p.rss, p.private, p.shared, p.pss, p.threads, p.mem_bound, p.gpu_sm_percent),
                 *(p.role, p.name, p.cmdline, p.gpu_memory, depth, state, width, cols),
+                *(p.cpu_seconds, mem_total, p.pid in tagged),
             )
             old = self._rows.get(p.pid)
-            cells = old[1] if old is not None and old[0] == key else process_cells(p, depth, columns, state, width)
+            cells = (
+                old[1]
+                if old is not None and old[0] == key
+                else process_cells(p, depth, columns, state, width, mem_total=mem_total, tagged=p.pid in tagged)
+            )
             kept[p.pid] = (key, cells)
             out.append((p.pid, cells))
         self._rows = kept
@@ -256,6 +304,16 @@ class RowCells:
 
 BOUND_MARK = "≥"
 BOUND_LEGEND = "≥ lower bound (smaps_rollup read pending)"
+
+
+def memory_cell(p: ProcessSample, n: int) -> str:
+    """Private or shared memory: a lower bound (≥) while its smaps_rollup read is pending; a bound of 0 says
+    nothing (`≥0 B`): a zombie holds none (0 B), a live process's is not known yet (-)."""
+    if not p.mem_bound:
+        return short_bytes(n)
+    if not n:
+        return "0 B" if not p.rss else "-"
+    return bound_bytes(n)
 
 
 def bound_bytes(n: int) -> str:

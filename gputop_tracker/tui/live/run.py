@@ -34,7 +34,7 @@ from gputop_tracker.core.sampling import (
     orphans,
     start_forked,
 )
-from gputop_tracker.tui.live.texts import detached_text
+from gputop_tracker.tui.live.texts import detached_text, left_running
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations import Exporter
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from gputop_tracker.tui.live.app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
-OUTPUT_GAP = 0.1  # seconds at least between two batches of output handed to the view (a chatty command)
+OUTPUT_GAP = 0.5  # seconds at least between two batches of output handed to the view (its pane draws once a second)
 CHUNK = 1 << 16
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads
@@ -276,7 +276,7 @@ def _say_how_it_ended(final: ResourceUsage | None, save: bool, output_path: Path
     for note in final.notes if final is not None else []:
         if note.startswith("stopped from the live view"):
             console.say(note)
-    if final is not None and final.status == "detached":
+    if final is not None and left_running(final):
         console.say(detached_text(final.pid, final.mode, output_path))
     if final is not None and final.session_path:
         console.say(f"session {final.session_id} saved: {final.session_path}")

@@ -1,13 +1,19 @@
-"""Small parts of the live view kept out of its App: the lines it and the terminal after it both say, and the
-pacing of its draws. No Textual import here: `run` imports this module before the view loads."""
+"""Small parts of the live view kept out of its App: the lines it and the terminal after it both say, the
+pacing of its draws, the header's command line, the run so far. No Textual import here: `run` imports this module
+before the view loads."""
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gputop_tracker.core.model import ResourceUsage
+from rich.text import Text
+
+from gputop_tracker.core.model import ResourceUsage, Sample, escape_controls
 
 
 def detached_text(pid: int | None, mode: str, output_path: object = None) -> str:
@@ -19,6 +25,29 @@ def detached_text(pid: int | None, mode: str, output_path: object = None) -> str
     return f"detached: {who} keeps running; {out}"
 
 
+def left_running(u: ResourceUsage | None) -> bool:
+    """Tracking stopped while the command (or the attached process) ran on: detached. Attached, the sampler
+    calls it "stopped" (the process was never ours to stop)."""
+    return u is not None and (u.status == "detached" or (u.mode == "attach" and u.status == "stopped"))
+
+
+@functools.lru_cache(maxsize=256)
+def typed_command(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """A command line as the user would type it: a program found on PATH by its name alone (an attached
+    process's command line starts with the interpreter's full path, `/usr/bin/python3 train.py`, where a
+    launched one reads as typed, `python3 train.py`)."""
+    if not argv or "/" not in argv[0]:
+        return argv
+    prog = argv[0]
+    name = os.path.basename(prog)
+    found = shutil.which(name)
+    try:
+        same = found is not None and os.path.samefile(found, prog)
+    except OSError:
+        same = False
+    return (name if same else prog, *argv[1:])
+
+
 def status_text(
     u: ResourceUsage | None, failed: str | None, ended: bool, source_error: str | None, quit_choice: str | None
 ) -> str:
@@ -26,7 +55,7 @@ def status_text(
     if failed is not None:
         return f"failed: {failed}"
     if u is not None:
-        if u.status == "detached":
+        if left_running(u):
             return "detached (still running)"
         if u.mode == "attach":
             return "target exited" if u.status == "exited" else "tracking stopped"
@@ -62,3 +91,48 @@ class DrawPacer:
         self.timer = None
         self.last = time.monotonic()
         self.draw()
+
+
+@functools.lru_cache(maxsize=8)
+def command_line(command: tuple[str, ...], mode: str, main_pid: int | None, width: int) -> Text:
+    """The header's first line: the command, cut to the width (kept: it changes only with the width)."""
+    cmd = escape_controls(" ".join(typed_command(command) if mode == "attach" else command)) or "-"
+    if mode == "attach":
+        cmd = f"attached to {main_pid or '?'}" + (f": {cmd}" if cmd != "-" else "")
+    line = Text.assemble(("▶ ", "bold"), (cmd, "bold"))
+    line.truncate(max(width - 2, 10), overflow="ellipsis")
+    return line
+
+
+def run_so_far(u: ResourceUsage, s: Sample | None) -> ResourceUsage:
+    """The sampler's running summary with the newest sample folded in. It comes at most once a second and a
+    sample may come between two: a peak on screen must never read below a current figure beside it. The
+    tree's RAM counts as the core counts it (Σ PSS, never below the largest process's RSS)."""
+    if s is None:
+        return u
+    t = s.tree
+    ram = u.max_ram.combined
+    top = max([t.combined_total, *(p.rss for p in s.processes)])
+    updates: dict[str, object] = {}
+    if top > ram.total_rss or t.combined_private > ram.private_rss:
+        ram = ram.model_copy(
+            update={"total_rss": max(ram.total_rss, top), "private_rss": max(ram.private_rss, t.combined_private)}
+        )
+        updates["max_ram"] = u.max_ram.model_copy(update={"combined": ram})
+    if t.gpu_memory > u.max_gpu_ram.combined:
+        updates["max_gpu_ram"] = u.max_gpu_ram.model_copy(update={"combined": float(t.gpu_memory)})
+    cpu = u.cpu_utilization.combined
+    if t.cpu_percent > cpu.max_sum_percent:
+        cpu = cpu.model_copy(update={"max_sum_percent": t.cpu_percent})
+        updates["cpu_utilization"] = u.cpu_utilization.model_copy(update={"combined": cpu})
+    if t.threads > u.peak_threads:
+        updates["peak_threads"] = t.threads
+    if t.n_processes > u.n_processes:
+        updates["n_processes"] = t.n_processes
+    util = {g.index: g.utilization_gpu for g in s.gpus if g.utilization_gpu is not None}
+    if any(util.get(g.index, 0.0) > (g.max_utilization or 0.0) for g in u.gpus):
+        updates["gpus"] = [
+            g.model_copy(update={"max_utilization": max(g.max_utilization or 0.0, util.get(g.index, 0.0))})
+            for g in u.gpus
+        ]
+    return u.model_copy(update=updates) if updates else u

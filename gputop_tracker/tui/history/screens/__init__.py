@@ -1,0 +1,1 @@
+"""The history's screens, one a file."""

@@ -1,0 +1,1 @@
+"""The live view's dialogs, one a file."""

@@ -1,0 +1,1 @@
+"""Screens that both the live view and the history show."""
