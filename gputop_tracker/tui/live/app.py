@@ -7,7 +7,6 @@ diffed by row key (add / update / remove, then one sort) — never cleared and r
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 from typing import ClassVar
 
@@ -37,6 +36,7 @@ from gputop_tracker.tui.live.alerts import AlertLog
 from gputop_tracker.tui.live.blocks import BlocksPane, OpenBlocks
 from gputop_tracker.tui.live.charts import LiveCharts
 from gputop_tracker.tui.live.control import RunControl
+from gputop_tracker.tui.live.gcfreeze import freeze_startup_objects
 from gputop_tracker.tui.live.keys import BINDINGS, ViewKeys
 from gputop_tracker.tui.live.layout import MIN_SIZE, NARROW, ROW_STEP, fit_heights, wide_fits, with_spare_rows
 from gputop_tracker.tui.live.line_compositor import use_line_compositor
@@ -77,24 +77,6 @@ ATTACHED_OUTPUT = (
     "Attached to a running process: its output is not captured here;\n"
     "it goes where it went before (its terminal, a file). Launched by gputop-track, a command's shows here.\n"
 )
-_GC_FROZEN = False
-
-
-def freeze_startup_objects() -> None:
-    """Once per process, after the first sample is drawn: move every object alive then (the modules, the widget
-    tree, Textual's and pydantic's caches: hundreds of thousands) out of the cycle collector's reach. A full
-    collection otherwise walks them all, 60-70 ms every half minute or so, as much as the rest of the view's
-    work over 5 s; what is frozen is still freed by reference counting. The youngest generation is collected
-    a tenth as often: the few hundred objects in reference cycles each sample leaves are then found young, in
-    one pass instead of ten, and fewer reach the older generations (measured: 11 ms of collections over 30 s
-    instead of 16 ms plus a full collection)."""
-    global _GC_FROZEN
-    if not _GC_FROZEN:
-        _GC_FROZEN = True
-        gc.collect()  # the startup's garbage goes first, then the survivors are frozen
-        gc.freeze()
-        threshold0, *older = gc.get_threshold()
-        gc.set_threshold(threshold0 * 10, *older)
 
 
 class LiveApp(LiveView):
