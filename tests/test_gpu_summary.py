@@ -249,3 +249,21 @@ def test_samples_carry_each_process_sm_percent_summed_over_gpus() -> None:
     by_pid = {p.pid: p.gpu_sm_percent for p in first.processes}
     assert by_pid == {MAIN: 50.0, CHILD: 5.0}
     assert all(p.gpu_sm_percent is None for p in second.processes)  # not reported: unknown, not 0
+
+
+def test_simulated_energy_is_the_power_integrated_and_only_grows() -> None:
+    """A real energy counter only grows: the simulated one integrates its power curve (it multiplied the power of
+    the moment by the time since start, which fell with the power and read 1.1 GJ after 8 minutes in a report)."""
+    from gputop_tracker.core.gpu import SimulatedGpuBackend
+
+    now = [0.0]
+    backend = SimulatedGpuBackend(2, clock=lambda: now[0])
+    seen, powers = [], []
+    for second in range(1, 481):
+        now[0] = float(second)
+        reading = backend.read([1])[0]
+        seen.append(reading.energy_mj)
+        powers.append(reading.power_w)
+    assert seen == sorted(seen)
+    mean_power = sum(powers) / len(powers)  # 90 + 3 × util, util about 50 % on average
+    assert seen[-1] / 1000 == pytest.approx(mean_power * 480, rel=0.05)

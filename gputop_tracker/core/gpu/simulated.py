@@ -38,9 +38,22 @@ class SimulatedGpuBackend(GpuBackend):
         self.count = count
         self._clock = clock
         self._t0 = clock()
+        self._last_t = 0.0
+        self._energy_mj = [0.0] * count  # the power integrated over time, as a real counter only grows
+
+    def _integrate(self, t: float) -> list[float]:
+        """Each GPU's energy counter at `t` (mJ): its power curve integrated in steps of at most 0.1 s."""
+        while self._last_t < t:
+            dt = min(0.1, t - self._last_t)
+            mid = self._last_t + dt / 2
+            for i in range(self.count):
+                self._energy_mj[i] += (90 + 3 * (50 + 45 * math.sin(mid / 7.0 + i))) * dt * 1000
+            self._last_t += dt
+        return self._energy_mj
 
     def read(self, pids: Sequence[int]) -> list[GpuReading]:
         t = self._clock() - self._t0
+        energy = self._integrate(t)
         out = []
         total = 80 * 1024**3
         for i in range(self.count):
@@ -65,7 +78,7 @@ class SimulatedGpuBackend(GpuBackend):
                     pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
                     clock_sm_mhz=1980.0,
                     clock_memory_mhz=2619.0,
-                    energy_mj=int(power * t * 1000),
+                    energy_mj=int(energy[i]),
                     sm_activity=round(util * 0.7, 1),
                     sm_occupancy=round(util * 0.4, 1),
                     process_sm_util={pids[0]: round(util * 0.9, 1)} if pids else {},

@@ -1,4 +1,6 @@
-"""The kernel's own figures, read: /proc (procfs), cgroups (cgroup), VmHWM (vmhwm), CPU windows (cpuwindow).
+"""The kernel's own figures, read: every tracked process's stat, statm and status (VmHWM) from /proc (procfs),
+smaps_rollup (smaps), the machine (host), cgroups (cgroup), CPU windows (cpuwindow), and a process's own VmHWM
+read in-process by code blocks (vmhwm).
 
 The lowest floor of core: it imports nothing of the package but itself.
 Its face: `__all__` (`core/face.py`)."""
