@@ -28,26 +28,21 @@ from gputop_tracker.core.integrations import (
 from gputop_tracker.core.model import (
     EngineConfig,
     Event,
+    EventMessage,
+    Failed,
+    Message,
     ResourceUsage,
     Sample,
+    SampleMessage,
+    Started,
+    Summary,
     Units,
     parse_byte_size,
     paths,
     validate,
 )
 from gputop_tracker.core.report import render as report
-from gputop_tracker.core.sampling import (
-    STOP_SIGNAL,
-    EventMessage,
-    Failed,
-    Message,
-    SampleMessage,
-    SamplerHandle,
-    Started,
-    Summary,
-    prepare,
-    start_spawned,
-)
+from gputop_tracker.core.sampling import STOP_SIGNAL, SamplerHandle, prepare, start_spawned
 from gputop_tracker.core.summary import EVENT_TYPES, is_oom_exception
 
 if TYPE_CHECKING:

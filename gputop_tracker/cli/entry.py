@@ -30,8 +30,9 @@ from gputop_tracker.core.sampling.orphans import become_subreaper
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations.exporters import Exporter
+    from gputop_tracker.core.model.messages import Failed, Started
     from gputop_tracker.core.model.models import ResourceUsage
-    from gputop_tracker.core.sampling.channel import Failed, SamplerHandle, Started
+    from gputop_tracker.core.sampling.channel import SamplerHandle
 
 DEFAULT_INTERVAL = 0.5
 PROMETHEUS_TOP = 20  # exporters.base.DEFAULT_TOP_PROCESSES, not imported without an exporter (a test keeps them equal)
@@ -553,7 +554,7 @@ def _read_messages(
     handle: SamplerHandle, exporter: Exporter | None, alerts: AlertPrinter, relay: SignalRelay, mirror_stops: bool
 ) -> tuple[ResourceUsage | None, Failed | None, Started | None]:
     """The sampler's messages until it closes its pipe: (the summary, a failure, the start), each or None."""
-    from gputop_tracker.core.sampling.channel import EventMessage, Failed, Started, Summary
+    from gputop_tracker.core.model.messages import EventMessage, Failed, Started, Summary
 
     usage = failure = started = None
     for msg in handle.messages():

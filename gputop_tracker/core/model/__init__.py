@@ -9,18 +9,26 @@ from typing import TYPE_CHECKING
 from gputop_tracker.core.face import lazy
 
 _FACE = {
+    "BlocksMessage": "messages",
     "EngineConfig": "config",
     "Event": "models",
+    "EventMessage": "messages",
+    "Failed": "messages",
     "GpuSample": "models",
     "HostSample": "models",
     "JOB_SIGNALS": "config",
     "LiveBlock": "models",
     "LiveBlocks": "models",
+    "Message": "messages",
     "ProcessSample": "models",
+    "Progress": "messages",
     "ResourceUsage": "models",
     "Sample": "models",
+    "SampleMessage": "messages",
     "Session": "models",
     "SlurmJob": "models",
+    "Started": "messages",
+    "Summary": "messages",
     "UnitError": "units",
     "Units": "units",
     "clean_output": "text",
@@ -33,17 +41,25 @@ _FACE = {
 }
 __all__ = [
     "JOB_SIGNALS",
+    "BlocksMessage",
     "EngineConfig",
     "Event",
+    "EventMessage",
+    "Failed",
     "GpuSample",
     "HostSample",
     "LiveBlock",
     "LiveBlocks",
+    "Message",
     "ProcessSample",
+    "Progress",
     "ResourceUsage",
     "Sample",
+    "SampleMessage",
     "Session",
     "SlurmJob",
+    "Started",
+    "Summary",
     "UnitError",
     "Units",
     "clean_output",
@@ -59,6 +75,16 @@ __getattr__ = lazy(__name__, _FACE, globals())
 if TYPE_CHECKING:
     from gputop_tracker.core.model import paths, validate
     from gputop_tracker.core.model.config import JOB_SIGNALS, EngineConfig
+    from gputop_tracker.core.model.messages import (
+        BlocksMessage,
+        EventMessage,
+        Failed,
+        Message,
+        Progress,
+        SampleMessage,
+        Started,
+        Summary,
+    )
     from gputop_tracker.core.model.models import (
         Event,
         GpuSample,

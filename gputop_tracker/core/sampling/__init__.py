@@ -9,18 +9,10 @@ from typing import TYPE_CHECKING
 from gputop_tracker.core.face import lazy
 
 _FACE = {
-    "BlocksMessage": "channel",
-    "EventMessage": "channel",
-    "Failed": "channel",
     "FileWatch": "filewatch",
     "LineFramer": "framing",
-    "Message": "channel",
-    "Progress": "channel",
     "STOP_SIGNAL": "channel",
-    "SampleMessage": "channel",
     "SamplerHandle": "channel",
-    "Started": "channel",
-    "Summary": "channel",
     "become_subreaper": "orphans",
     "channel": "",
     "not_ignored": "jobctl",
@@ -31,17 +23,9 @@ _FACE = {
 }
 __all__ = [
     "STOP_SIGNAL",
-    "BlocksMessage",
-    "EventMessage",
-    "Failed",
     "FileWatch",
     "LineFramer",
-    "Message",
-    "Progress",
-    "SampleMessage",
     "SamplerHandle",
-    "Started",
-    "Summary",
     "become_subreaper",
     "channel",
     "not_ignored",
@@ -54,21 +38,7 @@ __getattr__ = lazy(__name__, _FACE, globals())
 
 if TYPE_CHECKING:
     from gputop_tracker.core.sampling import channel, orphans
-    from gputop_tracker.core.sampling.channel import (
-        STOP_SIGNAL,
-        BlocksMessage,
-        EventMessage,
-        Failed,
-        Message,
-        Progress,
-        SampleMessage,
-        SamplerHandle,
-        Started,
-        Summary,
-        prepare,
-        start_forked,
-        start_spawned,
-    )
+    from gputop_tracker.core.sampling.channel import STOP_SIGNAL, SamplerHandle, prepare, start_forked, start_spawned
     from gputop_tracker.core.sampling.filewatch import FileWatch
     from gputop_tracker.core.sampling.framing import LineFramer
     from gputop_tracker.core.sampling.jobctl import not_ignored

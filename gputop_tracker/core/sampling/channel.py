@@ -11,68 +11,25 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gputop_tracker.core.model.config import JOB_SIGNALS, EngineConfig, config_json
 from gputop_tracker.core.model.config import STOP_SIGNAL as STOP_SIGNAL  # re-exported: the front ends stop with it
+from gputop_tracker.core.model.messages import (
+    BlocksMessage,
+    EventMessage,
+    Failed,
+    Message,
+    Progress,
+    SampleMessage,
+    Started,
+    Summary,
+)
 from gputop_tracker.core.sampling.framing import LineFramer
 from gputop_tracker.core.sampling.relayed import RelayLedger
 
 # what a dead sampler may have owed the command (never STOP_SIGNAL: that one was the sampler's own)
 RELAYABLE = frozenset((signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *JOB_SIGNALS))
-
-if TYPE_CHECKING:
-    from gputop_tracker.core.model.models import Event, LiveBlocks, ResourceUsage, Sample
-
-
-@dataclass
-class Started:
-    pid: int
-    session_id: str
-    store: str
-
-
-@dataclass
-class SampleMessage:
-    sample: Sample
-
-
-@dataclass
-class Summary:
-    usage: ResourceUsage
-
-
-@dataclass
-class Progress:
-    """The run so far as the final report counts it (`SummaryBuilder.summary`), without the per-process
-    list and the event timeline; sent just before a sample, at most once a second, while samples are streamed."""
-
-    usage: ResourceUsage
-
-
-@dataclass
-class Failed:
-    exit_code: int
-    message: str
-
-
-@dataclass
-class EventMessage:
-    """One entry of the event timeline as it happens (alerts, peaks, processes, OOM)."""
-
-    event: Event
-
-
-@dataclass
-class BlocksMessage:
-    """The code blocks so far (the live view's blocks table), sent when they changed."""
-
-    blocks: LiveBlocks
-
-
-Message = Started | SampleMessage | Progress | Summary | Failed | EventMessage | BlocksMessage
-
 
 # the two messages of every sample, as `msgpipe.MessagePipe.send` begins them
 _STREAMED = (b'{"kind":"sample",', b'{"kind":"progress",')

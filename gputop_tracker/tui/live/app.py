@@ -19,17 +19,20 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from gputop_tracker.core.model import ProcessSample, ResourceUsage, Sample, escape_controls
-from gputop_tracker.core.sampling import (
-    STOP_SIGNAL,
+from gputop_tracker.core.model import (
     BlocksMessage,
     EventMessage,
     Failed,
+    ProcessSample,
     Progress,
+    ResourceUsage,
+    Sample,
     SampleMessage,
     Started,
     Summary,
+    escape_controls,
 )
+from gputop_tracker.core.sampling import STOP_SIGNAL
 from gputop_tracker.core.summary import SampleHistory
 from gputop_tracker.tui.live.alerts import RANK as ALERT_RANK
 from gputop_tracker.tui.live.alerts import AlertLog

@@ -11,8 +11,8 @@ from typing import Protocol
 from textual.app import App
 from textual.reactive import reactive
 
-from gputop_tracker.core.model import ProcessSample, ResourceUsage, Sample
-from gputop_tracker.core.sampling import Failed, channel
+from gputop_tracker.core.model import Failed, ProcessSample, ResourceUsage, Sample
+from gputop_tracker.core.sampling import channel
 from gputop_tracker.core.summary import SampleHistory
 from gputop_tracker.tui.live.alerts import AlertLog
 from gputop_tracker.tui.live.blocks import BlocksPane

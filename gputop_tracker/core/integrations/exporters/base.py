@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gputop_tracker.core.sampling.channel import Message
+    from gputop_tracker.core.model.messages import Message
 
 DEFAULT_TOP_PROCESSES = 20  # processes given their own series, by RSS: label cardinality stays bounded
 MAX_TOP_PROCESSES = 1000
