@@ -54,3 +54,14 @@ def inbox() -> Iterator[BlockInbox]:
     finally:
         blocks._sink = saved
         box.close()
+
+
+@pytest.fixture(scope="session")
+def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stand-in libnvidia-ml.so.1 (tests/fakenvml), built once per test process."""
+    from fakenvml.fake import build
+
+    lib = build(tmp_path_factory.mktemp("fakenvml"))
+    if lib is None:
+        pytest.skip("no C compiler (gcc/cc): the fake libnvidia-ml cannot be built")
+    return lib

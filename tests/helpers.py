@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +42,12 @@ def track_json(tmp_path: Path, *args: str, **kw: Any) -> tuple[subprocess.Comple
 
 def kernel_figures(path: Path) -> dict[str, float]:
     return {k: float(v) for k, v in json.loads(path.read_text()).items()}
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    """Until `cond()` is true, or an AssertionError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, build, device, loaded_in_process
+from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, device, loaded_in_process
 
 from gputop_tracker.core.report.advise import advise
 from gputop_tracker.core.summary import efficiency
@@ -37,14 +37,6 @@ os.replace(pidfile + ".tmp", pidfile)
 child.wait()
 sys.exit(7)
 """
-
-
-@pytest.fixture(scope="session")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lib = build(tmp_path_factory.mktemp("fakenvml"))
-    if lib is None:
-        pytest.skip("no C compiler (gcc/cc): the fake libnvidia-ml cannot be built")
-    return lib
 
 
 def two_gpus(**gpu1: Any) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakenvml.fake import CONFIG_ENV, SLEEP_ENV, FakeNvml, build, device
+from fakenvml.fake import CONFIG_ENV, SLEEP_ENV, FakeNvml, device
 
 from gputop_tracker.core.gpu import GpuBackend, GpuReading
 from gputop_tracker.core.gpu.guard import GuardedBackend
@@ -30,14 +30,6 @@ JOB = ["sh", "-c", "sleep 1; exit 5"]
 # (guard.DEADLINE), and the end; without the guard a 12 s call alone passes it, and a hung one never returns
 REPORT_WITHIN = 10.0
 PROCESS_LIST = "nvmlDeviceGetComputeRunningProcesses_v3"
-
-
-@pytest.fixture(scope="session")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lib = build(tmp_path_factory.mktemp("fakenvml"))
-    if lib is None:
-        pytest.skip("no C compiler (gcc/cc): the fake libnvidia-ml cannot be built")
-    return lib
 
 
 def track(tmp_path: Path, env: dict[str, str], *extra: str, job: Sequence[str] = JOB) -> tuple[int, float, Any, str]:

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, GiB, MiB, device
 from helpers import track, track_json
-from test_gpu_fakenvml import fake_lib
 
 from gputop_tracker.core.blocks.probe import PROBE_DIR
 from gputop_tracker.core.gpu.watch import GpuWatcher
@@ -29,7 +28,6 @@ from gputop_tracker.core.model.models import GpuOom, ResourceUsage
 from gputop_tracker.core.report.advise import advise
 from gputop_tracker.core.summary import gpuoom
 
-__all__ = ["fake_lib"]  # the session fixture, shared with test_gpu_fakenvml
 PY = sys.executable
 JOB = Path(__file__).with_name("probe_job")
 MAIN = JOB / "oom_main.py"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakenvml.fake import CONFIG_ENV, H100_COSTS, HOLD_SOURCE, LOG_ENV, FakeNvml, GiB, MiB, build, device, read_call_log
+from fakenvml.fake import CONFIG_ENV, H100_COSTS, HOLD_SOURCE, LOG_ENV, FakeNvml, GiB, MiB, device, read_call_log
 
 from gputop_tracker.core.blocks.stats import BlockStats
 from gputop_tracker.core.gpu.watch import GpuWatcher
@@ -159,14 +159,6 @@ def test_the_thread_reads_at_its_rate_and_stops() -> None:
 
 
 # ------------------------------------------------------------------ the real CLI through the stand-in
-
-
-@pytest.fixture(scope="session")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lib = build(tmp_path_factory.mktemp("fakenvml"))
-    if lib is None:
-        pytest.skip("no C compiler (gcc/cc): the fake libnvidia-ml cannot be built")
-    return lib
 
 
 BASE_USED = 600 * MiB  # other processes on the GPU, never the tree's

@@ -8,8 +8,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from helpers import wait_for
 
 PY = sys.executable
 
@@ -21,14 +22,6 @@ while not os.path.exists(go):
     time.sleep(0.02)
 sys.exit(7)
 """
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def _session(store: Path) -> dict:

@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 import pytest
+from helpers import wait_for
 
 PY = sys.executable
 TRACK = [PY, "-m", "gputop_tracker"]
@@ -52,14 +53,6 @@ while time.monotonic() < deadline and (last is None or time.monotonic() - last <
         json.dump(counts, f)
     os.replace(out + ".tmp", out)
 """
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def gone(pid: int) -> bool:
