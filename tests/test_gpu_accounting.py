@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from fakenvml.fake import FakeNvml, MiB, loaded_in_process
-from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, fake_lib, hold_memory, two_gpus
+from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, hold_memory, two_gpus
 from test_gpu_summary import CHILD, MAIN, builder, g, run, script
 
 from gputop_tracker.core.gpu.accounting import LABEL, ProcessStarts, record_is_this_process
@@ -25,7 +25,6 @@ from gputop_tracker.core.model.models import ResourceUsage
 from gputop_tracker.core.model.units import Units
 from gputop_tracker.core.report.render import to_text
 
-__all__ = ["fake_lib"]  # the session fixture, shared with test_gpu_fakenvml
 GiB = 1024**3
 NOW = 1_800_000_000.0  # a fixed clock: test ids must not depend on when they are collected
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB
-from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, _host_pid, _unshare_works, fake_lib, two_gpus
+from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, _host_pid, _unshare_works, two_gpus
 
 from gputop_tracker.core.gpu.containers import (
     DEVICES_TABLE_ENV,
@@ -28,7 +28,6 @@ from gputop_tracker.core.gpu.containers import (
     parse_devices_table,
 )
 
-__all__ = ["fake_lib"]  # the session fixture, shared with test_gpu_fakenvml
 F = frozenset
 
 PROC_DEVICES = """Character devices:

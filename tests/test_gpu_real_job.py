@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 from fakenvml.fake import FakeNvml, GiB, MiB, loaded_in_process
 from gpu_real_job import OwnGpuMemory, accounting_state
-from test_gpu_fakenvml import GPU1, fake_lib, two_gpus
-
-__all__ = ["fake_lib"]  # the session fixture, shared with test_gpu_fakenvml
+from test_gpu_fakenvml import GPU1, two_gpus
 
 
 def test_own_figure_is_this_pids_on_the_gpu_named(fake_lib: Path, tmp_path: Path) -> None:

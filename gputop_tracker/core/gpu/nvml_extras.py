@@ -114,7 +114,11 @@ class NvmlExtras:
                     r.processes, r.process_instances = dev.procs, dev.instances
                     r.unattributed_memory, r.attributed_pids = dev.unattributed, dev.attributed
         self._paired_pids |= set(pairing.pairs.values())
-        self._say("unpaired", f"GPU memory left unattributed: {pairing.reason}" if pairing.reason else "")
+        reason = pairing.reason
+        earlier = self._lines.get("unpaired", "")
+        if reason and "ambiguous" in earlier and "ambiguous" not in reason:
+            reason = earlier.removeprefix("GPU memory left unattributed: ")  # why it was, not that its holder left
+        self._say("unpaired", f"GPU memory left unattributed: {reason}" if reason else "")
         if self._paired_pids:
             listed = ", ".join(str(p) for p in sorted(self._paired_pids))
             self._say(
