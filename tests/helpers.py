@@ -51,3 +51,11 @@ def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def sigint_default() -> None:
+    """A preexec_fn: the started program gets SIGINT at its default, whatever pytest's own is (a CI that runs the
+    tests as a script's background job starts them with SIGINT ignored, which the tool, rightly, keeps ignored)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

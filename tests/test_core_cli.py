@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOADS, kernel_figures, track, track_json
+from helpers import WORKLOADS, kernel_figures, sigint_default, track, track_json
 
 PY = sys.executable
 
@@ -184,6 +184,7 @@ def test_signal_is_forwarded_and_report_still_written(tmp_path: Path, store: Pat
         ],
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_default,
     )
     checkpoint = first_checkpoint(store)  # the command runs and is being sampled
     proc.send_signal(sig)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import wait_for
+from helpers import sigint_default, wait_for
 
 PY = sys.executable
 
@@ -196,6 +196,7 @@ def test_after_the_sampler_died_a_sigint_still_ends_a_shell_script_waiting_for_a
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_default,
     )
     try:
         wait_for(lambda: _checkpointed(store), what="the first checkpoint")
