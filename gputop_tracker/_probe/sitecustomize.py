@@ -169,7 +169,7 @@ def _report(how):
         try:
             half = {"__name__": "gputop_probe_report", "__file__": _HALF}  # type: dict
             exec(_half_code(_HALF), half)
-            half["report"](pid, how, _FIFO, _reaps, _tally, _cf0[0], _child_faults)
+            half["report"](pid, how, _FIFO, _reaps, _tally, _cf0[0])
         finally:
             if _signal.SIGPIPE not in old:
                 _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
