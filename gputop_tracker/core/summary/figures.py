@@ -11,7 +11,6 @@ from typing import Any
 
 from gputop_tracker.core.proc.procfs import started_at
 from gputop_tracker.core.summary.evidence import Figure, ProcessFacts, Span, TreeFacts, alive_together, process_figure
-from gputop_tracker.core.summary.evidence import tree_figure as derive_tree
 from gputop_tracker.core.summary.probe import probe_of, reaps_known_of
 
 UNKNOWN_FLOOR = 1 << 62  # what a process may have inherited from a parent we know nothing of: anything
@@ -143,10 +142,6 @@ def _life(b: Any, pid: int) -> tuple[float | None, float | None]:
         start = started_at(ex.start_ticks)
     ends = [t for t in (p.ended, probe.reaped_at.get(pid) if probe is not None else None) if t is not None]
     return start, min(ends) if ends else None
-
-
-def tree_figure(b: Any, figures: dict[int, Figure], why: str) -> Figure:
-    return derive_tree(tree_facts(b, figures, why))
 
 
 def completeness(b: Any, figures: dict[int, Figure]) -> str:
