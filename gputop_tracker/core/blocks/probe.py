@@ -1,7 +1,7 @@
 """The in-process probe's place in the environment of the tracked program (the exit reports it sends are read
 by `core.summary.probe`).
 
-Launched commands get the probe's directory (`gputop_tracker/_probe`, holding only its sitecustomize.py) first on
+Launched commands get the probe's directory (`gputop_tracker/_probe`: the stub sitecustomize.py and its body) first on
 PYTHONPATH; a `Tracker` of its own process also installs the probe's exit hooks in it (`InProcess`).
 """
 
@@ -15,7 +15,7 @@ from gputop_tracker.core.summary.probe import python_without_probe
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_probe")
 SITE_FILE = os.path.join(PROBE_DIR, "sitecustomize.py")
-HALVES = ("gputop_probe_report.py", "gputop_probe_oom.py")  # loaded at exit, and once torch.cuda is imported
+HALVES = ("gputop_probe.py", "gputop_probe_gpu.py")  # the body (loaded by the stub), and once torch.cuda is imported
 HISTORY_ENV = "GPUTOP_TRACKER_GPU_HISTORY"  # --gpu-history: "ENTRIES,MAX_BYTES" (the dump budget)
 
 
@@ -88,10 +88,18 @@ def _compiled() -> None:
 
 
 def _compile(source: str, cached: str) -> None:
+    """The bytecode the import system (the stub) or the stub (the halves: without docstrings) loads."""
     import py_compile  # only when the cache is missing or stale: it loads traceback and textwrap (~2 ms)
 
     try:
-        py_compile.compile(source, cfile=cached, doraise=True)
+        # a timestamp pyc, also where SOURCE_DATE_EPOCH is set (the stub reads only that kind)
+        py_compile.compile(
+            source,
+            cfile=cached,
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
+            optimize=-1 if source == SITE_FILE else 2,
+        )
     except py_compile.PyCompileError:
         pass
 

@@ -1,5 +1,5 @@
 """CUDA out-of-memory records: the allocator's state at each OOM of a tracked Python process (sent by the probe's
-out-of-memory half, `gputop_tracker/_probe/gputop_probe_oom.py`), reconciled with the driver's figures, and one
+out-of-memory half, `gputop_tracker/_probe/gputop_probe_gpu.py`), reconciled with the driver's figures, and one
 plain sentence of diagnosis. Pure functions on plain values (the sampler gathers the NVML reads), so each rule is
 tested with synthetic records.
 

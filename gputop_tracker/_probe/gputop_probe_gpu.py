@@ -1,5 +1,7 @@
-"""gputop-tracker's probe, the out-of-memory half: loaded by sitecustomize.py beside it only once the program itself
-imported torch.cuda; it hooks PyTorch's out-of-memory observer (`torch._C._cuda_attach_out_of_memory_observer`,
+"""gputop-tracker's probe, the GPU half: loaded by the probe (gputop_probe.py beside it) only where the program itself
+imported a GPU framework. At exit it reads the peaks of the allocators of PyTorch, JAX and CuPy (`allocators`) and
+the state of an uncaught JAX or CuPy out-of-memory error (`uncaught_oom`). Once the program imported torch.cuda it
+hooks PyTorch's out-of-memory observer (`torch._C._cuda_attach_out_of_memory_observer`,
 called by the caching allocator before it raises the error, caught by the program or not, with the allocator
 unlocked) and sends the allocator's state at that moment through the session's FIFO as one line (`"k": "o"`).
 The state of every segment, when there are more than the line holds, goes to a file of its own (0600, in the
@@ -22,13 +24,11 @@ LINE_CAP = 3800  # a line stays under PIPE_BUF (4096): one atomic write
 _POOL = {"small": "s", "large": "l"}
 
 
-def attach(cuda, fifo, history, report_code):
+def attach(cuda, fifo, history, helpers):
     """Hook the observer (and, with --gpu-history "ENTRIES,MAX_BYTES", the history from CUDA's start)."""
     hook = getattr(sys.modules.get("torch._C"), "_cuda_attach_out_of_memory_observer", None)
     if hook is None:
         return  # a PyTorch without CUDA, or too old for the hook
-    helpers = {"__name__": "gputop_probe_report"}  # type: dict
-    exec(report_code, helpers)
     state = _State(cuda, fifo, helpers, history)
     hook(state.observer)
     if state.entries > 0 and hasattr(cuda, "_lazy_call"):
@@ -252,6 +252,110 @@ def _write(directory, name, data):
         return None
     os.close(fd)
     return name
+
+
+def _torch():
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return []
+    out = []
+    for i in range(cuda.device_count()):
+        alloc, reserved = int(cuda.max_memory_allocated(i)), int(cuda.max_memory_reserved(i))
+        if alloc or reserved:
+            out.append(["torch", "cuda:%d" % i, alloc, reserved, "peak"])
+    return out
+
+
+def _jax():
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    backends = getattr(bridge, "_backends", None)  # filled only once the program used a device
+    out = []
+    for backend in list((backends or {}).values()):
+        for d in backend.local_devices():
+            stats = d.memory_stats() or {}
+            peak = stats.get("peak_bytes_in_use")
+            if peak is not None:
+                reserved = stats.get("peak_bytes_reserved", stats.get("bytes_reserved"))
+                out.append(["jax", "%s:%d" % (d.platform, d.id), int(peak), reserved, "peak"])
+    return out
+
+
+def _cupy():
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return []
+    pool = cupy.get_default_memory_pool()  # it keeps no peak: its size at exit, a lower bound of the peak
+    used, total = int(pool.used_bytes()), int(pool.total_bytes())
+    return [["cupy", "cuda", used, total, "at_exit"]] if total else []
+
+
+def _bytes_after(text, word):
+    """The number (digits, maybe with commas) after `word` in an error's text, or None."""
+    i = text.find(word)
+    if i < 0:
+        return None
+    digits = ""
+    for c in text[i + len(word) :].lstrip()[:40]:
+        if c.isdigit():
+            digits += c
+        elif c != "," or not digits:
+            break
+    return int(digits) if digits else None
+
+
+def _jax_oom(text):
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    best = None
+    for backend in list((getattr(bridge, "_backends", None) or {}).values()):
+        for d in backend.local_devices():
+            stats = d.memory_stats() or {}
+            used = stats.get("bytes_in_use")
+            if used is not None and (best is None or used > best[1].get("bytes_in_use", 0)):
+                best = (d, stats)
+    if best is None:
+        return None
+    d, st = best
+    return {"fw": "jax", "dev": "%s:%d" % (d.platform, d.id), "req": _bytes_after(text, "allocate"),
+            "alloc": st.get("bytes_in_use"), "res": st.get("bytes_limit"), "palloc": st.get("peak_bytes_in_use"),
+            "largest": st.get("largest_free_block_bytes")}  # fmt: skip
+
+
+def _cupy_oom(text):
+    cupy = sys.modules["cupy"]
+    pool = cupy.get_default_memory_pool()
+    rt = cupy.cuda.runtime
+    free, total = rt.memGetInfo()
+    return {"fw": "cupy", "dev": "cuda:%d" % rt.getDevice(), "req": _bytes_after(text, "allocating"),
+            "alloc": int(pool.used_bytes()), "res": int(pool.total_bytes()), "dfree": int(free),
+            "dtotal": int(total)}  # fmt: skip
+
+
+def uncaught_oom():
+    """An out-of-memory error of JAX or CuPy that ended the program (they have no hook at the moment itself, as
+    PyTorch has): the allocator as it stands at exit, or None."""
+    exc = getattr(sys, "last_value", None)
+    if exc is None:
+        return None
+    text = str(exc)[:4000]
+    try:
+        if type(exc).__name__ == "OutOfMemoryError" and "cupy" in sys.modules:
+            return _cupy_oom(text)
+        if "RESOURCE_EXHAUSTED" in text and "jax" in sys.modules:
+            return _jax_oom(text)
+    except Exception:
+        pass
+    return None
+
+
+def allocators():
+    out = []
+    for read in (_torch, _jax, _cupy):
+        try:
+            out.extend(read())
+        except Exception:
+            pass
+    return out[:16]
 
 
 def _send(helpers, line, fifo):

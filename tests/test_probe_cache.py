@@ -1,0 +1,119 @@
+"""The probe's body comes from bytecode the stub keeps in the probe's own __pycache__: written once per Python
+version (also under PYTHONDONTWRITEBYTECODE: the directory is ours), loaded after, rewritten when stale or broken,
+and never a reason for a process not to report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop_tracker.core.blocks.probe import PROBE_DIR
+
+PY = sys.executable
+CODE = "x = bytearray(24 << 20)"  # a 24 MiB peak the report must show
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    """A copy of the probe with no bytecode at all (a fresh install, or another Python version than the tool's)."""
+    d = tmp_path / "probe"
+    shutil.copytree(PROBE_DIR, d, ignore=shutil.ignore_patterns("__pycache__"))
+    return d
+
+
+def _run(probe: Path, tmp_path: Path, umask: int = 0o022) -> dict:
+    """One probed Python under PYTHONDONTWRITEBYTECODE; its exit line, read from a FIFO of ours."""
+    box = tmp_path / "fifo"
+    box.mkdir(mode=0o700, exist_ok=True)
+    fifo = box / "blocks"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(probe), "GPUTOP_TRACKER_BLOCKS": str(fifo)}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        p = subprocess.run([PY, "-c", CODE], env=env, capture_output=True, text=True, timeout=60, umask=umask)
+        assert p.returncode == 0 and not p.stderr, p.stderr
+        data = b""
+        while True:
+            try:
+                chunk = os.read(rfd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(rfd)
+    lines = [json.loads(line) for line in data.decode().splitlines()]
+    exits = [m for m in lines if m.get("k") == "x"]
+    assert len(exits) == 1, lines
+    return exits[0]
+
+
+def _cache(probe: Path, name: str = "gputop_probe") -> Path:
+    return probe / "__pycache__" / f"{name}.{sys.implementation.cache_tag}.pyc"
+
+
+def _header_matches(probe: Path) -> bool:
+    st = (probe / "gputop_probe.py").stat()
+    head = _cache(probe).read_bytes()[:16]
+    want = (
+        importlib.util.MAGIC_NUMBER
+        + b"\0\0\0\0"
+        + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    )
+    return head == want
+
+
+def test_the_body_is_compiled_once_then_loaded(probe: Path, tmp_path: Path) -> None:
+    first = _run(probe, tmp_path)
+    assert first["hwm"] >= 24 << 20
+    cache, stub = _cache(probe), _cache(probe, "sitecustomize")
+    assert cache.is_file() and _header_matches(probe)  # written although the process may write no bytecode
+    assert stub.is_file()  # the stub's own, which the import system then loads (it never compiles again)
+    before = [cache.stat(), stub.stat()]
+    second = _run(probe, tmp_path)
+    assert second["hwm"] >= 24 << 20
+    after = [cache.stat(), stub.stat()]
+    # loaded, not compiled again: a compile writes a new file renamed over the old one (a new inode)
+    assert [(a.st_ino, a.st_mtime_ns) for a in after] == [(b.st_ino, b.st_mtime_ns) for b in before]
+    assert not [p for p in cache.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_stale_or_broken_cache_is_compiled_again_and_rewritten(probe: Path, tmp_path: Path) -> None:
+    _run(probe, tmp_path)
+    cache, source = _cache(probe), probe / "gputop_probe.py"
+    st = source.stat()
+    os.utime(source, (st.st_atime, st.st_mtime + 10))  # the source changed (an upgrade in place)
+    old = cache.stat().st_ino
+    assert _run(probe, tmp_path)["hwm"] >= 24 << 20
+    assert cache.stat().st_ino != old and _header_matches(probe)
+    good = cache.read_bytes()
+    cache.write_bytes(good[:16] + b"\xff" * 64)  # the right header, broken code (a torn copy, a full disk)
+    assert _run(probe, tmp_path)["hwm"] >= 24 << 20
+    assert cache.read_bytes() == good
+
+
+def test_no_cache_where_none_can_be_written_and_the_report_still_comes(probe: Path, tmp_path: Path) -> None:
+    (probe / "__pycache__").write_text("not a directory")
+    assert _run(probe, tmp_path)["hwm"] >= 24 << 20
+    assert (probe / "__pycache__").read_text() == "not a directory"
+    assert sorted(p.name for p in probe.iterdir()) == sorted(
+        ["__pycache__", *(p.name for p in Path(PROBE_DIR).glob("*.py"))]
+    )
+
+
+def test_the_cache_is_never_writable_by_others_whatever_the_umask(probe: Path, tmp_path: Path) -> None:
+    _run(probe, tmp_path, umask=0)
+    for p in (probe / "__pycache__", _cache(probe), _cache(probe, "sitecustomize")):
+        assert stat.S_IMODE(p.stat().st_mode) & 0o022 == 0, (p, oct(p.stat().st_mode))
