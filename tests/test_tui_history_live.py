@@ -89,3 +89,60 @@ def test_the_blocks_gpu_utilization_is_per_gpu_and_labelled() -> None:
     two = render.blocks_text([block], n_gpus=2)
     assert "GPU util" in two[1] and "49.9%×2" in two[2]
     assert "99.7%" in render.blocks_text([block], n_gpus=1)[2]
+
+
+async def test_another_processes_running_session_refreshes_from_the_figures_its_sampler_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another gputop-track's running session on this host: the list asks its sampler (the watch file) and shows
+    the figures it writes, not the minute-old checkpoint; once it writes newer ones, the row follows."""
+    import os
+    import socket
+
+    from gputop_tracker.core.model import paths
+
+    monkeypatch.setattr(history, "RUNNING_REFRESH", 0.1)
+    store_dir = tmp_path / "store"
+    running_file(store_dir, SESSION_ID, 0.068)
+
+    def other_session(duration: float) -> dict:
+        session = make_session(2, duration=duration, running=True, host=socket.gethostname())
+        session["meta"]["id"] = "20250101-130000-here-77-beef"
+        session["meta"]["engine_pid"] = os.getpid()  # a live sampler: this process
+        session["summary"]["compute_time"]["time"] = duration
+        return session
+
+    other = store.save_session(store_dir, other_session(0.5))  # its first checkpoint
+    src = FakeSource(3, store=str(store_dir))
+    app = LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=store_dir)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("h")
+        await pilot.pause()
+        table = app.screen.query_one("#history-table", DataTable)
+        watch = paths.watch_file(store_dir, other.stem)
+        for _ in range(100):
+            if watch.exists():
+                break
+            await pilot.pause(0.05)
+        assert watch.exists()  # asked
+        fresh = other_session(30.0)
+        fresh.pop("timeline")
+        store.write_running(paths.running_file(store_dir, other.stem), fresh)  # its sampler answers
+        for _ in range(100):
+            if str(table.get_cell(other.stem, "duration")) == "30s":
+                break
+            await pilot.pause(0.05)
+        assert str(table.get_cell(other.stem, "duration")) == "30s"
+        fresh["summary"]["compute_time"]["time"] = 34.0
+        store.write_running(paths.running_file(store_dir, other.stem), fresh)  # 2 s later, newer
+        for _ in range(100):
+            if str(table.get_cell(other.stem, "duration")) == "34s":
+                break
+            await pilot.pause(0.05)
+        assert str(table.get_cell(other.stem, "duration")) == "34s"
+        store.save_session(store_dir, other_session(50.0))  # a checkpoint newer than those figures: it wins
+        for _ in range(100):
+            if str(table.get_cell(other.stem, "duration")) == "50s":
+                break
+            await pilot.pause(0.05)
+        assert str(table.get_cell(other.stem, "duration")) == "50s"

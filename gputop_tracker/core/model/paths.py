@@ -30,6 +30,16 @@ def session_file(store: Path, session_id: str) -> Path:
     return store / f"{session_id}.json"
 
 
+def watch_file(store: Path, session_id: str) -> Path:
+    """A running session's request for fresh figures: a history list on show touches it (`core.sampling.saving`)."""
+    return store / f".{session_id}.watch"
+
+
+def running_file(store: Path, session_id: str) -> Path:
+    """A running session's figures so far (meta and summary, no timeline), written while it is watched."""
+    return store / f".{session_id}.running.json"
+
+
 def output_file(store: Path, session_id: str) -> Path:
     """The command's captured output (live TUI mode only: headless passes output through untouched)."""
     return store / f"{session_id}.output.log"

@@ -75,6 +75,7 @@ def mark_interrupted(
         store.save_session(Path(store_dir), session)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
+    store.forget_running(Path(store_dir), session_id)  # figures newer than the file, now the file's
     return True
 
 

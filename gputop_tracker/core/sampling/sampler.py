@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gputop_tracker._version import SCHEMA_VERSION
 from gputop_tracker.core.blocks.relay import BlockRelay
 from gputop_tracker.core.blocks.summary import BlocksPart
 from gputop_tracker.core.gpu import (
@@ -51,6 +50,7 @@ from gputop_tracker.core.sampling.msgpipe import MessagePipe, RequestReader
 from gputop_tracker.core.sampling.oomdetect import OomDetector
 from gputop_tracker.core.sampling.oomdump import DumpContents, DumpWriter, dump_gpus, dump_limits
 from gputop_tracker.core.sampling.relayed import RelayLedger
+from gputop_tracker.core.sampling.saving import RunningFigures, save_session
 from gputop_tracker.core.sampling.tee import OutputFilePoller, OutputTee
 from gputop_tracker.core.sampling.treestop import TreeStop, readable, running
 from gputop_tracker.core.store import sessions as store
@@ -123,6 +123,7 @@ class Engine:
         self.block_part: BlocksPart | None = None  # the builder's code-blocks part
         self.oom: OomDetector | None = None
         self.dumps = DumpWriter.for_session(cfg, self.store_dir, self.session_id)
+        self.figures = RunningFigures(cfg, self.store_dir, self.session_id, self.interval)
         self.sampling_errors = 0
         self.last_gpus: list[Any] = []  # the last GPU readings (for a dump)
         self.next_progress = 0.0  # monotonic time of the next "progress" message
@@ -322,6 +323,8 @@ class Engine:
         if s.checkpoint_due(now_mono):
             s.builder.set_smaps_age(s.tree.oldest_smaps_age(now_mono))
             self._save(s.builder, running=True)
+        elif self.figures.asked(now_mono, time.time()):  # a history list in another process shows this run
+            self.figures.write(s.builder)
         self._wait(s.next_sample_time(self.interval), s.pidfd)
         if s.pidfd >= 0 and self.cfg.mode == ATTACH and readable(s.pidfd):
             self.end.main_gone = True
@@ -457,6 +460,7 @@ class Engine:
         builder.finish(outcome)
         builder.events.add("stop", builder.end_time, f"tracking stopped: {outcome.status}", pid=self.main_pid)
         summary = self._save(builder, running=False)
+        self.figures.close()
         self.pipe.send("summary", {"summary": summary})
 
     def _save(self, builder: SummaryBuilder, running: bool) -> dict[str, Any]:
@@ -542,43 +546,6 @@ def _dump_contents(
         limits=dump_limits(engine.cfg, engine.cgroup, builder.system_capacity, builder.gpu_totals()),
         extra=extra,
     )
-
-
-def save_session(
-    cfg: EngineConfig, store_dir: Path, session_id: str, interval: float, builder: SummaryBuilder, *, running: bool
-) -> dict[str, Any]:
-    """Write the session (a checkpoint while `running`, else the final one) unless --no-save; its summary."""
-    summary = builder.summary(job=cfg.slurm)  # with the job's context and efficiency
-    summary["session_id"] = session_id
-    if cfg.save:
-        summary["session_path"] = str(paths.session_file(store_dir, session_id))
-    session = {
-        "schema_version": SCHEMA_VERSION,
-        "meta": {
-            "id": session_id,
-            "status": "running" if running else "finished",
-            "command": builder.command,
-            "mode": cfg.mode,
-            "pid": builder.main_pid,
-            "engine_pid": os.getpid(),
-            "host": builder.host,
-            "start_time": builder.start_time,
-            "end_time": None if running else builder.end_time,
-            "exit_code": builder.outcome.exit_code,
-            "interval": interval,
-        },
-        "summary": summary,
-        "timeline": builder.timeline(),
-    }
-    if cfg.save:
-        try:
-            # a running checkpoint is atomic but not worth an fsync (the final save has one)
-            store.save_session(store_dir, session, durable=not running)
-        except OSError as e:
-            if not running:
-                summary["notes"].append(f"session NOT saved: {e}")
-                summary["session_path"] = None
-    return summary
 
 
 def _raised_at(e: Exception) -> str:

@@ -199,6 +199,52 @@ def save_session(store: Path, session: dict[str, Any], *, durable: bool = True) 
     return path
 
 
+def write_running(path: Path, session: dict[str, Any]) -> None:
+    """A running session's figures so far (`paths.running_file`): atomic, no fsync (rewritten every few seconds)."""
+    write_atomic(path, json.dumps(session, separators=(",", ":")).encode(), durable=False)
+
+
+def ask_running(path: Path) -> None:
+    """Ask the sampler of the running session `path` for its figures so far (it writes them within a couple of
+    seconds, and goes on while asked again within 10 s: `core.sampling.saving`). Silent where it cannot."""
+    watch = paths.watch_file(path.parent, path.name.removesuffix(SUFFIX))
+    try:
+        fd = os.open(watch, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        os.utime(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def forget_running(store: Path, session_id: str) -> None:
+    """The running session's request and figures gone (it ended, was interrupted, or was deleted)."""
+    for path in (paths.running_file(store, session_id), paths.watch_file(store, session_id)):
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def load_running(path: Path) -> Entry | None:
+    """A running session's figures so far, as written by `write_running` (None where there are none, or they
+    are older than the session's own file), listed under the session's own file name."""
+    sid = path.name.removesuffix(SUFFIX)
+    fresh = paths.running_file(path.parent, sid)
+    try:
+        if fresh.stat().st_mtime < path.stat().st_mtime:
+            return None
+    except OSError:
+        return None
+    entry = load(fresh)
+    if entry.session is None or entry.session.meta.id != sid or entry.session.meta.status != "running":
+        return None
+    return Entry(sid, path, entry.session, partial=True)
+
+
 @dataclass
 class Entry:
     """One file of the store: a readable session, or the reason it is not."""
@@ -420,6 +466,7 @@ def delete(store: Path, session_id: str) -> Path:
     path.unlink()
     sid = path.name.removesuffix(SUFFIX)
     paths.output_file(store, sid).unlink(missing_ok=True)
+    forget_running(store, sid)
     import shutil
 
     for dump in store.iterdir():  # its OOM dump bundles go with it

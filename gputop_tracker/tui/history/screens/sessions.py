@@ -109,8 +109,8 @@ class HistoryScreen(HistoryScreenBase):
 
     def refresh_running(self) -> None:
         """The running sessions' rows, while the list is on show: the live view's own session from its running
-        summary, the others from their file as last checkpointed (a 50 s old run read `0.068s`: its figures
-        came from the checkpoint written after its first sample)."""
+        summary, the others from the figures their samplers write while asked (a checkpoint is written once a
+        minute: a 50 s old run read `0.068s`, its figures from the checkpoint after its first sample)."""
         if not self.loaded or not self.is_current or not any(row.running for row in self.rows):
             return
         live = self.live() if self.live is not None else None
@@ -438,10 +438,12 @@ class HistoryScreen(HistoryScreenBase):
 
 
 def _running_entry(entry: store.Entry, live: tuple[str, ResourceUsage] | None) -> store.Entry:
-    """A running session as it stands: the live view's own from its running summary, another from its file."""
+    """A running session as it stands: the live view's own from its running summary, another's from the figures
+    its sampler writes while asked (asked again now: the next read gets newer ones), else its last checkpoint."""
     if live is not None and live[0] == entry.id:
         return _with_live(entry, live)
-    return store.load(entry.path, timeline=False)
+    store.ask_running(entry.path)
+    return store.load_running(entry.path) or store.load(entry.path, timeline=False)
 
 
 def _with_live(entry: store.Entry, live: tuple[str, ResourceUsage] | None) -> store.Entry:
