@@ -186,6 +186,41 @@ def hook_costs(runs: int, base: dict[str, str], probed: dict[str, str]) -> None:
     )
 
 
+def _instructions(env: dict[str, str], python: str) -> int | None:
+    """Instructions one `python -c pass` executes, start to exit (valgrind's callgrind: the same count at every
+    run, whatever the machine's load or clock); None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={d}/cg", python, "-c", "pass"],
+            env={**env, "PYTHONHASHSEED": "0"},  # the same dicts at every run
+            capture_output=True,
+            text=True,
+        ).stderr
+    counts = [int(line.rsplit(":", 1)[1]) for line in out.splitlines() if "Collected :" in line]
+    return counts[0] if counts else None
+
+
+def instructions(probed: dict[str, str], base: dict[str, str], d: str) -> None:
+    """The probe's cost in instructions: ours, apart from what any directory on PYTHONPATH costs a start-up (each
+    import of the environment's .pth files looks there first), in this venv and in the bare interpreter."""
+    empty = os.path.join(d, "empty")
+    os.makedirs(empty, exist_ok=True)
+    for label, python in (("this venv", sys.executable), ("the bare interpreter", sys._base_executable)):
+        bare = _instructions(base, python)
+        floor = _instructions({**base, "PYTHONPATH": empty}, python)
+        ours = _instructions(probed, python)
+        if bare is None or floor is None or ours is None:
+            print("  instructions: no valgrind")
+            return
+        print(
+            f"  instructions of python -c pass ({label}, callgrind): {bare / 1e6:.1f} M bare; an empty directory on "
+            f"PYTHONPATH {(floor - bare) / 1e6:+.2f} M; the probe (start-up and exit report) {(ours - floor) / 1e6:+.2f} M "
+            f"more ({(ours - bare) / bare:+.1%} in all)"
+        )
+
+
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     probe_environment({})  # the bytecode cached for this interpreter, as a tracked run does
@@ -221,6 +256,7 @@ def main() -> None:
         envs = (("without", base), ("with", probed), ("uncached", uncached))
         peaks = {k: [_peak(e) for _ in range(n)] for k, e in envs}
         hook_costs(runs, base, probed)
+        instructions(probed, base, d)
         stop.set()
         reader.join()
         os.close(rfd)

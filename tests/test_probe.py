@@ -261,8 +261,20 @@ def test_probe_files_are_python38_and_standalone(name: str) -> None:
     # `stat`: os imports it at start-up, so it is always loaded already; `resource`: a small C module, at exit;
     # `pickle`: only in the out-of-memory half (loaded once the program imported torch, which loaded pickle
     # already), for --gpu-history's snapshot
-    # `marshal`: built in, the stub's loader of the body's bytecode
-    allowed = {"os", "stat", "sys", "time", "select", "resource", "_signal", "atexit", "sitecustomize", "marshal"}
+    # `marshal`: built in, the stub's loader of the body's bytecode; `_imp`: built in, loads `resource` directly
+    allowed = {
+        "os",
+        "stat",
+        "sys",
+        "time",
+        "select",
+        "resource",
+        "_signal",
+        "atexit",
+        "sitecustomize",
+        "marshal",
+        "_imp",
+    }
     assert imported <= allowed | ({"pickle"} if name == "gputop_probe_gpu.py" else set()), imported
     halves = ["gputop_probe.py", "gputop_probe_gpu.py", "sitecustomize.py"]
     assert sorted(p.name for p in Path(SITE_FILE).parent.glob("*.py")) == halves

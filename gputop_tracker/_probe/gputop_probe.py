@@ -50,27 +50,6 @@ def _torch_cuda(cuda):
         pass
 
 
-class _Loader(object):
-    """torch.cuda's own loader, which runs the module as always, then hooks the observer."""
-
-    def __init__(self, real, spec):
-        self.real, self.spec = real, spec
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-    def create_module(self, spec):
-        return self.real.create_module(spec)
-
-    def exec_module(self, module):
-        _unfind()
-        self.spec.loader = self.real  # the module knows only its own loader from here on
-        if getattr(module, "__loader__", None) is self:
-            module.__loader__ = self.real
-        self.real.exec_module(module)  # its errors are the program's, unchanged
-        _torch_cuda(module)
-
-
 class _TorchCuda(object):
     """On sys.meta_path until torch.cuda is imported: any other name costs one comparison."""
 
@@ -89,7 +68,9 @@ class _TorchCuda(object):
         else:
             return None
         if getattr(spec.loader, "exec_module", None) is not None:
-            spec.loader = _Loader(spec.loader, spec)
+            half = _gpu_half()  # torch is in sys.modules (torch.cuda is imported from it)
+            if half is not None:
+                spec.loader = half["Loader"](spec.loader, spec, _unfind, _torch_cuda)
         return spec
 
 
@@ -248,9 +229,32 @@ def _cleared():
 def _maxrss():
     """ru_maxrss of this PID (bytes): its peak over every image it ran, exec or not (VmHWM is the last image's),
     and whatever it inherited from its parent before an exec."""
+    return _resource().getrusage(0).ru_maxrss * 1024  # 0: RUSAGE_SELF
+
+
+def _resource():
+    """The `resource` C module, loaded from its file in lib-dynload without the import system's search of every
+    sys.path entry (half its cost); the program's own import of it is not changed (not put in sys.modules)."""
+    loaded = sys.modules.get("resource")
+    if loaded is not None:
+        return loaded
+    try:
+        import _imp
+
+        for d in sys.path:
+            if d.endswith("lib-dynload"):
+                for suffix in _imp.extension_suffixes():
+                    path = os.path.join(d, "resource" + suffix)
+                    if os.path.isfile(path):
+                        spec = sys.modules["_frozen_importlib"].ModuleSpec("resource", None, origin=path)
+                        module = _imp.create_dynamic(spec)
+                        _imp.exec_dynamic(module)
+                        return module
+    except Exception:
+        pass
     import resource  # a small C module
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return resource
 
 
 def _stat():
@@ -282,12 +286,18 @@ def _json(v):
     return repr(v) if isinstance(v, (int, float)) else "null"
 
 
+_gpu = []  # type: list[dict]  # the GPU half's namespace, once loaded
+
+
 def _gpu_half():
     """The GPU half's functions where the program imported a GPU framework (else None: nothing more loaded)."""
+    if _gpu:
+        return _gpu[0]
     if not any(name in sys.modules for name in ("torch", "jax", "cupy")):
         return None
     half = {"__name__": "gputop_probe_gpu", "__file__": os.path.join(_DIR, "gputop_probe_gpu.py")}  # type: dict
     exec(_code("gputop_probe_gpu"), half)  # type: ignore[name-defined]  # noqa: F821  (the stub's loader)
+    _gpu.append(half)
     return half
 
 

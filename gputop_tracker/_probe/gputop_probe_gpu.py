@@ -24,6 +24,27 @@ LINE_CAP = 3800  # a line stays under PIPE_BUF (4096): one atomic write
 _POOL = {"small": "s", "large": "l"}
 
 
+class Loader(object):
+    """torch.cuda's own loader, which runs the module as always, then hooks the observer."""
+
+    def __init__(self, real, spec, unfind, hook):
+        self.real, self.spec, self.unfind, self.hook = real, spec, unfind, hook
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module):
+        self.unfind()
+        self.spec.loader = self.real  # the module knows only its own loader from here on
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self.real
+        self.real.exec_module(module)  # its errors are the program's, unchanged
+        self.hook(module)
+
+
 def attach(cuda, fifo, history, helpers):
     """Hook the observer (and, with --gpu-history "ENTRIES,MAX_BYTES", the history from CUDA's start)."""
     hook = getattr(sys.modules.get("torch._C"), "_cuda_attach_out_of_memory_observer", None)
