@@ -3,7 +3,9 @@
 Start-up: `python -c pass` with and without the probe first on PYTHONPATH (the session's FIFO variable set, so
 the probe installs its hooks and reports at exit), runs alternated, median CPU time of each (start to exit);
 also as another Python version than the tool's meets it (its bytecode absent, PYTHONDONTWRITEBYTECODE set: the
-stub compiles the body once and keeps it), and where nothing can be cached at all; and
+stub compiles the body once and keeps it), and where nothing can be cached at all; the same in instructions
+(valgrind's callgrind, where installed: a count that does not move with the machine's load), the probe's own apart
+from what any directory on PYTHONPATH costs a start-up, in this venv and in the bare interpreter; and
 the probe's own import as `python -X importtime` reports it (the cumulative µs of `sitecustomize`). Exit: the
 wall time of the exit report itself (a FIFO with a reader).
 
