@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -217,3 +218,45 @@ def test_attached_output_note_command_as_typed_and_detach_names_the_pid(tmp_path
     finally:
         target.kill()
         target.wait()
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
+def test_history_follows_another_runs_session_while_it_runs(tmp_path: Path, size: tuple[int, int]) -> None:
+    """`gputop-track --history` in a real terminal while another gputop-track runs headless: the other run's row
+    follows it every few seconds (its file is rewritten only once a minute), and the other run leaves no file
+    of the list's asking behind."""
+    store = tmp_path / "store"
+    env = {**os.environ, "GPUTOP_TRACKER_STORE": str(store)}
+    started = time.monotonic()
+    other = subprocess.Popen(
+        [sys.executable, "-m", "gputop_tracker", "--headless", "--", "sleep", "16"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not any(store.glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        session, _ = start_in_tmux(tmp_path, [sys.executable, "-m", "gputop_tracker", "--history"], size=size)
+        try:
+
+            def shown() -> tuple[float, float]:  # (the run's age now, the duration its row shows)
+                return time.monotonic() - started, _seconds(wait_for(session, ROW, 5).group(1))
+
+            age, first = shown()
+            while first < 3.0 and age < 12:  # the first checkpoint's figure (the run's first sample) until then
+                time.sleep(0.25)
+                age, first = shown()
+            assert first >= 3.0, screen(session)
+            time.sleep(4.0)
+            age, later = shown()
+            assert later >= first + 2.0, screen(session)  # it moved on
+            assert age - later <= 5.0, (age, later, screen(session))  # and is at most 5 s old
+            keys(session, "q")
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    finally:
+        other.wait(timeout=60)
+    assert other.returncode == 0
+    assert not [p.name for p in store.iterdir() if p.name.startswith(".")]

@@ -4,9 +4,9 @@ figures so far for a history list in another process (`RunningFigures`).
 A running session's file is rewritten once a minute (a checkpoint: a kill -9 loses at most that), which is too
 seldom for a list on show and too costly to do every few seconds (the timeline is megabytes). So a history list
 asks: while it shows a running session of another process it touches `.ID.watch` in the store every 2 s, and
-the sampler, which looks at that file at most every `PERIOD`, writes the session's meta and summary without the
-timeline to `.ID.running.json` (dot files: never listed as sessions) as long as the request is fresh. Nothing is
-written while no one watches; both files go when the session ends.
+the sampler, which looks at that file at most once a second (`PERIOD`), writes the session's meta and summary
+without the timeline to `.ID.running.json` (dot files: never listed as sessions) as long as the request is fresh.
+Nothing is written while no one watches; both files go when the session ends.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gputop_tracker.core.model.config import EngineConfig
 from gputop_tracker.core.store import sessions as store
 from gputop_tracker.core.summary.builder import SummaryBuilder
 
-PERIOD = 2.0  # seconds between two looks at the request (and two writes while it stands)
+PERIOD = 1.0  # seconds between two looks at the request (and two writes while it stands: ~0.2 ms each)
 FRESH = 10.0  # a request older than this has been left: the list went away without a word
 
 

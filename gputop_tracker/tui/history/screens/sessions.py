@@ -145,6 +145,9 @@ class HistoryScreen(HistoryScreenBase):
         self.rows = [Row.of(_with_live(entry, live)) for entry in message.entries]  # the live one as it stands
         self.load_seconds = message.seconds
         self.loaded = True
+        for row in self.rows:  # another run's sampler starts writing its figures now, not at the first refresh
+            if row.running and row.entry.path is not None and (live is None or live[0] != row.id):
+                store.ask_running(row.entry.path)
         known = {row.id for row in self.rows}
         self.marked = [sid for sid in self.marked if sid in known]
         self._rebuild()
