@@ -14,12 +14,22 @@ from typing import Any
 WORKLOADS = str(Path(__file__).with_name("workloads.py"))
 
 
+def cli(*args: str) -> list[str]:
+    """The command line that runs the real CLI with `args`."""
+    return [sys.executable, "-m", "gputop_tracker", *args]
+
+
+def json_report_to(out: Path, *args: str) -> list[str]:
+    """The CLI's arguments for a headless run that writes its JSON report to `out`, followed by `args`."""
+    return ["--headless", "-f", "json", "-o", str(out), *args]
+
+
 def track(
     *args: str, timeout: float = 60, env: dict[str, str] | None = None, **kw: Any
 ) -> subprocess.CompletedProcess[str]:
     """Run the real CLI (headless: no TTY here) and capture its output."""
     return subprocess.run(
-        [sys.executable, "-m", "gputop_tracker", *args],
+        cli(*args),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -30,14 +40,24 @@ def track(
 
 def track_json(tmp_path: Path, *args: str, **kw: Any) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     out = tmp_path / "report.json"
-    proc = track(
-        "--headless", "-f", "json", "-o", str(out), "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", *args, **kw
-    )
+    proc = track(*json_report_to(out, "--ru", "bytes", "--gru", "bytes", "--tu", "seconds", *args), **kw)
     assert out.exists(), proc.stderr
     report = json.loads(out.read_text())
     crashed = [n for n in report.get("notes", []) if n.startswith("tracking failed")]
     assert not crashed, crashed  # a bug in the sampler, caught and noted: never the way a run should end
     return proc, report
+
+
+def track_workload(
+    tmp_path: Path, interval: str, workload: str, *args: str, **kw: Any
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
+    """track_json of one workloads.py `workload` sampled every `interval` s; it writes the kernel's own figures
+    to the path returned third (read it with kernel_figures), `args` follow that path on its command line."""
+    k = tmp_path / "k.json"
+    proc, report = track_json(
+        tmp_path, "--interval", interval, "--", sys.executable, WORKLOADS, workload, str(k), *args, **kw
+    )
+    return proc, report, k
 
 
 def kernel_figures(path: Path) -> dict[str, float]:
@@ -59,3 +79,43 @@ def sigint_default() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def build_or_skip(build: Callable[[Path], Path | None], where: Path, what: str) -> Path:
+    """The stand-in library `build` compiles into `where`; the test skipped where no C compiler can build `what`."""
+    lib = build(where)
+    if lib is None:
+        import pytest
+
+        pytest.skip(f"no C compiler (gcc/cc): {what} cannot be built")
+    return lib
+
+
+# main starts a child and writes "main child" PIDs to the pidfile (argv 1); both wait for the done file (argv 2)
+PARENT_CHILD_WORKLOAD = r"""
+import os, subprocess, sys, time
+pidfile, done = sys.argv[1], sys.argv[2]
+child = subprocess.Popen([sys.executable, "-c",
+    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)", done])
+with open(pidfile + ".tmp", "w") as f:
+    f.write(f"{os.getpid()} {child.pid}")
+os.replace(pidfile + ".tmp", pidfile)
+child.wait()
+sys.exit(7)
+"""
+
+
+def parent_child_workload(last_words: str = "") -> str:
+    """PARENT_CHILD_WORKLOAD with `last_words` (lines of Python) run by main just before it exits 7."""
+    return PARENT_CHILD_WORKLOAD.replace("sys.exit(7)\n", last_words + "sys.exit(7)\n")
+
+
+def wait_pids(pidfile: Path, proc: subprocess.Popen[str], timeout: float) -> tuple[int, int]:
+    """The main and child PIDs parent_child_workload wrote to `pidfile`; fails if `proc` (the tracker) ends first."""
+    deadline = time.monotonic() + timeout
+    while not pidfile.exists():
+        assert time.monotonic() < deadline, "the workload never wrote its pids"
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    main, child = pidfile.read_text().split()
+    return int(main), int(child)
