@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,20 +50,46 @@ def track_json(tmp_path: Path, *args: str, **kw: Any) -> tuple[subprocess.Comple
     return proc, report
 
 
+def workload_command(workload: str, *args: str) -> list[str]:
+    """The command line that runs one workloads.py `workload` with `args`."""
+    return [sys.executable, WORKLOADS, workload, *args]
+
+
 def track_workload(
     tmp_path: Path, interval: str, workload: str, *args: str, **kw: Any
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
     """track_json of one workloads.py `workload` sampled every `interval` s; it writes the kernel's own figures
     to the path returned third (read it with kernel_figures), `args` follow that path on its command line."""
     k = tmp_path / "k.json"
-    proc, report = track_json(
-        tmp_path, "--interval", interval, "--", sys.executable, WORKLOADS, workload, str(k), *args, **kw
-    )
+    proc, report = track_json(tmp_path, "--interval", interval, "--", *workload_command(workload, str(k), *args), **kw)
     return proc, report, k
 
 
 def kernel_figures(path: Path) -> dict[str, float]:
     return {k: float(v) for k, v in json.loads(path.read_text()).items()}
+
+
+def output_reader(fd: int) -> tuple[Any, list[str], threading.Thread]:
+    """A live view's SamplerSource reading the job's output at `fd` (no sampler behind it), the list its output()
+    fills, and the started thread filling it; the caller closes the source and joins the thread."""
+    from gputop_tracker.tui.live.run import SamplerSource
+
+    source = SamplerSource(handle=None, output_fd=fd)  # type: ignore[arg-type]  # output() needs no sampler
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(source.output()), daemon=True)
+    reader.start()
+    return source, got, reader
+
+
+@contextmanager
+def killed_if_running(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
+    """On the way out, a failed assertion's too: kills and reaps `proc` if it still runs."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
@@ -79,6 +107,28 @@ def sigint_default() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def symlinked_file(tmp_path: Path, target_name: str, text: str) -> tuple[Path, Path]:
+    """A file `target_name` holding `text`, mode 0640, and a link.json in `tmp_path` that points to it."""
+    target = tmp_path / target_name
+    target.write_text(text)
+    target.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    return target, link
+
+
+# The start of a PyTorch workload (argv: facts file, seconds): ~4 GiB allocated on the GPU, two 8192² matrices
+# `a` and `b` to multiply until `end`; the rest, from a new line, writes its facts to `out`.
+TORCH_MATMUL_START = r"""
+import json, sys, time, torch
+out, seconds = sys.argv[1], float(sys.argv[2])
+x = torch.empty(4 * 1024**3 // 4, dtype=torch.float32, device="cuda")
+a = torch.randn(8192, 8192, device="cuda")
+b = torch.randn(8192, 8192, device="cuda")
+torch.cuda.synchronize()
+end = time.time() + seconds"""
 
 
 def build_or_skip(build: Callable[[Path], Path | None], where: Path, what: str) -> Path:
