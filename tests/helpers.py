@@ -21,6 +21,11 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "gputop_tracker", *args]
 
 
+def python_c(code: str) -> subprocess.CompletedProcess[str]:
+    """A fresh Python interpreter running `code` (this one's executable), its output captured; 60 s at most."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
 def json_report_to(out: Path, *args: str) -> list[str]:
     """The CLI's arguments for a headless run that writes its JSON report to `out`, followed by `args`."""
     return ["--headless", "-f", "json", "-o", str(out), *args]
@@ -107,6 +112,17 @@ def sigint_default() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def can_create_cgroup(name: str) -> bool:
+    """Whether this machine lets us make a job's memory cgroup (one named `name` is made, then removed)."""
+    from gputop_tracker.core.proc.cgroup import create_job_cgroup
+
+    cg = create_job_cgroup(name)
+    if cg is None:
+        return False
+    cg.remove()
+    return True
 
 
 def symlinked_file(tmp_path: Path, target_name: str, text: str) -> tuple[Path, Path]:
