@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOADS, kernel_figures, track, track_json, track_workload
-
-from gputop_tracker.core.proc.cgroup import create_job_cgroup
+from helpers import WORKLOADS, can_create_cgroup, kernel_figures, track, track_json, track_workload
 
 PY = sys.executable
 MB = 1000 * 1000
@@ -42,11 +40,7 @@ def test_short_spike_in_child_caught_without_cgroup(tmp_path: Path) -> None:
 
 
 def _can_create_cgroup() -> bool:
-    cg = create_job_cgroup(f"probe-{os.getpid()}")
-    if cg is None:
-        return False
-    cg.remove()
-    return True
+    return can_create_cgroup(f"probe-{os.getpid()}")
 
 
 @pytest.mark.skipif(not _can_create_cgroup(), reason="this machine cannot create a memory cgroup")
