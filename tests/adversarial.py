@@ -178,6 +178,16 @@ def recv_all(fd: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in data.splitlines() if line]
 
 
+def records_then_reap(r: int, w: int, pid: int) -> list[dict[str, Any]]:
+    """Closes our write end `w` of the pipe, reads every record sent on `r` until no writer is left, closes `r`,
+    then reaps `pid`; returns the records."""
+    os.close(w)
+    got = recv_all(r)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return got
+
+
 def finish(out: str, case: str, truth: dict[str, list[float]], procs: list[dict[str, Any]], **extra: Any) -> None:
     """Write the truth and leave at once: no interpreter shutdown after the CPU figure was read."""
     write_json(out, {"case": case, "main_pid": os.getpid(), "truth": truth, "procs": procs, **extra})
@@ -193,6 +203,26 @@ def cpu_truth(main: dict[str, Any], extra_cpu: float = 0.0, n_exiting: int = 1) 
 
 def iv(x: float, y: float | None = None) -> list[float]:
     return [float(x), float(x if y is None else y)]
+
+
+def main_alone_truth(peak: float, me: dict[str, Any]) -> dict[str, list[float]]:
+    """The truth of a run whose tree is main alone: `peak` is its RAM peak and the tree's, `me` its own record."""
+    return {
+        "max_ram.main.total_rss": iv(peak),
+        "max_ram.combined.total_rss": iv(peak),
+        "cpu_time.total": cpu_truth(me),
+    }
+
+
+def main_and_one_child_truth(me: dict[str, Any], child: dict[str, Any]) -> dict[str, list[float]]:
+    """The truth of a run of main (record `me`) and one child (record `child`), which the tree held at once: the
+    child's maxrss also covers the fork image."""
+    return {
+        "max_ram.main.total_rss": iv(me["vmhwm"]),
+        "max_ram.combined.total_rss": iv(max(child["vmhwm"], me["vmhwm"]), child["maxrss"] + me["vmhwm"]),
+        "max_ram.descendants.total_rss": iv(child["vmhwm"], child["maxrss"]),
+        "cpu_time.total": cpu_truth(me),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- workloads
@@ -240,10 +270,7 @@ def vanish_pair(out: str, pairs: str = "2", cpu_s: str = "0.5") -> None:
             os.waitpid(b, 0)
             send(w, self_record("A"))
             os._exit(0)
-        os.close(w)
-        procs += recv_all(r)
-        os.close(r)
-        os.waitpid(a, 0)
+        procs += records_then_reap(r, w, a)
     me = self_record("main")
     finish(out, "vanish_pair", {"cpu_time.total": cpu_truth(me)}, [me, *procs])
 
@@ -271,11 +298,7 @@ def exec_tail(out: str, mb: str, hold_s: str) -> None:
     finish(
         out,
         "exec_chain",
-        {
-            "max_ram.main.total_rss": iv(peak),
-            "max_ram.combined.total_rss": iv(peak),
-            "cpu_time.total": cpu_truth(me),
-        },
+        main_alone_truth(peak, me),
         [{**me, "images_vmhwm": [*imgs, me["vmhwm"]]}],
     )
 
@@ -302,13 +325,7 @@ def exec_short_child(out: str, mib: str = "600", hold_s: str = "0.2") -> None:
     finish(
         out,
         "exec_short_child",
-        {
-            "max_ram.main.total_rss": iv(me["vmhwm"]),
-            # the tree held main and the child at once; the child's maxrss also covers the fork image
-            "max_ram.combined.total_rss": iv(max(child["vmhwm"], me["vmhwm"]), child["maxrss"] + me["vmhwm"]),
-            "max_ram.descendants.total_rss": iv(child["vmhwm"], child["maxrss"]),
-            "cpu_time.total": cpu_truth(me),
-        },
+        main_and_one_child_truth(me, child),
         [me, child],
         short_lived=[child["pid"]],
     )
@@ -367,10 +384,7 @@ def short_children(out: str, n: str = "6", mb: str = "300", hold_ms: str = "50")
             del buf
             send(w, self_record("child"))
             os._exit(0)
-        os.close(w)
-        procs += recv_all(r)
-        os.close(r)
-        os.waitpid(pid, 0)
+        procs += records_then_reap(r, w, pid)
     me = self_record("main")
     big = max(p["vmhwm"] for p in procs)
     finish(
@@ -653,11 +667,7 @@ def thread_spike(out: str, mb: str = "500", ms: str = "50") -> None:
     finish(
         out,
         "thread_spike",
-        {
-            "max_ram.main.total_rss": iv(me["vmhwm"]),
-            "max_ram.combined.total_rss": iv(me["vmhwm"]),
-            "cpu_time.total": cpu_truth(me),
-        },
+        main_alone_truth(me["vmhwm"], me),
         [me],
     )
 
@@ -681,11 +691,7 @@ def exec_shrink_tail(out: str) -> None:
     finish(
         out,
         "exec_shrink",
-        {
-            "max_ram.main.total_rss": iv(peak),
-            "max_ram.combined.total_rss": iv(peak),
-            "cpu_time.total": cpu_truth(me),
-        },
+        main_alone_truth(peak, me),
         [{**me, "images_vmhwm": [img1["vmhwm"], me["vmhwm"]]}],
     )
 
@@ -751,12 +757,7 @@ def renamed(out: str, mb: str = "300") -> None:
     finish(
         out,
         "renamed",
-        {
-            "max_ram.main.total_rss": iv(me["vmhwm"]),
-            "max_ram.combined.total_rss": iv(max(child["vmhwm"], me["vmhwm"]), child["maxrss"] + me["vmhwm"]),
-            "max_ram.descendants.total_rss": iv(child["vmhwm"], child["maxrss"]),
-            "cpu_time.total": cpu_truth(me),
-        },
+        main_and_one_child_truth(me, child),
         [me, child],
     )
 

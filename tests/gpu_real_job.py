@@ -93,6 +93,20 @@ def held_for(seconds: float, since: float) -> None:
     time.sleep(max(0.0, seconds - (time.monotonic() - since)))
 
 
+def allocated_for_a_moment(nv: OwnGpuMemory, facts: dict[str, Any], key: str, size: int, seconds: float) -> None:
+    """`size` bytes more allocated on the GPU for `seconds` from the allocation, then freed with PyTorch's cache;
+    facts[key] is this process's GPU memory (NVML's figure) while they were held."""
+    import torch
+
+    t0 = time.monotonic()
+    extra = torch.empty(size, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    facts[key] = nv.read()
+    held_for(seconds, t0)
+    del extra
+    torch.cuda.empty_cache()
+
+
 def spike(facts: dict[str, Any]) -> None:
     import torch
 
@@ -102,13 +116,7 @@ def spike(facts: dict[str, Any]) -> None:
     facts["held"] = nv.read()
     running()
     time.sleep(1.2)  # more than two samples at the default interval before the spike
-    t0 = time.monotonic()
-    extra = torch.empty(10 * GiB, dtype=torch.uint8, device="cuda")
-    torch.cuda.synchronize()
-    facts["at_spike"] = nv.read()
-    held_for(0.15, t0)
-    del extra
-    torch.cuda.empty_cache()
+    allocated_for_a_moment(nv, facts, "at_spike", 10 * GiB, 0.15)
     facts["after_spike"] = nv.read()
     time.sleep(1.2)
     facts["reserved_peak"] = torch.cuda.max_memory_reserved()
@@ -130,13 +138,7 @@ def blocks(facts: dict[str, Any]) -> None:
         time.sleep(0.2)
     time.sleep(0.3)
     with block("alloc8"):
-        t0 = time.monotonic()
-        x = torch.empty(8 * GiB, dtype=torch.uint8, device="cuda")
-        torch.cuda.synchronize()
-        facts["alloc8"] = nv.read()
-        held_for(0.3, t0)
-        del x
-        torch.cuda.empty_cache()
+        allocated_for_a_moment(nv, facts, "alloc8", 8 * GiB, 0.3)
     facts["after"] = nv.read()
     time.sleep(0.3)
     nv.close()

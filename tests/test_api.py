@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import symlinked_file
 
 from gputop_tracker import Tracker
 from gputop_tracker.api.tracker import TrackerError
@@ -142,11 +143,7 @@ def test_missing_process_raises_on_start(store: Path) -> None:
 
 
 def test_resource_usage_file_through_a_symlink(tmp_path: Path) -> None:
-    target = tmp_path / "usage.json"
-    target.write_text("")
-    target.chmod(0o640)
-    link = tmp_path / "link.json"
-    link.symlink_to(target)
+    target, link = symlinked_file(tmp_path, "usage.json", "")
     with Tracker(sleep_time=0.1, save=False, resource_usage_file=link):
         time.sleep(0.2)
     assert link.is_symlink() and "max_ram" in json.loads(target.read_text())

@@ -11,7 +11,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,23 +76,6 @@ def _run(tmp_path: Path, body: str, *args: str) -> tuple[dict[str, Any], dict[st
 
 def _blocks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["name"]: b for b in report["blocks"]}
-
-
-@pytest.fixture
-def strict_models() -> Iterator[None]:
-    """The models with extra="forbid": a key the sampler emits but the models lack fails."""
-    from test_schema import _all_models
-
-    saved = {cls: cls.model_config.get("extra") for cls in _all_models()}
-    for cls in saved:
-        cls.model_config["extra"] = "forbid"
-        cls.model_rebuild(force=True)
-    try:
-        yield
-    finally:
-        for cls, extra in saved.items():
-            cls.model_config["extra"] = extra
-            cls.model_rebuild(force=True)
 
 
 def test_done_means_alloc_block_and_tracked_step(tmp_path: Path, strict_models: None) -> None:

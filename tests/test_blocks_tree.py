@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from test_blocks import MB, PRELUDE, _blocks
-from test_blocks import strict_models as strict_models  # a fixture (re-exported for pytest)
 
 from gputop_tracker.core.blocks.stats import TREE_SAMPLED, BlockStats
 from gputop_tracker.core.model import models

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import track
+from helpers import killed_if_running, symlinked_file, track
 
 from gputop_tracker.cli.relay import SI_KERNEL, SignalRelay
 from gputop_tracker.core.store import sessions as store_mod
@@ -138,7 +138,7 @@ def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> No
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
+    with killed_if_running(shell):
         deadline = time.monotonic() + 60
         front_end = sampler = None
         while sampler is None and time.monotonic() < deadline and shell.poll() is None:
@@ -149,10 +149,6 @@ def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> No
         time.sleep(0.5)  # a few samples of the shell
         front_end.send_signal(signal.SIGINT)
         _, err = shell.communicate(timeout=60)
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
     assert code_file.read_text().strip() == "130", err
     pids = {p["pid"] for p in json.loads(out.read_text())["processes"]}
     assert front_end.pid not in pids, pids
@@ -161,11 +157,7 @@ def test_attach_to_an_ancestor_does_not_count_gputop_track(tmp_path: Path) -> No
 
 
 def test_output_through_a_symlink_keeps_the_link_and_the_mode(tmp_path: Path) -> None:
-    target = tmp_path / "target.json"
-    target.write_text("old")
-    target.chmod(0o640)
-    link = tmp_path / "link.json"
-    link.symlink_to(target)
+    target, link = symlinked_file(tmp_path, "target.json", "old")
     proc = track("--headless", "-f", "json", "-o", str(link), "--", "true")
     assert proc.returncode == 0, proc.stderr
     assert link.is_symlink() and os.readlink(link) == str(target)
@@ -230,7 +222,7 @@ def test_output_to_a_fifo_nobody_reads_gives_way_to_ctrl_c(tmp_path: Path, store
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
+    with killed_if_running(proc):
         deadline = time.monotonic() + 30
         while not _finished_session(store) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -238,10 +230,6 @@ def test_output_to_a_fifo_nobody_reads_gives_way_to_ctrl_c(tmp_path: Path, store
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 3, err
     first, report = err.split("\n", 1)
     assert first == f"gputop-track: error: cannot write {fifo}: interrupted while waiting for a reader of the FIFO; " \

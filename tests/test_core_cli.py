@@ -12,7 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOADS, kernel_figures, sigint_default, track, track_json
+from helpers import (
+    WORKLOADS,
+    cli,
+    json_report_to,
+    kernel_figures,
+    sigint_default,
+    track,
+    track_json,
+    track_workload,
+    workload_command,
+)
 
 PY = sys.executable
 
@@ -167,21 +177,7 @@ def test_json_to_stdout_stays_valid_json() -> None:
 def test_signal_is_forwarded_and_report_still_written(tmp_path: Path, store: Path, sig: int, code: int) -> None:
     out = tmp_path / "r.json"
     proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "gputop_tracker",
-            "--headless",
-            "-f",
-            "json",
-            "-o",
-            str(out),
-            "--interval",
-            "0.1",
-            "--",
-            "sleep",
-            "30",
-        ],
+        cli(*json_report_to(out, "--interval", "0.1", "--", "sleep", "30")),
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=sigint_default,
@@ -290,22 +286,8 @@ def test_units_convert(tmp_path: Path) -> None:
     k = tmp_path / "k.json"
     out = tmp_path / "r.json"
     proc = track(
-        "--headless",
-        "-f",
-        "json",
-        "-o",
-        str(out),
-        "--ru",
-        "megabytes",
-        "--tu",
-        "minutes",
-        "--",
-        PY,
-        WORKLOADS,
-        "hold",
-        str(k),
-        "100",
-        "0.5",
+        *json_report_to(out, "--ru", "megabytes", "--tu", "minutes", "--"),
+        *workload_command("hold", str(k), "100", "0.5"),
     )
     assert proc.returncode == 0
     r = json.loads(out.read_text())
@@ -315,8 +297,7 @@ def test_units_convert(tmp_path: Path) -> None:
 
 
 def test_cpu_seconds_of_a_burner_match_rusage(tmp_path: Path) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, WORKLOADS, "burner", str(k), "1.0")
+    proc, r, k = track_workload(tmp_path, "0.2", "burner", "1.0")
     assert proc.returncode == 0
     kernel = kernel_figures(k)["cpu_self"]
     assert r["cpu_time"]["total"] == pytest.approx(kernel, rel=0.02, abs=0.03)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import track
+from helpers import cli, json_report_to, track
 
 from gputop_tracker.core.model.models import Session
 from gputop_tracker.core.proc import cgroup as cgroups
@@ -495,22 +495,10 @@ def test_unrelated_real_oom_kill_is_not_ours(tmp_path: Path, store: Path) -> Non
     out, go = tmp_path / "out.json", tmp_path / "go"
     try:
         run = subprocess.Popen(
-            [
-                PY,
-                "-m",
-                "gputop_tracker",
-                "--headless",
-                "-f",
-                "json",
-                "-o",
-                str(out),
-                "--interval",
-                "0.1",
-                "--",
-                "sh",
-                "-c",
+            cli(
+                *json_report_to(out, "--interval", "0.1", "--", "sh", "-c"),
                 f"(while [ ! -e {go} ]; do sleep 0.05; done) & wait; sleep 0.5",  # a child, then main alone
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import track_json
-
-from gputop_tracker.core.proc.cgroup import create_job_cgroup
+from helpers import can_create_cgroup, track_json
 
 JOBS = str(Path(__file__).with_name("evidence_jobs.py"))
 TOL = 0.02
@@ -69,11 +67,7 @@ INTERVALS = ["0.5", "2"]
 
 
 def _can_create_cgroup() -> bool:
-    cg = create_job_cgroup(f"evidence-{id(INTERVALS)}")
-    if cg is None:
-        return False
-    cg.remove()
-    return True
+    return can_create_cgroup(f"evidence-{id(INTERVALS)}")
 
 
 @pytest.mark.parametrize("interval", INTERVALS)

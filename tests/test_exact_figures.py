@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import WORKLOADS, kernel_figures, track, track_json
-
-from gputop_tracker.core.proc.cgroup import create_job_cgroup
+from helpers import WORKLOADS, can_create_cgroup, kernel_figures, track, track_json, track_workload
 
 PY = sys.executable
 MB = 1000 * 1000
@@ -21,8 +19,7 @@ MB = 1000 * 1000
 
 @pytest.mark.parametrize("run", range(3))
 def test_short_spike_in_main_caught_at_1s_interval(tmp_path: Path, run: int) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "spike", str(k), "1000", "50", "0.2")
+    proc, r, k = track_workload(tmp_path, "1", "spike", "1000", "50", "0.2")
     assert proc.returncode == 0, proc.stderr
     kernel = kernel_figures(k)["self_maxrss"]
     assert r["max_ram"]["main"]["total_rss"] == pytest.approx(kernel, rel=0.02)
@@ -32,20 +29,7 @@ def test_short_spike_in_main_caught_at_1s_interval(tmp_path: Path, run: int) -> 
 
 def test_short_spike_in_child_caught_without_cgroup(tmp_path: Path) -> None:
     """No cgroup: the child dies unseen; its parent's wait4 ru_maxrss still brings the peak to us."""
-    k = tmp_path / "k.json"
-    proc, r = track_json(
-        tmp_path,
-        "--interval",
-        "1",
-        "--",
-        PY,
-        WORKLOADS,
-        "spike_child",
-        str(k),
-        "1000",
-        "50",
-        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
-    )
+    proc, r, k = track_workload(tmp_path, "1", "spike_child", "1000", "50", env={"GPUTOP_TRACKER_NO_CGROUP": "1"})
     assert proc.returncode == 0, proc.stderr
     child_peak = kernel_figures(k)["children_maxrss"]
     assert r["max_ram"]["peak_source"] != "cgroup"
@@ -56,17 +40,12 @@ def test_short_spike_in_child_caught_without_cgroup(tmp_path: Path) -> None:
 
 
 def _can_create_cgroup() -> bool:
-    cg = create_job_cgroup(f"probe-{os.getpid()}")
-    if cg is None:
-        return False
-    cg.remove()
-    return True
+    return can_create_cgroup(f"probe-{os.getpid()}")
 
 
 @pytest.mark.skipif(not _can_create_cgroup(), reason="this machine cannot create a memory cgroup")
 def test_tree_peak_from_cgroup_is_exact(tmp_path: Path) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "spike_child", str(k), "1000", "50")
+    proc, r, k = track_workload(tmp_path, "1", "spike_child", "1000", "50")
     assert proc.returncode == 0
     label = r["sources"]["max_ram.combined.total_rss"]
     combined = r["max_ram"]["combined"]
@@ -86,8 +65,7 @@ def test_tree_peak_from_cgroup_is_exact(tmp_path: Path) -> None:
 
 
 def test_thirty_short_children_cpu_and_peak(tmp_path: Path) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "children", str(k), "30", "200", "80")
+    proc, r, k = track_workload(tmp_path, "1", "children", "30", "200", "80")
     assert proc.returncode == 0, proc.stderr
     kf = kernel_figures(k)
     kernel_cpu = kf["cpu_self"] + kf["cpu_children"]
@@ -99,20 +77,7 @@ def test_thirty_short_children_cpu_and_peak(tmp_path: Path) -> None:
 
 
 def test_double_forked_grandchild_counted(tmp_path: Path) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(
-        tmp_path,
-        "--interval",
-        "1",
-        "--",
-        PY,
-        WORKLOADS,
-        "double_fork",
-        str(k),
-        "200",
-        "0.5",
-        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
-    )
+    proc, r, k = track_workload(tmp_path, "1", "double_fork", "200", "0.5", env={"GPUTOP_TRACKER_NO_CGROUP": "1"})
     assert proc.returncode == 0, proc.stderr
     kf = kernel_figures(k)
     # without the subreaper the grandchild's CPU would go to init and be lost
@@ -121,8 +86,7 @@ def test_double_forked_grandchild_counted(tmp_path: Path) -> None:
 
 
 def test_shared_memory_counted_once(tmp_path: Path) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "0.5", "--", PY, WORKLOADS, "shared", str(k), "400", "3")
+    proc, r, _ = track_workload(tmp_path, "0.5", "shared", "400", "3")
     assert proc.returncode == 0, proc.stderr
     ram = r["max_ram"]
     # Σ PSS of the two processes: 400 MB shared once plus two small interpreters
@@ -229,20 +193,7 @@ def test_orphan_never_seen_in_the_tree_is_adopted_by_the_subreaper(tmp_path: Pat
 
 
 def test_child_peak_is_not_credited_to_main(tmp_path: Path) -> None:
-    k = tmp_path / "k.json"
-    proc, r = track_json(
-        tmp_path,
-        "--interval",
-        "1",
-        "--",
-        PY,
-        WORKLOADS,
-        "spike_child",
-        str(k),
-        "500",
-        "50",
-        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
-    )
+    proc, r, _ = track_workload(tmp_path, "1", "spike_child", "500", "50", env={"GPUTOP_TRACKER_NO_CGROUP": "1"})
     assert proc.returncode == 0
     assert r["max_ram"]["main"]["total_rss"] < 100 * MB
     assert r["max_ram"]["combined"]["total_rss"] >= 500 * MB
@@ -251,8 +202,7 @@ def test_child_peak_is_not_credited_to_main(tmp_path: Path) -> None:
 def test_children_reaped_by_the_kernel_make_cpu_time_a_lower_bound(tmp_path: Path) -> None:
     """SIGCHLD ignored: the kernel reaps the children itself and their CPU time reaches no one's cutime (nor
     getrusage's). The tree's CPU time cannot then be called exact; what the samples saw of them is kept."""
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "0.2", "--", PY, WORKLOADS, "autoreap", str(k), "6", "150", "250")
+    proc, r, k = track_workload(tmp_path, "0.2", "autoreap", "6", "150", "250")
     assert proc.returncode == 0, proc.stderr
     kf = kernel_figures(k)
     truth = kf["cpu_self"] + kf["autoreaped_cpu"]
@@ -267,20 +217,7 @@ def test_children_reaped_by_the_kernel_make_cpu_time_a_lower_bound(tmp_path: Pat
 def test_upper_bound_is_withheld_when_a_live_process_reaped_an_unseen_child(tmp_path: Path) -> None:
     """A worker alive at the end (exact VmHWM) forked and reaped a child between two samples: no sample saw
     it, yet it held memory beside main's. Σ of the seen peaks is then no upper bound of the tree."""
-    k = tmp_path / "k.json"
-    proc, r = track_json(
-        tmp_path,
-        "--interval",
-        "1",
-        "--",
-        PY,
-        WORKLOADS,
-        "hidden_grandchild",
-        str(k),
-        "60",
-        "100",
-        env={"GPUTOP_TRACKER_NO_CGROUP": "1"},
-    )
+    proc, r, k = track_workload(tmp_path, "1", "hidden_grandchild", "60", "100", env={"GPUTOP_TRACKER_NO_CGROUP": "1"})
     assert proc.returncode == 0, proc.stderr
     kf = kernel_figures(k)
     assert kf["child_maxrss"] >= 100 * MB
@@ -300,8 +237,7 @@ def test_cgroup_peak_is_not_exact_when_an_unseen_child_mapped_cached_file_pages(
         for _ in range(150):
             f.write(os.urandom(1 << 20))
     data.read_bytes()  # into the page cache, charged to the test's cgroup, not the run's
-    k = tmp_path / "k.json"
-    proc, r = track_json(tmp_path, "--interval", "1", "--", PY, WORKLOADS, "hidden_file_child", str(k), "60", str(data))
+    proc, r, k = track_workload(tmp_path, "1", "hidden_file_child", "60", str(data))
     assert proc.returncode == 0, proc.stderr
     kf = kernel_figures(k)
     assert kf["child_hwm"] >= 150 * (1 << 20)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from fakenvml.fake import FakeNvml, MiB, loaded_in_process
-from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, hold_memory, two_gpus
+from test_gpu_fakenvml import GPU0, GPU1, SETTLE, Run, hold_memory, run_holding_memory, two_gpus
 from test_gpu_summary import CHILD, MAIN, builder, g, run, script
 
 from gputop_tracker.core.gpu.accounting import LABEL, ProcessStarts, record_is_this_process
@@ -335,12 +335,7 @@ def test_cli_reports_the_drivers_exact_peaks(tmp_path: Path, fake_lib: Path) -> 
 
 def test_cli_with_accounting_off_says_so_and_how_to_turn_it_on(tmp_path: Path, fake_lib: Path) -> None:
     fake = FakeNvml(tmp_path / "nvml.conf", two_gpus())  # acct=0: as NVIDIA ships it
-    run_ = Run(tmp_path, fake_lib, fake)
-    main, child = run_.pids()
-    hold_memory(fake, main, child)
-    time.sleep(SETTLE)
-    code, err, rep = run_.finish()
-    assert code == 7, err
+    _, rep, _, _ = run_holding_memory(tmp_path, fake_lib, fake)
     assert rep["max_gpu_ram"]["accounting"] is False
     assert rep["max_gpu_ram"]["main"] == 1000 * MiB
     assert rep["sources"]["max_gpu_ram.main"].startswith("sampled at 50 Hz (NVML running processes)")  # the watcher

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TORCH_MATMUL_START
 
 pytestmark = pytest.mark.amd
 
@@ -65,19 +66,15 @@ def test_real_backend_fields(amd_uuid: str) -> None:
 
 
 # Allocates ~4 GiB through HIP, records what PyTorch reserved, then keeps the GPU busy with matmuls.
-WORKLOAD = r"""
-import json, sys, time, torch
-out, seconds = sys.argv[1], float(sys.argv[2])
-x = torch.empty(4 * 1024**3 // 4, dtype=torch.float32, device="cuda")
-a = torch.randn(8192, 8192, device="cuda")
-b = torch.randn(8192, 8192, device="cuda")
-torch.cuda.synchronize()
-end = time.time() + seconds
+WORKLOAD = (
+    TORCH_MATMUL_START
+    + r"""
 while time.time() < end:
     c = a @ b
     torch.cuda.synchronize()
 json.dump({"reserved": torch.cuda.max_memory_reserved()}, open(out, "w"))
 """
+)
 
 
 def test_real_rocm_workload(tmp_path: Path, amd_uuid: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fakeamdsmi.fake import CONFIG_ENV, FakeAmdSmi, MiB, build, device, env_for
 from fakeamdsmi.gen import wrapper_path
+from helpers import build_or_skip, parent_child_workload, wait_pids
 
 if importlib.util.find_spec("amdsmi") is None:  # not imported here: without its library it prints and fails
     pytest.skip("the amdsmi package (the `amd` / `test` extra) is not installed", allow_module_level=True)
@@ -29,18 +30,7 @@ GPU1 = "00ff74a1-0000-1000-8000-0000000000a1"
 HIP1 = "GPU-5bd3c2c3e1a9f0b1"
 
 # main holds "GPU 0" memory, its child "GPU 1" memory; both wait for the test to say done
-WORKLOAD = r"""
-import os, subprocess, sys, time
-pidfile, done = sys.argv[1], sys.argv[2]
-child = subprocess.Popen([sys.executable, "-c",
-    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)", done])
-with open(pidfile + ".tmp", "w") as f:
-    f.write(f"{os.getpid()} {child.pid}")
-os.replace(pidfile + ".tmp", pidfile)
-child.wait()
-print("the job's own output")
-sys.exit(7)
-"""
+WORKLOAD = parent_child_workload(last_words='print("the job\'s own output")\n')
 
 LOG_ENV = "FAKE_AMDSMI_LOG"  # the stand-in logs what it served: tests wait on it, not on the clock
 
@@ -55,10 +45,7 @@ def wait_logged(log: Path, needle: str, times: int = 2, deadline_s: float = 60) 
 
 @pytest.fixture(scope="session")
 def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lib = build(tmp_path_factory.mktemp("fakeamdsmi"))
-    if lib is None:
-        pytest.skip("no C compiler (gcc/cc): the stand-in libamd_smi.so cannot be built")
-    return lib
+    return build_or_skip(build, tmp_path_factory.mktemp("fakeamdsmi"), "the stand-in libamd_smi.so")
 
 
 def two_gpus(**gpu1: Any) -> list[dict[str, Any]]:
@@ -116,13 +103,7 @@ class Run:
         )  # fmt: skip
 
     def pids(self) -> tuple[int, int]:
-        deadline = time.monotonic() + 30
-        while not self.pidfile.exists():
-            assert time.monotonic() < deadline, "the workload never wrote its pids"
-            assert self.proc.poll() is None, self.proc.communicate()
-            time.sleep(0.02)
-        main, child = self.pidfile.read_text().split()
-        return int(main), int(child)
+        return wait_pids(self.pidfile, self.proc, timeout=30)
 
     def finish(self) -> tuple[int, str, dict[str, Any]]:
         self.done.write_text("")

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, device, loaded_in_process
+from helpers import PARENT_CHILD_WORKLOAD, wait_pids
 
 from gputop_tracker.core.report.advise import advise
 from gputop_tracker.core.summary import efficiency
@@ -26,17 +27,7 @@ GPU0 = "GPU-0a0a0a0a-1111-4000-8000-000000000000"
 GPU1 = "GPU-1b1b1b1b-2222-4000-8000-000000000001"
 
 # main holds "GPU 0" memory, its child "GPU 1" memory; both wait for the test to say done
-WORKLOAD = r"""
-import os, subprocess, sys, time
-pidfile, done = sys.argv[1], sys.argv[2]
-child = subprocess.Popen([sys.executable, "-c",
-    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)", done])
-with open(pidfile + ".tmp", "w") as f:
-    f.write(f"{os.getpid()} {child.pid}")
-os.replace(pidfile + ".tmp", pidfile)
-child.wait()
-sys.exit(7)
-"""
+WORKLOAD = PARENT_CHILD_WORKLOAD
 
 
 def two_gpus(**gpu1: Any) -> list[dict[str, Any]]:
@@ -76,13 +67,7 @@ class Run:
         )  # fmt: skip
 
     def pids(self) -> tuple[int, int]:
-        deadline = time.monotonic() + 20
-        while not self.pidfile.exists():
-            assert time.monotonic() < deadline, "the workload never wrote its pids"
-            assert self.proc.poll() is None, self.proc.communicate()
-            time.sleep(0.02)
-        main, child = self.pidfile.read_text().split()
-        return int(main), int(child)
+        return wait_pids(self.pidfile, self.proc, timeout=20)
 
     def finish(self) -> tuple[int, str, dict[str, Any]]:
         self.done.write_text("")
@@ -110,13 +95,22 @@ def hold_memory(fake: FakeNvml, main: int, child: int) -> None:
     fake.write()
 
 
-def test_tree_gpu_memory_exact_through_fake_nvml(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
-    run = Run(tmp_path, fake_lib, fake)
+def run_holding_memory(
+    tmp_path: Path, lib: Path, fake: FakeNvml, **run_kw: Any
+) -> tuple[str, dict[str, Any], int, int]:
+    """A Run (`run_kw` its options) whose main and child hold hold_memory's figures for SETTLE s; after checking it
+    exited 7: its stderr, report, and main's and the child's PIDs."""
+    run = Run(tmp_path, lib, fake, **run_kw)
     main, child = run.pids()
     hold_memory(fake, main, child)
     time.sleep(SETTLE)
     code, err, rep = run.finish()
     assert code == 7, err
+    return err, rep, main, child
+
+
+def test_tree_gpu_memory_exact_through_fake_nvml(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
+    err, rep, main, child = run_holding_memory(tmp_path, fake_lib, fake)
     assert rep["exit_code"] == 7
     assert "Traceback" not in err
     g = rep["max_gpu_ram"]
@@ -149,12 +143,7 @@ def test_tree_gpu_memory_exact_through_fake_nvml(tmp_path: Path, fake_lib: Path,
 
 
 def test_cuda_visible_devices_uuid_counts_only_that_gpu(tmp_path: Path, fake_lib: Path, fake: FakeNvml) -> None:
-    run = Run(tmp_path, fake_lib, fake, env={"CUDA_VISIBLE_DEVICES": GPU1})
-    main, child = run.pids()
-    hold_memory(fake, main, child)
-    time.sleep(SETTLE)
-    code, err, rep = run.finish()
-    assert code == 7, err
+    _, rep, _, _ = run_holding_memory(tmp_path, fake_lib, fake, env={"CUDA_VISIBLE_DEVICES": GPU1})
     util = rep["gpu_utilization"]
     assert util["system_gpu_count"] == 2
     assert util["n_expected_gpus"] == 1
@@ -196,12 +185,7 @@ def test_gpus_counted_follow_the_jobs_own_cuda_visible_devices(
 ) -> None:
     """Our own environment has no CUDA_VISIBLE_DEVICES; the job sets it for itself."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    run = Run(tmp_path, fake_lib, fake, command_prefix=prefix)
-    main, child = run.pids()
-    hold_memory(fake, main, child)
-    time.sleep(SETTLE)
-    code, err, rep = run.finish()
-    assert code == 7, err
+    _, rep, _, _ = run_holding_memory(tmp_path, fake_lib, fake, command_prefix=prefix)
     assert [g["counted"] for g in rep["gpus"]] == counted
     assert rep["gpu_utilization"]["n_expected_gpus"] == 1
     assert rep["gpu_utilization"]["gpu_percentages"]["max_sum_percent"] == util
@@ -225,12 +209,7 @@ def test_job_given_one_of_two_gpus_efficiency_over_that_one(
     for k in [k for k in os.environ if k.startswith("SLURM")] + ["CUDA_VISIBLE_DEVICES"]:
         monkeypatch.delenv(k, raising=False)
     env = {"SLURM_JOB_ID": "4242", "SLURM_MEM_PER_NODE": "4096", "SLURM_CPUS_PER_TASK": "1", **job_env}
-    run = Run(tmp_path, fake_lib, fake, env={**env, "PATH": os.environ["PATH"]})
-    main, child = run.pids()
-    hold_memory(fake, main, child)
-    time.sleep(SETTLE)
-    code, err, rep = run.finish()
-    assert code == 7, err
+    _, rep, _, _ = run_holding_memory(tmp_path, fake_lib, fake, env={**env, "PATH": os.environ["PATH"]})
     requested = rep["slurm"]["requested"]
     assert requested["gpu_ids"] == job_env.get("SLURM_STEP_GPUS", job_env.get("SLURM_JOB_GPUS")).split(",")
     assert requested["gpu_uuids"] == [GPU1]

@@ -42,11 +42,7 @@ def track(tmp_path: Path, env: dict[str, str], *extra: str, job: Sequence[str] =
          *extra, "--", *job],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        kill_session(proc)
-        pytest.fail("no report a minute after a 1 s job: the tracker is held by the hung driver")
+    _, err = communicate_or_fail(proc, 60, "no report a minute after a 1 s job: the tracker is held by the hung driver")
     elapsed = time.monotonic() - t0
     assert out.exists(), err
     return proc.returncode, elapsed, json.loads(out.read_text()), err
@@ -66,6 +62,16 @@ def kill_session(proc: subprocess.Popen[str]) -> None:
             except OSError:
                 pass
     proc.communicate()
+
+
+def communicate_or_fail(proc: subprocess.Popen[str], timeout: float, failure: str) -> tuple[str, str]:
+    """`proc`'s stdout and stderr once it has ended; if it has not within `timeout` s, its whole session is killed
+    (kill_session) and the test fails saying `failure`."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(proc)
+        pytest.fail(failure)
 
 
 def nvml_env(lib: Path, fake: FakeNvml, sleep: str = "") -> dict[str, str]:
@@ -162,11 +168,7 @@ def test_a_process_exits_with_a_daemon_thread_stuck_in_the_driver(fake_lib: Path
         [sys.executable, "-c", EXIT, str(fake_lib), how],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        kill_session(proc)
-        pytest.fail(f"{how} waited for the thread stuck in the C call")
+    out, err = communicate_or_fail(proc, 30, f"{how} waited for the thread stuck in the C call")
     assert proc.returncode == code, err
     assert "exiting" in out
     assert ("atexit ran" in out) == (how == "exit")

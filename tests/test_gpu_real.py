@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TORCH_MATMUL_START
 
 pytestmark = pytest.mark.gpu
 
@@ -52,14 +53,9 @@ def gpu_uuid() -> str:
 
 
 # Allocates ~4 GiB, records what PyTorch reserved, then keeps the GPU busy with matmuls.
-WORKLOAD = r"""
-import json, sys, time, torch
-out, seconds = sys.argv[1], float(sys.argv[2])
-x = torch.empty(4 * 1024**3 // 4, dtype=torch.float32, device="cuda")
-a = torch.randn(8192, 8192, device="cuda")
-b = torch.randn(8192, 8192, device="cuda")
-torch.cuda.synchronize()
-end = time.time() + seconds
+WORKLOAD = (
+    TORCH_MATMUL_START
+    + r"""
 n = 0
 while time.time() < end:
     c = a @ b
@@ -70,6 +66,7 @@ torch.cuda.synchronize()
 free, total = torch.cuda.mem_get_info()
 json.dump({"reserved": torch.cuda.max_memory_reserved(), "matmuls": n, "device_used": total - free}, open(out, "w"))
 """
+)
 
 
 def track_cuda(tmp_path: Path, gpu_uuid: str, seconds: float = 6.0) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -173,6 +173,11 @@ def h100(tmp_path: Path, memfile: Path) -> FakeNvml:
     return fake
 
 
+def track_on_h100(tmp_path: Path, lib: Path, body: str, *args: str, **kw: Any) -> dict[str, Any]:
+    """track (`args` and `kw` its own) on an h100 whose tracked program sets its memory in tmp_path/gpu.mem."""
+    return track(tmp_path, lib, h100(tmp_path, tmp_path / "gpu.mem"), body, *args, **kw)
+
+
 SYNC = (
     f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
     + """
@@ -213,11 +218,9 @@ def track(
 
 def test_a_150_ms_spike_at_the_default_interval(tmp_path: Path, fake_lib: Path) -> None:
     """6 GiB held, 10 GiB more for 150 ms: the report's main GPU peak is NVML's figure at the spike (16 GiB)."""
-    fake = h100(tmp_path, tmp_path / "gpu.mem")
-    rep = track(
+    rep = track_on_h100(
         tmp_path,
         fake_lib,
-        fake,
         """
         import sys
         memfile, GiB = sys.argv[1], 1024**3
@@ -245,11 +248,9 @@ def test_a_150_ms_spike_at_the_default_interval(tmp_path: Path, fake_lib: Path) 
 def test_a_child_that_lived_between_two_samples_keeps_its_gpu_memory(tmp_path: Path, fake_lib: Path) -> None:
     """At --interval 2 a child holds 10 GiB for 200 ms and exits before any sample saw it: the watcher read it
     on the list before the tree knew its PID; the report counts it, as the child's peak and in the tree's."""
-    fake = h100(tmp_path, tmp_path / "gpu.mem")
-    rep = track(
+    rep = track_on_h100(
         tmp_path,
         fake_lib,
-        fake,
         """
         import subprocess, sys
         memfile, GiB = sys.argv[1], 1024**3
@@ -274,11 +275,9 @@ def test_a_child_that_lived_between_two_samples_keeps_its_gpu_memory(tmp_path: P
 def test_blocks_take_the_watchers_peak_over_their_run(tmp_path: Path, fake_lib: Path) -> None:
     """At --interval 1: a block that creates the CUDA context reports it; 8 GiB for 300 ms reports 8 GiB (on top
     of the context, as NVML counts it); a block shorter than the watcher's period is labelled so."""
-    fake = h100(tmp_path, tmp_path / "gpu.mem")
-    rep = track(
+    rep = track_on_h100(
         tmp_path,
         fake_lib,
-        fake,
         """
         import sys
         memfile, MiB, GiB = sys.argv[1], 1024**2, 1024**3
@@ -314,9 +313,8 @@ def test_blocks_take_the_watchers_peak_over_their_run(tmp_path: Path, fake_lib: 
 def test_energy_is_read_seldom_and_at_the_end(tmp_path: Path, fake_lib: Path) -> None:
     """A 6 s run at --interval 0.1: the 3.5 ms energy counter is read at most every 2 s, and once at the end (the
     report's energy is the stand-in's 300 W over the span between its first and last reads)."""
-    fake = h100(tmp_path, tmp_path / "gpu.mem")
     log = tmp_path / "calls.log"
-    rep = track(tmp_path, fake_lib, fake, "running()\ntime.sleep(6)\n", "--interval", "0.1", log=log)
+    rep = track_on_h100(tmp_path, fake_lib, "running()\ntime.sleep(6)\n", "--interval", "0.1", log=log)
     reads = read_call_log(log)["nvmlDeviceGetTotalEnergyConsumption"]
     span = reads[-1] - reads[0]
     assert span >= 5.5
@@ -372,21 +370,13 @@ def test_the_summary_sums_the_tree_at_one_read_never_highs_of_different_moments(
     """Main peaks at one read, its child at another, within one sample: per-process peaks are each one's high,
     the tree's combined (and per-GPU) figure is the highest sum at one read; a GPU the watcher does not read adds
     what it held at the sample."""
-    from types import SimpleNamespace
+    from test_gpu_summary import reading
 
     from gputop_tracker.core.gpu import GpuReading
     from gputop_tracker.core.model.models import ResourceUsage, Sample
-    from gputop_tracker.core.proc.procfs import Reading
     from gputop_tracker.core.summary.builder import SummaryBuilder
 
     main, child, other = 100, 101, 999
-
-    def reading(pid: int, ppid: int) -> Reading:
-        r = Reading()
-        r.handle = SimpleNamespace(pid=pid, ppid=ppid, name=f"p{pid}", cmdline=[f"p{pid}"])  # type: ignore[assignment]
-        r.rss = r.private = r.pss = r.hwm = 10 * MiB
-        r.threads = 1
-        return r
 
     w = watcher()
     w.record(1.00, {0: {main: 100 * MiB, child: 50 * MiB}}, {0: 1000 * MiB})
@@ -447,10 +437,9 @@ def test_gpu_poll_bad_values_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_without_the_watcher_the_lists_are_read_once_a_second(tmp_path: Path, fake_lib: Path) -> None:
-    fake = h100(tmp_path, tmp_path / "gpu.mem")
     log = tmp_path / "calls.log"
     body = "import sys\nhold(sys.argv[1], 3 << 30)\nrunning()\ntime.sleep(2)\n"
-    rep = track(tmp_path, fake_lib, fake, body, "--gpu-poll", "0", "--interval", "0.1", log=log)
+    rep = track_on_h100(tmp_path, fake_lib, body, "--gpu-poll", "0", "--interval", "0.1", log=log)
     assert rep["max_gpu_ram"]["main"] == 3 << 30
     assert rep["sources"]["max_gpu_ram"] == "sampled (NVML running processes, at most every 1 s)"
     lists = read_call_log(log)["nvmlDeviceGetComputeRunningProcesses_v3"]

@@ -9,7 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.text import Text
@@ -17,8 +20,10 @@ from test_history_sessions import fill_store, make_session
 from textual.app import App
 from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
 
+from gputop_tracker.core.model.models import Session
 from gputop_tracker.core.report import render as report
 from gputop_tracker.core.report.listing import COLUMNS, Row, compare_rows, filter_rows
 from gputop_tracker.core.store import sessions as store
@@ -47,6 +52,32 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return Path("store")
 
 
+@asynccontextmanager
+async def _ready_history(
+    store_dir: Path, size: tuple[int, int]
+) -> AsyncIterator[tuple[HistoryApp, Pilot[None], HistoryScreen]]:
+    """The history of `store_dir` run under Pilot at `size` (columns, rows), its session list loaded (_ready).
+    Yields the app, its pilot and the list's screen."""
+    app = HistoryApp(store_dir)
+    async with app.run_test(size=size) as pilot:
+        yield app, pilot, await _ready(pilot)
+
+
+class _Host(App[None]):
+    """Another app, empty, that opens the history as a screen of its own."""
+
+
+@asynccontextmanager
+async def _history_pushed_from_another_app(store_dir: Path) -> AsyncIterator[tuple[_Host, Pilot[None], Screen[Any]]]:
+    """_Host run under Pilot (100×30) with the history of `store_dir` pushed over its own screen, which is
+    yielded third after the app and its pilot."""
+    app = _Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        base = app.screen
+        await app.push_screen(HistoryScreen(store_dir))
+        yield app, pilot, base
+
+
 async def _ready(pilot: Pilot[None]) -> HistoryScreen:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
@@ -70,9 +101,7 @@ def _plain(widget: Static) -> str:
 
 
 async def test_list_newest_first_with_running_and_unreadable(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (_app, _pilot, screen):
         ids = _ids(screen)
         assert len(ids) == 11
         readable = ids[:8]
@@ -102,9 +131,7 @@ async def test_empty_or_missing_store(tmp_path: Path) -> None:
 
 
 async def test_filter_by_command_host_and_date(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (_app, pilot, screen):
         await pilot.press("slash")
         assert screen.query_one("#history-filter", Input).has_focus
         await pilot.press(*"eval")
@@ -135,9 +162,7 @@ def test_filter_rows_needs_every_word() -> None:
 
 
 async def test_sort_by_each_column_and_reverse(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(160, 40)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(160, 40)) as (_app, pilot, screen):
         by_id = {r.id: r for r in screen.rows}
         screen.sort_by("ram", True)
         await pilot.pause()
@@ -165,19 +190,28 @@ async def test_sort_by_each_column_and_reverse(store_dir: Path) -> None:
 # --------------------------------------------------------------------------- detail
 
 
+async def _enter_on(pilot: Pilot[None], screen: HistoryScreen, row: Row) -> None:
+    """The cursor moved to `row` of the session list, then Enter."""
+    table = screen.query_one("#history-table", DataTable)
+    table.move_cursor(row=table.get_row_index(row.id))
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+async def _open_detail(pilot: Pilot[None], screen: HistoryScreen, row: Row) -> tuple[SessionDetailScreen, Session]:
+    """Enter on `row`: its detail screen, asserted shown, and its session as saved, asserted to have a summary."""
+    await _enter_on(pilot, screen, row)
+    detail = pilot.app.screen
+    assert isinstance(detail, SessionDetailScreen)
+    session = store.load(row.entry.path).session
+    assert session is not None and session.summary is not None
+    return detail, session
+
+
 async def test_open_detail_with_charts_summary_and_processes(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(160, 50)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(160, 50)) as (app, pilot, screen):
         gpu_row = next(r for r in screen.shown if r.peak_gpu)
-        table = screen.query_one("#history-table", DataTable)
-        table.move_cursor(row=table.get_row_index(gpu_row.id))
-        await pilot.press("enter")
-        await pilot.pause()
-        detail = app.screen
-        assert isinstance(detail, SessionDetailScreen)
-        session = store.load(gpu_row.entry.path).session
-        assert session is not None and session.summary is not None
+        detail, session = await _open_detail(pilot, screen, gpu_row)
         charts = {c.id: c for c in detail.query(TimeChart)}
         assert set(charts) == {"chart-ram", "chart-cpu", "chart-gpu-memory", "chart-gpu-util"}
         ram = charts["chart-ram"].render().plain
@@ -198,9 +232,7 @@ async def test_open_detail_with_charts_summary_and_processes(store_dir: Path) ->
 
 
 async def test_open_unreadable_notifies_and_does_not_crash(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (app, pilot, screen):
         await pilot.press("ctrl+end", "enter", "space", "e")
         await pilot.pause()
         assert app.screen is screen
@@ -246,9 +278,7 @@ async def test_chart_axes_units_time_and_empty_chart() -> None:
 
 
 async def test_mark_two_and_compare(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(160, 50)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(160, 50)) as (app, pilot, screen):
         await pilot.press("down", "space", "space")  # marks rows 2 and 3; the cursor moves down after each
         assert len(screen.marked) == 2
         table = screen.query_one("#history-table", DataTable)
@@ -275,9 +305,7 @@ async def test_mark_two_and_compare(store_dir: Path) -> None:
 
 
 async def test_compare_needs_two_marks_and_third_mark_replaces_oldest(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (app, pilot, screen):
         await pilot.press("c")
         assert app.screen is screen
         assert any("mark two" in n.message for n in app._notifications)
@@ -307,9 +335,7 @@ def test_compare_rows_differences_and_verdicts() -> None:
 
 
 async def test_export_json_and_csv_to_typed_path(store_dir: Path, tmp_path: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (app, pilot, screen):
         row = screen.shown[1]
         await pilot.press("down", "e")
         await pilot.pause()
@@ -338,9 +364,7 @@ async def test_export_json_and_csv_to_typed_path(store_dir: Path, tmp_path: Path
 
 async def test_export_to_bad_path_shows_error_and_cancel(store_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (app, pilot, screen):
         await pilot.press("e")
         await pilot.pause()
         dialog = app.screen
@@ -355,9 +379,7 @@ async def test_export_to_bad_path_shows_error_and_cancel(store_dir: Path, tmp_pa
 
 
 async def test_delete_asks_first(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (app, pilot, screen):
         row = screen.shown[2]
         await pilot.press("down", "down", "d")
         await pilot.pause()
@@ -379,9 +401,7 @@ async def test_delete_asks_first(store_dir: Path) -> None:
 
 
 async def test_delete_running_refused_and_unreadable_allowed(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (app, pilot, screen):
         running = screen.shown[0]
         assert running.running
         await pilot.press("d")
@@ -396,9 +416,7 @@ async def test_delete_running_refused_and_unreadable_allowed(store_dir: Path) ->
 
 
 async def test_reload_picks_up_new_sessions(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (_app, pilot, screen):
         store.save_session(store_dir, make_session(50))
         await pilot.press("f5")
         await _ready(pilot)
@@ -406,13 +424,7 @@ async def test_reload_picks_up_new_sessions(store_dir: Path) -> None:
 
 
 async def test_pushed_from_another_app_escape_returns(store_dir: Path) -> None:
-    class Host(App[None]):
-        pass
-
-    app = Host()
-    async with app.run_test(size=(100, 30)) as pilot:
-        base = app.screen
-        await app.push_screen(HistoryScreen(store_dir))
+    async with _history_pushed_from_another_app(store_dir) as (app, pilot, base):
         screen = await _ready(pilot)
         assert len(_ids(screen)) == 11
         await pilot.press("escape")
@@ -459,9 +471,7 @@ async def test_large_store_is_read_in_a_worker(store_dir: Path, monkeypatch: pyt
     from gputop_tracker.tui.history.screens import sessions as history
 
     monkeypatch.setattr(history, "SYNC_LOAD_MAX", 5)  # 11 files: past the limit
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (_app, _pilot, screen):
         assert len(_ids(screen)) == 11 and screen.load_seconds > 0
 
 
@@ -482,21 +492,12 @@ async def test_detail_headline_and_output_tab(store_dir: Path) -> None:
     from gputop_tracker.tui.history.parts import headline
     from gputop_tracker.tui.live.output_pane import OutputPane
 
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(160, 50)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(160, 50)) as (app, pilot, screen):
         row = next(r for r in screen.shown if r.peak_gpu and r.error is None)
         row.entry.path.with_name(f"{row.id}.output.log").write_text(
             "Traceback (most recent call last):\n  10%|#\r 100%|##########|\nRuntimeError: \x1b[31mboom\x1b[0m\n"
         )
-        table = screen.query_one("#history-table", DataTable)
-        table.move_cursor(row=table.get_row_index(row.id))
-        await pilot.press("enter")
-        await pilot.pause()
-        detail = app.screen
-        assert isinstance(detail, SessionDetailScreen)
-        session = store.load(row.entry.path).session
-        assert session is not None and session.summary is not None
+        detail, session = await _open_detail(pilot, screen, row)
         line = _plain(detail.query_one(".history-headline", Static))
         assert line == headline(session).plain
         wall = session.summary.compute_time.time
@@ -511,29 +512,19 @@ async def test_detail_headline_and_output_tab(store_dir: Path) -> None:
         await pilot.pause()
         # a session without a saved output says so
         other = next(r for r in screen.shown if r.error is None and r.id != row.id)
-        table.move_cursor(row=table.get_row_index(other.id))
-        await pilot.press("enter")
-        await pilot.pause()
+        await _enter_on(pilot, screen, other)
         assert "no output saved" in app.screen.query_one("#history-output", OutputPane).lines[0]
 
 
 async def test_start_times_have_seconds(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(160, 50)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(160, 50)) as (_app, _pilot, screen):
         table = screen.query_one("#history-table", DataTable)
         start = str(table.get_cell_at((0, 1)))
         assert len(start.split(":")) == 3, start
 
 
 async def test_q_in_history_opened_from_another_app_goes_back(store_dir: Path) -> None:
-    class Host(App[None]):
-        pass
-
-    app = Host()
-    async with app.run_test(size=(100, 30)) as pilot:
-        base = app.screen
-        await app.push_screen(HistoryScreen(store_dir))
+    async with _history_pushed_from_another_app(store_dir) as (app, pilot, base):
         await _ready(pilot)
         await pilot.press("q")
         await pilot.pause()
@@ -568,9 +559,7 @@ async def test_simulated_gpus_are_labelled_and_utilization_is_per_gpu(tmp_path: 
     row = Row.of(store.list_entries(store_dir)[0])
     assert row.simulated and row.n_gpus == 2 and row.gpu_util == 73.0
     assert filter_rows([row], "simulated") == [row]
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(160, 40)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(160, 40)) as (app, pilot, screen):
         table = screen.query_one("#history-table", DataTable)
         cells = [str(c) for c in table.get_row_at(0)]
         assert "[sim] python3 demo.py" in cells and "73%×2" in cells, cells
@@ -591,9 +580,7 @@ async def test_simulated_gpus_are_labelled_and_utilization_is_per_gpu(tmp_path: 
 
 
 async def test_history_columns_are_fitted_again_on_resize(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (_app, pilot, screen):
         table = screen.query_one("#history-table", DataTable)
         before = table.columns["command"].width
         await pilot.resize_terminal(150, 30)
@@ -603,9 +590,7 @@ async def test_history_columns_are_fitted_again_on_resize(store_dir: Path) -> No
 
 
 async def test_home_and_end_move_the_cursor_in_the_list(store_dir: Path) -> None:
-    app = HistoryApp(store_dir)
-    async with app.run_test(size=(120, 30)) as pilot:
-        screen = await _ready(pilot)
+    async with _ready_history(store_dir, size=(120, 30)) as (_app, pilot, screen):
         table = screen.query_one("#history-table", DataTable)
         await pilot.press("down", "down", "down", "home")
         await pilot.pause()

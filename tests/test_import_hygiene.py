@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import python_c
 
 import gputop_tracker
 import gputop_tracker.core
@@ -33,7 +34,7 @@ def test_core_modules_found() -> None:
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_core_module_does_not_import_textual(module: str) -> None:
     code = f"import sys, {module}; bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]; print(bad)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = python_c(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -46,7 +47,7 @@ def test_headless_run_never_imports_textual() -> None:
         "code = main(['--headless', '--no-save', '--', 'true'])\n"
         "sys.exit(code)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = python_c(code)
     assert proc.returncode == 0, proc.stderr
     assert "TEXTUAL=False" in proc.stderr
 

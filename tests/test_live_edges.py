@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import output_reader
 from textual.app import App, ComposeResult
 
 from gputop_tracker.tui.widgets.charts import Series, TimeChart, _largest
@@ -41,16 +42,11 @@ def test_a_chart_of_gaps_draws() -> None:
 
 def test_output_reader_follows_a_file_truncated_under_it() -> None:
     """logrotate's copytruncate empties the output log: the reader starts again at its start, not past its end."""
-    from gputop_tracker.tui.live.run import SamplerSource
-
     fd, name = tempfile.mkstemp()
     os.close(fd)
     w = os.open(name, os.O_WRONLY | os.O_APPEND)
     r = os.open(name, os.O_RDONLY)
-    source = SamplerSource(handle=None, output_fd=r)  # type: ignore[arg-type]  # output() needs no sampler
-    got: list[str] = []
-    reader = threading.Thread(target=lambda: got.extend(source.output()), daemon=True)
-    reader.start()
+    source, got, reader = output_reader(r)
     try:
         os.write(w, b"epoch 1 of 3, loss 0.93\n" * 20)
         deadline = time.monotonic() + 30

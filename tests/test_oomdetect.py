@@ -38,6 +38,16 @@ def make(interval: float = 0.5) -> tuple[OomDetector, Clock, Counters]:
     return OomDetector(clock, counters, interval=interval, main_pid=MAIN), clock, counters
 
 
+def assert_one_sigkill_attributed_to(detector: OomDetector, counters: Counters, pid: int, why_once: str) -> None:
+    """The kernel's OOM-kill counter rises: the detector names `pid`, SIGKILLed, as the victim, and counts it
+    killed; another rise finds no death left to attribute (`why_once` says why)."""
+    counters.bump()
+    assert detector.check() == OomKill(pid, signal.SIGKILL, "fake oom_kill 7 -> 8")
+    assert detector.killed == {pid}
+    counters.bump()
+    assert detector.check() is None, why_once
+
+
 def test_rise_and_a_sigkill_we_reaped_within_the_window_is_attributed() -> None:
     detector, clock, counters = make()
     detector.reaped(CHILD, SIGKILLED)
@@ -45,11 +55,7 @@ def test_rise_and_a_sigkill_we_reaped_within_the_window_is_attributed() -> None:
     clock.now += 2.0  # the counter is read a few samples later: still within OOM_SIGKILL_WINDOW (3 s)
     detector.check()
     clock.now += 0.5
-    counters.bump()
-    assert detector.check() == OomKill(CHILD, signal.SIGKILL, "fake oom_kill 7 -> 8")
-    assert detector.killed == {CHILD}
-    counters.bump()
-    assert detector.check() is None, "a death is attributed once"
+    assert_one_sigkill_attributed_to(detector, counters, CHILD, "a death is attributed once")
 
 
 def test_sigkill_after_the_rise_within_the_window_is_attributed() -> None:
@@ -128,11 +134,7 @@ def test_main_pid_is_preferred() -> None:
     detector.reaped(CHILD, SIGKILLED)
     detector.reaped(MAIN, SIGKILLED)
     detector.gone(300)
-    counters.bump()
-    assert detector.check() == OomKill(MAIN, signal.SIGKILL, "fake oom_kill 7 -> 8")
-    assert detector.killed == {MAIN}
-    counters.bump()
-    assert detector.check() is None, "the other deaths matched with that rise are used up"
+    assert_one_sigkill_attributed_to(detector, counters, MAIN, "the other deaths matched with that rise are used up")
 
 
 def test_long_interval_widens_the_window() -> None:

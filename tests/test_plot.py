@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import python_c
 
 from gputop_tracker import Tracker
 from gputop_tracker.api.tracker import TrackerError
@@ -203,7 +204,7 @@ def test_missing_matplotlib_names_the_extra(real_session: tuple[Path, str], tmp_
         ["--plot", str(out), "--store", str(store_dir), "--", "true"],  # refused before the command runs
     ):
         code = BLOCK_MATPLOTLIB.format(argv=argv)
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        proc = python_c(code)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1, proc.stderr
         assert "pip install 'matplotlib>=3.7'" in proc.stderr and "'.[plot]' in a checkout" in proc.stderr
@@ -275,7 +276,7 @@ def test_core_imports_without_matplotlib_or_pandas() -> None:
         "from gputop_tracker.core.report import plot\n"
         "try:\n    plot.require_matplotlib()\nexcept plot.PlotUnavailable as e:\n    print('OK', e)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = python_c(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("OK") and "pip install 'matplotlib>=3.7'" in proc.stdout
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import python_c
 from prometheus_client import CollectorRegistry, generate_latest
 from promutil import (
     HOLDER,
@@ -305,7 +306,7 @@ def test_exporter_modules_never_import_textual() -> None:
         "import sys, gputop_tracker.core.integrations.exporters.prometheus, gputop_tracker.core.integrations.exporters.latest\n"
         "print([m for m in sys.modules if m == 'textual' or m.startswith('textual.')])"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = python_c(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -408,38 +409,40 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+def exit_2_before_the_command(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[str, Path]:
+    """The CLI, headless with `args` (and `env` added to ours), in front of a job that would create a marker file:
+    asserts it exits 2 with one error line; returns that line, and the marker (the caller checks it was never
+    made)."""
+    job, marker = marker_job(tmp_path)
+    proc = cli("--headless", *args, *job, env=env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    return one_error_line(err), marker
+
+
 # 192.0.2.1 (TEST-NET-1) is numeric, so no DNS is asked, and no address of this machine
 @pytest.mark.parametrize(
     "addr", ["nonsense", ":0", ":70000", "::1:9464", "[::1]9464", "192.0.2.1:9464", "", "http://127.0.0.1:9464"]
 )
 def test_bad_address_exits_2_before_the_command_starts(tmp_path: Path, addr: str) -> None:
-    job, marker = marker_job(tmp_path)
-    proc = cli("--headless", "--prometheus", addr, *job)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert "--prometheus" in one_error_line(err)
+    line, marker = exit_2_before_the_command(tmp_path, "--prometheus", addr)
+    assert "--prometheus" in line
     assert not marker.exists()
 
 
 def test_port_in_use_exits_2_before_the_command_starts(tmp_path: Path) -> None:
-    job, marker = marker_job(tmp_path)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proc = cli("--headless", "--prometheus", f"127.0.0.1:{port}", *job)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert f"port {port} is already in use" in one_error_line(err)
+        line, marker = exit_2_before_the_command(tmp_path, "--prometheus", f"127.0.0.1:{port}")
+    assert f"port {port} is already in use" in line
     assert not marker.exists()
 
 
 def test_textfile_in_a_missing_directory_exits_2(tmp_path: Path) -> None:
-    job, marker = marker_job(tmp_path)
-    proc = cli("--headless", "--prometheus-textfile", str(tmp_path / "nope" / "x.prom"), *job)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert "no such directory" in one_error_line(err)
+    line, marker = exit_2_before_the_command(tmp_path, "--prometheus-textfile", str(tmp_path / "nope" / "x.prom"))
+    assert "no such directory" in line
     assert not marker.exists()
 
 
@@ -447,11 +450,8 @@ def test_textfile_in_a_missing_directory_exits_2(tmp_path: Path) -> None:
 def test_textfile_that_cannot_be_written_exits_2(tmp_path: Path, where: str) -> None:
     """An empty name was ignored (no exporter at all); /proc passes access() yet refuses files (and root
     passes access() everywhere): the run went on with one runtime line and exit 0."""
-    job, marker = marker_job(tmp_path)
-    proc = cli("--headless", "--prometheus-textfile", where, *job)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert "--prometheus-textfile" in one_error_line(err)
+    line, marker = exit_2_before_the_command(tmp_path, "--prometheus-textfile", where)
+    assert "--prometheus-textfile" in line
     assert not marker.exists()
 
 
@@ -472,11 +472,8 @@ def test_textfile_naming_what_is_not_ours_exits_2_and_leaves_it(tmp_path: Path, 
     node deleted it (as root, /dev/full) with exit 0. Now: refused before the command starts, left as it was."""
     target = _user_paths(tmp_path)[kind]
     before = os.lstat(target)
-    job, marker = marker_job(tmp_path)
-    proc = cli("--headless", "--prometheus-textfile", str(target), *job)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    assert "not a textfile written by gputop-track" in one_error_line(err)
+    line, marker = exit_2_before_the_command(tmp_path, "--prometheus-textfile", str(target))
+    assert "not a textfile written by gputop-track" in line
     assert not marker.exists()
     after = os.lstat(target)
     assert (after.st_ino, after.st_mode, after.st_size) == (before.st_ino, before.st_mode, before.st_size)
@@ -555,22 +552,14 @@ def test_missing_prometheus_client_names_the_extra(tmp_path: Path) -> None:
     shadow = tmp_path / "shadow" / "prometheus_client"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("raise ImportError('No module named prometheus_client')\n")
-    job, marker = marker_job(tmp_path)
     env = {"PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
-    proc = cli("--headless", "--prometheus", ":9464", *job, env=env)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    line = one_error_line(err)
+    line, marker = exit_2_before_the_command(tmp_path, "--prometheus", ":9464", env=env)
     assert "pip install 'prometheus-client>=0.17'" in line and "'.[prometheus]' in a checkout" in line
     assert not marker.exists()
 
 
 def test_prometheus_top_without_an_exporter_is_a_usage_error(tmp_path: Path) -> None:
-    job, marker = marker_job(tmp_path)
-    proc = cli("--headless", "--prometheus-top", "5", *job)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, err
-    one_error_line(err)
+    _, marker = exit_2_before_the_command(tmp_path, "--prometheus-top", "5")
     assert not marker.exists()
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, build, device
+from fakenvml.fake import CONFIG_ENV, FakeNvml, MiB, device
 from promutil import cli_on_free_port, parse, scrape, values, wait_until
 
 GPU0 = "GPU-0a0a0a0a-1111-4000-8000-000000000000"
@@ -25,14 +25,6 @@ deadline = time.monotonic() + 120
 while not os.path.exists(done) and time.monotonic() < deadline:
     time.sleep(0.02)
 """
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lib = build(tmp_path_factory.mktemp("fakenvml-prom"))
-    if lib is None:
-        pytest.skip("no C compiler (gcc/cc): the fake libnvidia-ml cannot be built")
-    return lib
 
 
 def test_gpu_series_from_the_fake_nvml(tmp_path: Path, fake_lib: Path) -> None:

@@ -34,6 +34,16 @@ def _checkpointed(store: Path) -> bool:
     return bool(files) and _session(store)["summary"]["n_samples"] >= 1
 
 
+def _kill_the_sampler(store: Path) -> dict:
+    """Once the run has checkpointed, SIGKILL to its sampler; returns the session's meta as it was before, once the
+    session is marked interrupted."""
+    wait_for(lambda: _checkpointed(store), what="the first checkpoint")
+    meta = _session(store)["meta"]
+    os.kill(meta["engine_pid"], signal.SIGKILL)
+    wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+    return meta
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -57,11 +67,8 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
 def test_sampler_killed_front_end_waits_for_the_command_and_marks_the_session(tmp_path: Path, store: Path) -> None:
     proc, go = _start(tmp_path)
     try:
-        wait_for(lambda: _checkpointed(store), what="the first checkpoint")
-        meta = _session(store)["meta"]
-        command, sampler = meta["pid"], meta["engine_pid"]
-        os.kill(sampler, signal.SIGKILL)
-        wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+        meta = _kill_the_sampler(store)
+        command = meta["pid"]
         assert proc.poll() is None, "the front end went on waiting for the command"
         assert _alive(command)
         go.touch()
@@ -92,9 +99,7 @@ def test_sampler_killed_front_end_waits_for_the_command_and_marks_the_session(tm
 def test_signals_reach_the_command_after_the_sampler_died(tmp_path: Path, store: Path) -> None:
     proc, _go = _start(tmp_path)
     try:
-        wait_for(lambda: _checkpointed(store), what="the first checkpoint")
-        os.kill(_session(store)["meta"]["engine_pid"], signal.SIGKILL)
-        wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+        _kill_the_sampler(store)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -199,9 +204,7 @@ def test_after_the_sampler_died_a_sigint_still_ends_a_shell_script_waiting_for_a
         preexec_fn=sigint_default,
     )
     try:
-        wait_for(lambda: _checkpointed(store), what="the first checkpoint")
-        os.kill(_session(store)["meta"]["engine_pid"], signal.SIGKILL)
-        wait_for(lambda: _session(store)["meta"]["status"] == "interrupted", what="the session marked interrupted")
+        _kill_the_sampler(store)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
-
-import pytest
 
 from gputop_tracker.core.gpu import SAMPLE_FIELDS, FakeGpuBackend, GpuReading
 from gputop_tracker.core.model import models
@@ -16,30 +13,6 @@ from gputop_tracker.core.proc.host import HostReader
 from gputop_tracker.core.proc.procfs import ProcessTree
 from gputop_tracker.core.summary.builder import Outcome, SummaryBuilder
 from gputop_tracker.core.summary.events import FlightRecorder
-
-
-def _all_models() -> list[type[models.Model]]:
-    out: list[type[models.Model]] = []
-    todo = [models.Model]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            out.append(sub)
-            todo.append(sub)
-    return out
-
-
-@pytest.fixture
-def forbid() -> Iterator[None]:
-    saved = {cls: cls.model_config.get("extra") for cls in _all_models()}
-    for cls in saved:
-        cls.model_config["extra"] = "forbid"
-        cls.model_rebuild(force=True)
-    try:
-        yield
-    finally:
-        for cls, extra in saved.items():
-            cls.model_config["extra"] = extra
-            cls.model_rebuild(force=True)
 
 
 def _full_gpu(index: int, pid: int) -> GpuReading:
@@ -61,7 +34,7 @@ def _full_gpu(index: int, pid: int) -> GpuReading:
     return GpuReading(index=index, uuid=f"GPU-{index}", name="Fake", **values)  # type: ignore[arg-type]
 
 
-def test_streamed_sample_and_summary_have_exactly_the_models_fields(forbid: None) -> None:
+def test_streamed_sample_and_summary_have_exactly_the_models_fields(strict_models: None) -> None:
     me = os.getpid()
     tree = ProcessTree(me)
     host = HostReader()

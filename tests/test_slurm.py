@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import WORKLOADS
-from test_schema import forbid  # noqa: F401  (the fixture)
+from helpers import json_report_to, workload_command
 
 from gputop_tracker.core.integrations import slurm
 from gputop_tracker.core.model import models
@@ -46,25 +45,8 @@ def _track_hold(tmp_path: Path, mb: int, env: dict[str, str], *extra: str) -> di
     """A real run holding `mb` MB for a moment; its JSON report (bytes, seconds)."""
     out = tmp_path / f"report-{mb}-{len(list(tmp_path.iterdir()))}.json"
     proc = _run(
-        "--headless",
-        "-f",
-        "json",
-        "-o",
-        str(out),
-        "--ru",
-        "bytes",
-        "--tu",
-        "seconds",
-        "--interval",
-        "0.1",
-        *extra,
-        "--",
-        sys.executable,
-        WORKLOADS,
-        "hold",
-        str(tmp_path / "k.json"),
-        str(mb),
-        "0.5",
+        *json_report_to(out, "--ru", "bytes", "--tu", "seconds", "--interval", "0.1", *extra, "--"),
+        *workload_command("hold", str(tmp_path / "k.json"), str(mb), "0.5"),
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
@@ -292,7 +274,7 @@ def test_gpu_fractions_and_unused_gpu_note() -> None:
     assert any("did not use the GPU" in n for n in notes(idle, {"gpus": 1}, fractions(idle, {"gpus": 1})))
 
 
-def test_summary_with_a_job_validates_exactly(forbid: None) -> None:  # noqa: F811
+def test_summary_with_a_job_validates_exactly(strict_models: None) -> None:
     b = SummaryBuilder(main_pid=os.getpid(), command=["x"], mode="attach", interval=0.1, start_time=0.0)
     job = slurm.job_context({**BASE, "SLURM_MEM_PER_NODE": "10", "SLURM_CPUS_PER_TASK": "1"})
     u = models.ResourceUsage.model_validate(b.summary(job=job))

@@ -9,7 +9,10 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakesource import MAIN_PID, TREE, FakeSource, make_sample, make_summary
@@ -46,6 +49,33 @@ async def settle(app: LiveApp, pilot: object, n: int) -> None:
     await pilot.pause()  # type: ignore[attr-defined]
 
 
+@asynccontextmanager
+async def settled_view(src: FakeSource, size: tuple[int, int] = (120, 40)) -> AsyncIterator[tuple[LiveApp, Any]]:
+    """The live view of `src` run under Pilot at `size` (columns, rows), once it has taken every message `src`
+    scripted so far. Yields the app and its pilot."""
+    app = make_app(src)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        yield app, pilot
+
+
+@asynccontextmanager
+async def history_from_live_view(store: Path) -> AsyncIterator[tuple[LiveApp, Any]]:
+    """A live view (120×40) of a two-sample FakeSource saving to `store`, settled; `h` pressed, and waited on until
+    the history's session list has loaded (in a worker), which is asserted shown. Yields the app and its pilot."""
+    from gputop_tracker.tui.history.screens.sessions import HistoryScreen
+
+    src = FakeSource(2, store=str(store))
+    async with settled_view(src) as (app, pilot):
+        await pilot.press("h")
+        for _ in range(300):
+            if isinstance(app.screen, HistoryScreen) and app.screen.loaded:
+                break
+            await asyncio.sleep(0.01)
+        assert isinstance(app.screen, HistoryScreen)
+        yield app, pilot
+
+
 def row_keys(app: LiveApp) -> list[int]:
     return app.query_one("#procs", ProcessTable).ordered_keys
 
@@ -60,9 +90,7 @@ def header(app: LiveApp) -> str:
 
 async def test_shows_tree_gpus_and_summary() -> None:
     src = FakeSource(12)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, _):
         assert row_keys(app) == [p[0] for p in TREE]  # tree order: main, workers, sh > nvcc > cicc
         assert "└ nvcc" in cell(app, 4261, "name")
         assert len(app.query(".gpu")) == 2
@@ -76,9 +104,7 @@ async def test_shows_tree_gpus_and_summary() -> None:
 
 async def test_narrow_layout_at_80_columns() -> None:
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(80, 24)) as (app, _):
         assert app.has_class("narrow")
         assert "shared" not in app._columns
         assert row_keys(app)[0] == MAIN_PID
@@ -86,9 +112,7 @@ async def test_narrow_layout_at_80_columns() -> None:
 
 async def test_rows_are_diffed_by_key_not_refilled(monkeypatch: pytest.MonkeyPatch) -> None:
     src = FakeSource(2)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         table = app.query_one("#procs", ProcessTable)
 
         def no_clear(*a: object, **k: object) -> None:
@@ -105,9 +129,7 @@ async def test_rows_are_diffed_by_key_not_refilled(monkeypatch: pytest.MonkeyPat
 
 async def test_pause_freezes_display_not_sampling() -> None:
     src = FakeSource(4)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         before = cell(app, MAIN_PID, "cpu")
         await pilot.press("p")
         assert app.paused and "PAUSED" in header(app)
@@ -123,9 +145,7 @@ async def test_pause_freezes_display_not_sampling() -> None:
 
 async def test_sort_cycles_columns() -> None:
     src = FakeSource(6)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         await pilot.press("t")  # flat: the sort orders every row
         assert not app.tree_view
         await pilot.press("s")
@@ -147,9 +167,7 @@ async def test_sort_cycles_columns() -> None:
 
 async def test_tree_and_flat_views() -> None:
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         assert cell(app, 4262, "name").strip().startswith("└ cicc")
         await pilot.press("t")
         await pilot.pause()
@@ -163,9 +181,7 @@ async def test_tree_and_flat_views() -> None:
 @pytest.mark.parametrize(("key", "choice"), [("s", "stop"), ("d", "detach"), ("escape", "cancel")])
 async def test_quit_while_running_asks(key: str, choice: str) -> None:
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, QuitScreen)
@@ -191,9 +207,7 @@ async def test_quit_while_running_asks(key: str, choice: str) -> None:
 
 async def test_quit_dialog_buttons_work_with_the_mouse() -> None:
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         await pilot.press("q")
         await pilot.pause()
         await pilot.click("#detach")
@@ -206,9 +220,7 @@ async def test_quit_dialog_buttons_work_with_the_mouse() -> None:
 
 async def test_after_exit_stays_open_then_quits_with_the_exit_code() -> None:
     src = FakeSource(5, finished=True, exit_code=3)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         await pilot.pause(0.1)
         assert not app.control.running
         assert "exited with code 3" in header(app)
@@ -245,9 +257,7 @@ def sleeper() -> subprocess.Popen[bytes]:
 async def test_signal_selected_process_with_confirmation(sleeper: subprocess.Popen[bytes], confirm: bool) -> None:
     tree = [*TREE, (sleeper.pid, MAIN_PID, "sleeper", 10, 1)]
     src = FakeSource(3, tree=tree)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         table = app.query_one("#procs", ProcessTable)
         table.focus()
         table.move_cursor(row_keys(app).index(sleeper.pid))
@@ -270,9 +280,7 @@ async def test_signal_selected_process_with_confirmation(sleeper: subprocess.Pop
 
 async def test_signal_refuses_pids_outside_the_tree() -> None:
     src = FakeSource(2)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         src.push(SampleMessage(make_sample(3, tree=[])))  # everything exited
         await settle(app, pilot, src.n_scripted)
         await pilot.press("k")
@@ -282,9 +290,7 @@ async def test_signal_refuses_pids_outside_the_tree() -> None:
 
 async def test_help_and_history_keys() -> None:
     src = FakeSource(2)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -302,9 +308,7 @@ def test_bindings_have_ids_for_remapping() -> None:
 
 async def test_run_so_far_shows_the_samplers_running_summary() -> None:
     src = FakeSource(6)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         usage = make_summary(src.samples)  # the figures the final report prints
         text = str(app.query_one("#summary", Static).content)
         assert f"peak RAM    {human_bytes(usage.max_ram.combined.total_rss)} (tree)" in text
@@ -395,9 +399,7 @@ async def wait_exit(app: LiveApp) -> None:
 async def test_ctrl_c_opens_the_quit_dialog_and_enter_chooses_nothing() -> None:
     """A habitual q, Enter must not stop the job: the dialog has no default, Enter only says which keys choose."""
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert isinstance(app.screen, QuitScreen)
@@ -452,9 +454,7 @@ async def test_stubborn_tree_asks_before_sigkill(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(live_control, "KILL_AFTER", 0.05)
     src = FakeSource(3, ignores_sigterm=True)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         await pilot.press("q", "s")
         for _ in range(300):
             if isinstance(app.screen, KillScreen):
@@ -476,9 +476,7 @@ async def test_stubborn_tree_asks_before_sigkill(monkeypatch: pytest.MonkeyPatch
 
 async def test_kill_dialog_detach_leaves_the_tree() -> None:
     src = FakeSource(3, ignores_sigterm=True)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         await pilot.press("q", "s")
         await pilot.pause()
         app.control.ask_kill()
@@ -517,9 +515,7 @@ async def test_signal_dialog_offers_the_subtree(sleeper_tree: subprocess.Popen[b
     (child,) = psutil_children(sleeper_tree.pid)
     tree = [*TREE, (sleeper_tree.pid, MAIN_PID, "parent", 10, 1), (child, sleeper_tree.pid, "child", 10, 1)]
     src = FakeSource(3, tree=tree)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         table = app.query_one("#procs", ProcessTable)
         table.move_cursor(row_keys(app).index(sleeper_tree.pid))
         await pilot.press("k")
@@ -588,9 +584,7 @@ async def test_live_charts_plot_the_run_and_keep_counting_while_paused() -> None
     from gputop_tracker.tui.widgets.charts import TimeChart, short_time, stepped_end
 
     src = FakeSource(6)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         ram = app.query_one("#live-chart-ram", TimeChart)
         assert ram.display and len(ram.xs) in (5, 6) and ram.peak is not None  # redrawn every 2 s of the run
         assert [s.label for s in ram.series] == ["Σ PSS", "private"]
@@ -614,9 +608,7 @@ async def test_narrow_shows_one_compact_chart() -> None:
     from gputop_tracker.tui.widgets.charts import TimeChart
 
     src = FakeSource(4)
-    app = make_app(src)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(80, 24)) as (app, _):
         shown = [c.id for c in app.query(TimeChart) if c.display and c.styles.display != "none"]
         assert shown == ["live-chart-ram"]
         assert app.query_one("#live-chart-ram").region.height == 5
@@ -692,9 +684,7 @@ async def test_command_and_state_columns_tell_workers_apart() -> None:
         if i == 2:
             next(p for p in msg.sample.processes if p.pid == 4301).rss = 0  # exited, not reaped yet
         src.push(msg)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, _):
         assert "command" in app.query_one("#procs", ProcessTable).column_label("name")
         assert cell(app, 4300, "name").endswith("worker.py --rank 0")
         assert cell(app, 4301, "name").endswith("worker.py --rank 1")
@@ -707,9 +697,7 @@ async def test_an_exited_worker_shows_how_it_ended_then_leaves() -> None:
     from gputop_tracker.tui.live.process_info import EXITED_ROWS
 
     src = FakeSource(3, tree=_workers_tree())
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         src.push(EventMessage(Event(time=0, type="process_exited", pid=4301, name="python3", signal=9)))
         src.push(SampleMessage(make_sample(4, tree=_workers_tree()[:2])))
         await settle(app, pilot, src.n_scripted)
@@ -728,9 +716,7 @@ async def test_run_so_far_peaks_are_never_below_a_current_figure_on_screen() -> 
     from gputop_tracker.tui.widgets.charts import TimeChart
 
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         s = make_sample(3)
         s.processes[1] = s.processes[1].model_copy(
             update={"rss": 9_000_000_000, "private": 8_000_000_000, "pss": 8_500_000_000, "threads": 700}
@@ -759,9 +745,7 @@ async def test_a_lower_bound_is_marked_in_the_table_its_legend_and_the_detail_pa
     from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
 
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         table = app.query_one("#procs", ProcessTable)
         assert "≥" not in cell(app, 4250, "private") and table.border_title == "processes"
         s = make_sample(3)
@@ -789,9 +773,7 @@ async def test_enter_opens_the_process_in_full() -> None:
     from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
 
     src = FakeSource(4)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         assert app.query_one("#procs", ProcessTable).border_subtitle == f"{MAIN_PID}: python3 train.py --epochs 3"
         await pilot.press("enter")
         await pilot.pause()
@@ -828,9 +810,7 @@ async def test_output_pane_is_terminal_like() -> None:
     from gputop_tracker.tui.live.output_pane import OutputPane
 
     src = FakeSource(2, output=[])
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         out = app.query_one("#output", OutputPane)
         out.write("start\n")
         for i in range(0, 101, 10):  # a progress bar: one line, rewritten
@@ -858,9 +838,7 @@ async def test_output_zoom_and_find_keys() -> None:
     from gputop_tracker.tui.live.output_pane import OutputPane
 
     src = FakeSource(3)
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         out = app.query_one("#output", OutputPane)
         small = out.region.height
         await pilot.press("o")
@@ -882,9 +860,7 @@ async def test_output_zoom_and_find_keys() -> None:
 
 async def test_filter_reverse_and_function_keys() -> None:
     src = FakeSource(4)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         await pilot.press("slash", *"worker")
         await pilot.pause()
         assert set(row_keys(app)) == {4250, 4251, 4252, 4253}
@@ -931,9 +907,7 @@ async def test_the_filter_stays_in_the_title_and_says_when_nothing_matches() -> 
         return Content.from_markup(str(table.border_title)).plain
 
     src = FakeSource(4)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         table = app.query_one("#procs", ProcessTable)
         await pilot.press("slash", *"worker", "enter")
         await pilot.pause()
@@ -952,9 +926,7 @@ async def test_the_filter_stays_in_the_title_and_says_when_nothing_matches() -> 
 
 async def test_sort_and_tree_redraw_while_paused() -> None:
     src = FakeSource(4)
-    app = make_app(src)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src, size=(160, 50)) as (app, pilot):
         await pilot.press("p", "t")
         await pilot.pause()
         assert row_keys(app) == sorted(p[0] for p in TREE)  # re-ordered at once, from the frozen sample
@@ -977,18 +949,7 @@ def test_every_binding_has_an_id_and_is_shown_or_in_help() -> None:
 
 
 async def test_history_from_the_live_view_q_goes_back_not_to_the_quit_dialog(tmp_path: Path) -> None:
-    src = FakeSource(2, store=str(tmp_path))
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
-        from gputop_tracker.tui.history.screens.sessions import HistoryScreen
-
-        await pilot.press("h")
-        for _ in range(300):  # the list loads in a worker
-            if isinstance(app.screen, HistoryScreen) and app.screen.loaded:
-                break
-            await asyncio.sleep(0.01)
-        assert isinstance(app.screen, HistoryScreen)
+    async with history_from_live_view(tmp_path) as (app, pilot):
         await pilot.press("q")
         await pilot.pause()
         assert not isinstance(app.screen, QuitScreen) and len(app.screen_stack) == 1 and app.control.running
@@ -998,9 +959,7 @@ async def test_history_screen_takes_only_its_own_keys(tmp_path: Path) -> None:
     """In the history screen `k` opened the live view's signal dialog for the row selected before (not on
     screen); the footer listed the live view's keys. There the live view's keys do nothing and are not listed."""
     src = FakeSource(2, store=str(tmp_path))
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         from gputop_tracker.tui.history.screens.sessions import HistoryScreen
 
         await pilot.press("down", "h")
@@ -1055,9 +1014,7 @@ async def test_output_scrolled_back_stays_put_and_n_N_walk_the_matches() -> None
     from gputop_tracker.tui.live.output_pane import OutputPane
 
     src = FakeSource(2, output=[])
-    app = make_app(src)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(app, pilot, src.n_scripted)
+    async with settled_view(src) as (app, pilot):
         out = app.query_one("#output", OutputPane)
         out.write("".join(f"line {i}{' epoch' if i % 500 == 0 else ''}\n" for i in range(2000)))
         await pilot.pause()

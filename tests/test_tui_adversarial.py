@@ -11,13 +11,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import unicodedata
 from pathlib import Path
 
 import pytest
 from fakesource import FakeSource
+from helpers import output_reader
 from test_tui import settle
 from textual.geometry import Region
 from textual.widget import Widget
@@ -132,15 +132,12 @@ def test_a_flood_of_output_reaches_the_view_in_a_few_tail_batches(tmp_path: Path
     """`yes | head -c 200M`: the reader handed the view every 64 kB (3,200 messages, 100 million lines, each
     parsed), so samples waited behind them for many minutes. A flood is read in large batches, and only its
     last lines (more than the pane keeps) are handed on: the whole output stays in the log file."""
-    from gputop_tracker.tui.live.run import TAIL_LINES, SamplerSource
+    from gputop_tracker.tui.live.run import TAIL_LINES
 
     path = tmp_path / "out.log"
     path.write_bytes(b"y\n" * 20_000_000 + b"DONE\n")
     r = os.open(path, os.O_RDONLY)
-    source = SamplerSource(handle=None, output_fd=r)  # type: ignore[arg-type]  # output() needs no sampler
-    got: list[str] = []
-    reader = threading.Thread(target=lambda: got.extend(source.output()), daemon=True)
-    reader.start()
+    source, got, reader = output_reader(r)
     try:
         deadline = time.monotonic() + 120
         while not "".join(got[-1:]).endswith("DONE\n") and time.monotonic() < deadline:
@@ -249,7 +246,7 @@ def test_ctrl_z_suspends_the_view_and_fg_draws_it_whole_again(tmp_path: Path) ->
 async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -> None:
     """`?` did nothing in `--history` and, opened from the live view, showed the live view's keys; the
     history's hidden keys (g jobs, j job, f5 reload) were nowhere to be found."""
-    from test_tui import make_app
+    from test_tui import history_from_live_view
 
     from gputop_tracker.tui.history.app import HistoryApp
     from gputop_tracker.tui.history.screens.sessions import HistoryScreen
@@ -273,16 +270,7 @@ async def test_question_mark_in_history_lists_the_history_keys(tmp_path: Path) -
         await pilot.pause()
         assert isinstance(history.screen, HistoryScreen)
 
-    src = FakeSource(2, store=str(tmp_path))
-    live = make_app(src)
-    async with live.run_test(size=(120, 40)) as pilot:
-        await settle(live, pilot, src.n_scripted)
-        await pilot.press("h")
-        for _ in range(300):  # the list loads in a worker
-            if isinstance(live.screen, HistoryScreen) and live.screen.loaded:
-                break
-            await asyncio.sleep(0.01)
-        assert isinstance(live.screen, HistoryScreen)
+    async with history_from_live_view(tmp_path) as (live, pilot):
         await pilot.press("f1")
         await pilot.pause()
         text = help_text(live)

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,7 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
         assert 190e6 <= rss <= 260e6, row
         go.touch()
         wait_for(session, r"exited with code 3", 30)
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        keys(session, "q")
         deadline = time.monotonic() + 15
         while not rc_file.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -129,6 +131,29 @@ def start_in_tmux(tmp_path: Path, track: list[str], size: tuple[int, int] = (160
     return session, rc_file
 
 
+@contextmanager
+def tmux_run(tmp_path: Path, track: list[str], size: tuple[int, int] = (160, 50)) -> Iterator[tuple[str, Path]]:
+    """start_in_tmux, its tmux session killed on the way out; yields the session's name and the exit-code file."""
+    session, rc_file = start_in_tmux(tmp_path, track, size=size)
+    try:
+        yield session, rc_file
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def keys(session: str, *names: str) -> None:
+    """Types `names` (tmux key names) into the session."""
+    subprocess.run(["tmux", "send-keys", "-t", session, *names], check=True)
+
+
+def stop_tree_and_exit(session: str, rc_file: Path) -> None:
+    """q, then s in the quit dialog: the tree is stopped by SIGTERM; asserts the front end exits 128 + 15."""
+    keys(session, "q")
+    wait_for(session, r"Stop tree", 10)
+    keys(session, "s")
+    assert wait_file(rc_file, 30) == str(128 + 15)
+
+
 def wait_file(path: Path, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while not path.exists() or not path.read_text().strip():
@@ -147,42 +172,33 @@ def test_stop_from_the_live_view_leaves_no_worker(tmp_path: Path) -> None:
     script = tmp_path / "workers.py"
     script.write_text(WORKERS)
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
-    session, rc_file = start_in_tmux(tmp_path, track)
-    try:
+    with tmux_run(tmp_path, track) as (session, rc_file):
         wait_for(session, r"processes 7\b", 30)
         workers = [int(p) for p in wait_for(session, r"workers((?: \d+){6})", 10).group(1).split()]
         # a RAM chart with its unit and a time axis, during the run
         wait_for(session, r"RAM \(tree\)", 10)
         wait_for(session, r"\d (MB|GB)┤", 10)
         wait_for(session, r"└─{10,}.*\n\s+0s\s", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        wait_for(session, r"Stop tree", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
-        assert wait_file(rc_file, 30) == str(128 + 15)
+        stop_tree_and_exit(session, rc_file)
         report = wait_for(session, r"stopped from the live view: SIGTERM to (\d+) processes.*none survived", 10)
         assert int(report.group(1)) >= 7
         assert [p for p in workers if alive(p)] == []
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
 def test_attach_quit_enter_then_d_leaves_the_process_running(tmp_path: Path) -> None:
     target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--attach", str(target.pid)]
-        session, rc_file = start_in_tmux(tmp_path, track)
-        try:
+        with tmux_run(tmp_path, track) as (session, rc_file):
             wait_for(session, rf"PID {target.pid}\s+● running", 30)
-            subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+            keys(session, "q")
             wait_for(session, r"Detach", 10)
-            subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)  # chooses nothing
+            keys(session, "Enter")  # chooses nothing
             time.sleep(1.0)
             assert not rc_file.exists() and "Detach" in screen(session)
-            subprocess.run(["tmux", "send-keys", "-t", session, "d"], check=True)
+            keys(session, "d")
             assert wait_file(rc_file, 30) == "0"
             assert target.poll() is None, "the attached process was only watched: it must still run"
-        finally:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     finally:
         target.kill()
         target.wait()
@@ -206,8 +222,7 @@ def test_workers_told_apart_and_progress_bar_on_one_line(tmp_path: Path) -> None
     script = tmp_path / "ranks.py"
     script.write_text(RANKS)
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
-    session, rc_file = start_in_tmux(tmp_path, track, size=(80, 24))  # even at 80 columns
-    try:
+    with tmux_run(tmp_path, track, size=(80, 24)) as (session, rc_file):  # even at 80 columns
         wait_for(session, r"processes 3\b", 30)
         wait_for(session, r"ranks\.py --rank 0", 10)  # the command column tells the two workers apart
         wait_for(session, r"ranks\.py --rank 1", 10)
@@ -216,12 +231,7 @@ def test_workers_told_apart_and_progress_bar_on_one_line(tmp_path: Path) -> None
         text = screen(session)
         bars = [line for line in text.splitlines() if re.search(r"training +\d+%\|", line)]
         assert len(bars) == 1 and "100%|##########|" in bars[0], text
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        wait_for(session, r"Stop tree", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)
 
 
 WAITS_FOR_GO = (
@@ -266,9 +276,9 @@ def test_sampler_killed_under_the_live_view_the_job_is_not_orphaned(tmp_path: Pa
     try:
         wait_for(session, r"● running", 30)
         # a lone Escape (which the terminal driver must time out, not wait on) closes the quit dialog
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        keys(session, "q")
         wait_for(session, r"Stop tree", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        keys(session, "Escape")
         deadline = time.monotonic() + 10
         while "Stop tree" in screen(session) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -280,7 +290,7 @@ def test_sampler_killed_under_the_live_view_the_job_is_not_orphaned(tmp_path: Pa
         wait_for(session, r"● sampler stopped unexpectedly", 15)
         wait_for(session, r"the sampler process stopped", 10)
         assert alive(command) and _ppid(command) == front  # reparented to the front end: not orphaned
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        keys(session, "q")
         waiting = wait_for(session, r"sampler process was killed by SIGKILL: waiting for the command \(PID (\d+)\)", 15)
         assert int(waiting.group(1)) == command and alive(command) and _ppid(command) == front
         wait_for(session, r"Ctrl-C, SIGTERM or a hang-up now go to the command", 5)
@@ -288,7 +298,7 @@ def test_sampler_killed_under_the_live_view_the_job_is_not_orphaned(tmp_path: Pa
             go.touch()
             assert wait_file(rc_file, 30) == "7"  # the command's own exit code
         else:
-            subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+            keys(session, "C-c")
             assert wait_file(rc_file, 30) == str(128 + signal.SIGINT)  # it got the SIGINT, and we waited for it
         assert not alive(command)
         saved = _session_file(store)
@@ -316,8 +326,7 @@ def test_sigusr1_to_the_live_view_reaches_the_command_and_the_view_goes_on(tmp_p
     left in raw mode, the command running on without its signal. It is the command's; the view goes on."""
     go, got = tmp_path / "go", tmp_path / "got"
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, "-c", TRAPS_USR1]
-    session, rc_file = start_in_tmux(tmp_path, [*track, str(go), str(got)], size=(120, 40))
-    try:
+    with tmux_run(tmp_path, [*track, str(go), str(got)], size=(120, 40)) as (session, rc_file):
         wait_for(session, r"● running", 30)
         meta = _checkpoint(tmp_path / "store", 30)["meta"]
         front = _ppid(meta["engine_pid"])
@@ -327,10 +336,8 @@ def test_sigusr1_to_the_live_view_reaches_the_command_and_the_view_goes_on(tmp_p
         assert alive(front) and "● running" in screen(session)
         go.touch()
         wait_for(session, r"exited with code 4", 30)
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        keys(session, "q")
         assert wait_file(rc_file, 30) == "4"
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
 FAMILY = (  # workers that differ only in trailing arguments, one of them reached by python execv-ing python
@@ -357,8 +364,7 @@ def test_daily_driver_at_120x40(tmp_path: Path) -> None:
     script = tmp_path / "family.py"
     script.write_text(FAMILY)
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
-    session, rc_file = start_in_tmux(tmp_path, track, size=(120, 40))
-    try:
+    with tmux_run(tmp_path, track, size=(120, 40)) as (session, rc_file):
         wait_for(session, r"processes 4\b", 30)
         workers = [int(p) for p in wait_for(session, r"workers((?: \d+){3})", 15).group(1).split()]
         # the line keeps its end where the column is short: what differs stays in view
@@ -367,41 +373,36 @@ def test_daily_driver_at_120x40(tmp_path: Path) -> None:
         wait_for(session, r"\bshard-7\b", 10)  # python -c CODE ARGS: the ARGS
         assert "--exec" not in screen(session)
         # q then Enter (a habit): nothing is chosen, the job runs on
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        keys(session, "q")
         wait_for(session, r"Stop tree", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "Enter"], check=True)
+        keys(session, "Enter")
         time.sleep(1.0)
         assert "Stop tree" in screen(session) and all(alive(p) for p in workers) and not rc_file.exists()
-        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        keys(session, "Escape")
         deadline = time.monotonic() + 10
         while "Stop tree" in screen(session) and time.monotonic() < deadline:
             time.sleep(0.1)
         # find, then N / n between the matches
-        subprocess.run(["tmux", "send-keys", "-t", session, "f"], check=True)
+        keys(session, "f")
         wait_for(session, r"find in the output", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "loss 0.0025", "Enter"], check=True)
+        keys(session, "loss 0.0025", "Enter")
         last = wait_for(session, r"“loss 0\.0025”: \d+ found, line (\d+) of (\d+)", 10)
         assert last.group(1) == last.group(2)  # the newest match first
-        subprocess.run(["tmux", "send-keys", "-t", session, "N"], check=True)
+        keys(session, "N")
         wait_for(session, rf"line {int(last.group(1)) - 1} of {last.group(2)}", 10)  # N: the one above
         # the history screen takes only its own keys: k there opens no signal dialog
-        subprocess.run(["tmux", "send-keys", "-t", session, "Escape"], check=True)
+        keys(session, "Escape")
         time.sleep(0.5)  # apart: Escape then h at once is read as Alt+h
-        subprocess.run(["tmux", "send-keys", "-t", session, "h"], check=True)
+        keys(session, "h")
         wait_for(session, r"sessions in ", 15)
-        subprocess.run(["tmux", "send-keys", "-t", session, "k"], check=True)
+        keys(session, "k")
         time.sleep(1.0)
         text = screen(session)
         assert "Send a signal" not in text and "Signal" not in text.splitlines()[-1], text
         assert all(alive(p) for p in workers)
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)  # back to the live view
+        keys(session, "q")  # back to the live view
         wait_for(session, r"PID \d+\s+● running", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        wait_for(session, r"Stop tree", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)
 
 
 def test_detach_says_the_command_runs_on_and_where_its_output_goes(tmp_path: Path) -> None:
@@ -410,9 +411,9 @@ def test_detach_says_the_command_runs_on_and_where_its_output_goes(tmp_path: Pat
     pid = 0
     try:
         pid = int(wait_for(session, r"PID (\d+)\s+● running", 30).group(1))
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        keys(session, "q")
         wait_for(session, r"Detach", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "d"], check=True)
+        keys(session, "d")
         assert wait_file(rc_file, 30) == "0"
         deadline = time.monotonic() + 10
         joined = ""  # the terminal after the view: wrapped lines joined
@@ -458,8 +459,7 @@ def test_blocks_table_keeps_to_six_rows_at_160x50(tmp_path: Path) -> None:
     script = tmp_path / "epochs.py"
     script.write_text(EPOCHS)
     track = [sys.executable, "-m", "gputop_tracker", "--interval", "0.2", "--", sys.executable, str(script)]
-    session, rc_file = start_in_tmux(tmp_path, track, size=(160, 50))
-    try:
+    with tmux_run(tmp_path, track, size=(160, 50)) as (session, rc_file):
         wait_for(session, r"in the last epoch", 30)
         wait_for(session, r"16 blocks · 1 open", 15)
         # the table scrolls once laid out at its new height (the frame after the rows came): poll, not one capture
@@ -472,9 +472,4 @@ def test_blocks_table_keeps_to_six_rows_at_160x50(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert len(rows) == 6 and any("epoch 15" in r for r in rows), text  # the running one in view
         assert "run so far" in text and "processes" in text  # side panels and the process table keep their room
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        wait_for(session, r"Stop tree", 10)
-        subprocess.run(["tmux", "send-keys", "-t", session, "s"], check=True)
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)

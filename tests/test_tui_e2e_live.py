@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tui_e2e import screen, start_in_tmux, wait_file, wait_for
+from test_tui_e2e import keys, screen, stop_tree_and_exit, tmux_run, wait_file, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,10 +32,6 @@ PRINTERS = (  # 4 workers, each printing 5 lines a second with the time it print
 AT = re.compile(r"\[rank \d\] step \d+ at (\d+\.\d+)")
 
 
-def keys(session: str, *names: str) -> None:
-    subprocess.run(["tmux", "send-keys", "-t", session, *names], check=True)
-
-
 def newest_shown(session: str) -> float:
     return max((float(t) for t in AT.findall(screen(session))), default=0.0)
 
@@ -47,8 +43,7 @@ def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tupl
     script = tmp_path / "printers.py"
     script.write_text(PRINTERS)
     track = [sys.executable, "-m", "gputop_tracker", "--", sys.executable, str(script)]
-    session, rc_file = start_in_tmux(tmp_path, track, size=size)
-    try:
+    with tmux_run(tmp_path, track, size=size) as (session, rc_file):
         wait_for(session, r"processes 5\b", 30)
         wait_for(session, r"\[rank \d\] step [1-9]\d", 20)  # some lines to scroll back over
         keys(session, "Tab")  # the first Tab reaches the output pane
@@ -69,12 +64,7 @@ def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tupl
             follow = time.time()  # and it goes on following
             time.sleep(2.5)
             assert newest_shown(session) > follow + 1.0, screen(session)
-        keys(session, "q")
-        wait_for(session, r"Stop tree", 10)
-        keys(session, "s")
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)
 
 
 HOLDS_60_MB = "import time\nheld = bytearray(60_000_000)\nheld[::4096] = b'x' * len(held[::4096])\ntime.sleep(300)\n"
@@ -87,8 +77,7 @@ def test_an_alert_stays_in_the_header_and_the_list_after_its_pop_up(tmp_path: Pa
     script = tmp_path / "holds.py"
     script.write_text(HOLDS_60_MB)
     track = [sys.executable, "-m", "gputop_tracker", "--mem-limit", "100M", "--warn-at", "20", "--critical-at", "40"]
-    session, rc_file = start_in_tmux(tmp_path, [*track, "--", sys.executable, str(script)], size=size)
-    try:
+    with tmux_run(tmp_path, [*track, "--", sys.executable, str(script)], size=size) as (session, rc_file):
         wait_for(session, r"CRITICAL RAM \d+% of 100 MB", 30)
         time.sleep(7.0)  # the pop-up closes
         wait_for(session, r"CRITICAL RAM \d+% of 100 MB", 1)
@@ -98,12 +87,7 @@ def test_an_alert_stays_in_the_header_and_the_list_after_its_pop_up(tmp_path: Pa
         keys(session, "Escape")
         time.sleep(0.5)
         assert "a: alerts" not in screen(session)  # read
-        keys(session, "q")
-        wait_for(session, r"Stop tree", 10)
-        keys(session, "s")
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)
 
 
 ROW = r"(\d[\dm.]*s|\d+m)\s+running"  # the running session's row: its duration
@@ -119,8 +103,7 @@ def _seconds(text: str) -> float:
 def test_history_lists_the_running_session_with_fresh_figures(tmp_path: Path, size: tuple[int, int]) -> None:
     """h while the command runs: its row's duration follows the run (it read the first checkpoint's 0.068s)."""
     track = [sys.executable, "-m", "gputop_tracker", "--", "sleep", "120"]
-    session, rc_file = start_in_tmux(tmp_path, track, size=size)
-    try:
+    with tmux_run(tmp_path, track, size=size) as (session, rc_file):
         wait_for(session, r"elapsed 0:00:0[4-9]", 30)
         keys(session, "h")
         wait_for(session, r"sessions in\b", 15)
@@ -131,12 +114,7 @@ def test_history_lists_the_running_session_with_fresh_figures(tmp_path: Path, si
         assert later >= first + 4.0, screen(session)
         keys(session, "q")  # back to the live view
         wait_for(session, r"● running", 10)
-        keys(session, "q")
-        wait_for(session, r"Stop tree", 10)
-        keys(session, "s")
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)
 
 
 WORKERS = (  # three workers whose command lines differ only at their end
@@ -156,8 +134,7 @@ def test_space_tags_k_names_each_whole_command_and_enter_sends_nothing(tmp_path:
     script = tmp_path / "workers.py"
     script.write_text(WORKERS)
     track = [sys.executable, "-m", "gputop_tracker", "--", sys.executable, str(script)]
-    session, rc_file = start_in_tmux(tmp_path, track, size=size)
-    try:
+    with tmux_run(tmp_path, track, size=size) as (session, rc_file):
         wait_for(session, r"processes 4\b", 30)
         if size[0] >= 160:
             wait_for(session, r"MEM %\s+TIME\+", 5)  # htop's columns where there is room
@@ -180,12 +157,7 @@ def test_space_tags_k_names_each_whole_command_and_enter_sends_nothing(tmp_path:
         for rank in (1, 2):  # the two tagged workers ended (their parent has not reaped them), the third runs on
             wait_for(session, rf"zombie .*--rank {rank}", 15)
         assert re.search(r" run .*--rank 0", screen(session)), screen(session)
-        keys(session, "q")
-        wait_for(session, r"Stop tree", 10)
-        keys(session, "s")
-        assert wait_file(rc_file, 30) == str(128 + 15)
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        stop_tree_and_exit(session, rc_file)
 
 
 @pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
@@ -195,8 +167,7 @@ def test_attached_output_note_command_as_typed_and_detach_names_the_pid(tmp_path
     target = subprocess.Popen([sleep, "120"])  # its command line starts with the full path
     try:
         track = [sys.executable, "-m", "gputop_tracker", "--attach", str(target.pid)]
-        session, rc_file = start_in_tmux(tmp_path, track, size=size)
-        try:
+        with tmux_run(tmp_path, track, size=size) as (session, rc_file):
             wait_for(session, rf"PID {target.pid}\s+● running", 30)
             wait_for(session, r"output: not captured", 5)
             wait_for(session, r"its output is not captured here", 5)
@@ -213,8 +184,6 @@ def test_attached_output_note_command_as_typed_and_detach_names_the_pid(tmp_path
             assert wait_file(rc_file, 30) == "0"
             wait_for(session, rf"detached: PID {target.pid} keeps running, untouched", 10)
             assert target.poll() is None
-        finally:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     finally:
         target.kill()
         target.wait()

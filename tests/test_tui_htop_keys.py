@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fakesource import MAIN_PID, TREE, FakeSource, make_sample
+from test_tui import make_app
 from textual.widgets import Label
 
 from gputop_tracker.core.sampling.channel import SampleMessage
@@ -21,10 +21,6 @@ from gputop_tracker.tui.live.screens.signal_dialog import SignalScreen
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 LONG = ["/usr/bin/python3", "/home/me/project/src/worker.py", "--config", "configs/large.yaml", "--role", "trainer"]
-
-
-def make_app(src: FakeSource) -> LiveApp:
-    return LiveApp(src, interval=1.0, command=["python3", "train.py"], store_dir=Path(src.store))
 
 
 async def settle(app: LiveApp, pilot: object, n: int) -> None:

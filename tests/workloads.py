@@ -12,6 +12,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 MB = 1000 * 1000
 
@@ -179,9 +180,12 @@ def autoreap(out: str, n: str, cpu_ms: str, gap_ms: str) -> None:
     write(out, {**rusage(), "autoreaped_cpu": sum(float(x) for x in data.split())})
 
 
-def hidden_grandchild(out: str, main_mb: str, child_mb: str) -> None:
-    """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that holds CHILD_MB
-    for a moment between samples. The worker writes the child's ru_maxrss; main writes its own figures."""
+def _worker_with_a_hidden_child(
+    out: str, main_mb: str, in_child: Callable[[str], None], after_reap: Callable[[str], None]
+) -> None:
+    """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that runs
+    `in_child(side)` between two samples, then runs `after_reap(side)`. Figures of the child go to the side file;
+    main, once they are there (and a second more), writes its own rusage and them to `out`."""
     buf = bytearray(int(main_mb) * MB)
     touch(buf)
     side = out + ".child"
@@ -189,11 +193,10 @@ def hidden_grandchild(out: str, main_mb: str, child_mb: str) -> None:
         time.sleep(1.2)
         pid = os.fork()
         if pid == 0:
-            b2 = bytearray(int(child_mb) * MB)
-            touch(b2)
+            in_child(side)
             os._exit(0)
         os.waitpid(pid, 0)
-        write(side, {"child_maxrss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024})
+        after_reap(side)
         time.sleep(2)
         os._exit(0)
     while not os.path.exists(side):
@@ -202,32 +205,33 @@ def hidden_grandchild(out: str, main_mb: str, child_mb: str) -> None:
     with open(side) as f:
         child = json.load(f)
     write(out, {**rusage(), **child})
+
+
+def hidden_grandchild(out: str, main_mb: str, child_mb: str) -> None:
+    """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that holds CHILD_MB
+    for a moment between samples. The worker writes the child's ru_maxrss; main writes its own figures."""
+
+    def in_child(side: str) -> None:
+        b2 = bytearray(int(child_mb) * MB)
+        touch(b2)
+
+    def after_reap(side: str) -> None:
+        write(side, {"child_maxrss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024})
+
+    _worker_with_a_hidden_child(out, main_mb, in_child, after_reap)
 
 
 def hidden_file_child(out: str, main_mb: str, path: str) -> None:
     """Main holds MAIN_MB; a forked worker, alive past main's end, forks and reaps a child that maps PATH (a
     file already in the page cache, charged to another cgroup) and reads every page, between two samples.
     The child's VmHWM counts those pages; a memory cgroup made for the run does not."""
-    buf = bytearray(int(main_mb) * MB)
-    touch(buf)
-    side = out + ".child"
-    if os.fork() == 0:
-        time.sleep(1.2)
-        pid = os.fork()
-        if pid == 0:
-            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
-                total = sum(m[i] for i in range(0, len(m), 4096))
-                write(side, {"child_hwm": vmhwm(), "sum": total})
-            os._exit(0)
-        os.waitpid(pid, 0)
-        time.sleep(2)
-        os._exit(0)
-    while not os.path.exists(side):
-        time.sleep(0.05)
-    time.sleep(1)
-    with open(side) as f:
-        child = json.load(f)
-    write(out, {**rusage(), **child})
+
+    def in_child(side: str) -> None:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            total = sum(m[i] for i in range(0, len(m), 4096))
+            write(side, {"child_hwm": vmhwm(), "sum": total})
+
+    _worker_with_a_hidden_child(out, main_mb, in_child, lambda side: None)
 
 
 if __name__ == "__main__":
