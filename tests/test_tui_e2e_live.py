@@ -207,8 +207,7 @@ def test_history_follows_another_runs_session_while_it_runs(tmp_path: Path, size
         deadline = time.monotonic() + 30
         while not any(store.glob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.1)
-        session, _ = start_in_tmux(tmp_path, [sys.executable, "-m", "gputop_tracker", "--history"], size=size)
-        try:
+        with tmux_run(tmp_path, [sys.executable, "-m", "gputop_tracker", "--history"], size=size) as (session, _):
 
             def shown() -> tuple[float, float]:  # (the run's age now, the duration its row shows)
                 return time.monotonic() - started, _seconds(wait_for(session, ROW, 5).group(1))
@@ -223,8 +222,6 @@ def test_history_follows_another_runs_session_while_it_runs(tmp_path: Path, size
             assert later >= first + 2.0, screen(session)  # it moved on
             assert age - later <= 5.0, (age, later, screen(session))  # and is at most 5 s old
             keys(session, "q")
-        finally:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     finally:
         other.wait(timeout=60)
     assert other.returncode == 0
