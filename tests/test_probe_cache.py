@@ -94,11 +94,14 @@ def test_the_body_is_compiled_once_then_loaded(probe: Path, tmp_path: Path) -> N
 def test_a_stale_or_broken_cache_is_compiled_again_and_rewritten(probe: Path, tmp_path: Path) -> None:
     _run(probe, tmp_path)
     cache, source = _cache(probe), probe / "gputop_probe.py"
-    st = source.stat()
-    os.utime(source, (st.st_atime, st.st_mtime + 10))  # the source changed (an upgrade in place)
-    old = cache.stat().st_ino
+    stub, stub_source = _cache(probe, "sitecustomize"), probe / "sitecustomize.py"
+    for changed in (source, stub_source):  # the sources changed (an upgrade in place)
+        st = changed.stat()
+        os.utime(changed, (st.st_atime, st.st_mtime + 10))
+    old = cache.stat().st_ino, stub.stat().st_ino
     assert _run(probe, tmp_path)["hwm"] >= 24 << 20
-    assert cache.stat().st_ino != old and _header_matches(probe)
+    assert cache.stat().st_ino != old[0] and _header_matches(probe)
+    assert stub.stat().st_ino != old[1]  # the stub's own, for the import system, rewritten too
     good = cache.read_bytes()
     cache.write_bytes(good[:16] + b"\xff" * 64)  # the right header, broken code (a torn copy, a full disk)
     assert _run(probe, tmp_path)["hwm"] >= 24 << 20

@@ -51,12 +51,18 @@ def _cached(name):
 
 
 def _cache_self():
-    """This file's own bytecode, where the import system looks for it in our directory and found none (a Python
-    that writes none, of another version than the tool's): compiled once more now, so that no later start compiles
-    (a process's first compile costs some 3 ms)."""
+    """This file's own bytecode, where the import system looks for it in our directory and found none, or an
+    older one (a Python that writes none, of another version than the tool's): compiled once more now, so that no
+    later start compiles (a process's first compile costs some 3 ms)."""
     here = globals().get("__cached__")
-    if sys.implementation.cache_tag and here == _cached("sitecustomize") and not os.path.exists(here):
-        _code("sitecustomize")
+    if not sys.implementation.cache_tag or here != _cached("sitecustomize"):
+        return  # no caching, or the import system looks elsewhere (PYTHONPYCACHEPREFIX): not ours to write
+    try:
+        if os.stat(here).st_mtime >= os.stat(__file__).st_mtime:
+            return  # there, and not older than this file
+    except OSError:
+        pass
+    _code("sitecustomize")
 
 
 def _le32(n):
