@@ -64,6 +64,9 @@ class OutputPane(ScrollView, can_focus=True):
         self._carry = ""  # an escape sequence cut between two chunks
         self._strips: dict[int, Strip] = {}
         self._width = -1
+        self._line_count = 0  # lines as last drawn (the current one included)
+        self._base: Style | None = None  # the pane's style, from its ancestors' (kept until a style change)
+        self._blank: Strip | None = None  # a row under the last line
         self.term = ""
         """The searched word (highlighted), or empty."""
         self.match_line: int | None = None
@@ -154,16 +157,19 @@ class OutputPane(ScrollView, can_focus=True):
         """Following, to the new end; else the lines that changed on screen, if any."""
         for y in [y for y in self._strips if y >= first_dirty]:
             del self._strips[y]
-        laid_out = self._set_line_count(len(self._lines) + (self._current is not None))
+        n_before = self._line_count
+        self._line_count = len(self._lines) + (self._current is not None)
+        laid_out = self._set_line_count(self._line_count)
         top = round(self.scroll_y)
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
             if laid_out:  # and once laid out again: a scrollbar that appears now changes the room
                 self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
-        if round(self.scroll_y) == top and first_dirty < top + self.size.height:
+        end = min(top + self.size.height, max(n_before, self._line_count))  # the rows below stay blank
+        if round(self.scroll_y) == top and first_dirty < end:
             # not scrolled (scrolling repaints the pane): only the changed lines on screen
             start = max(first_dirty, top)
-            self.refresh_lines(start, top + self.size.height - start)
+            self.refresh_lines(start, end - start)
 
     def _set_line_count(self, n: int) -> bool:
         """The scroll range: `n` lines. True when the screen is laid out again for it: only when the scroll bar
@@ -238,23 +244,30 @@ class OutputPane(ScrollView, can_focus=True):
             self.match_line = self.match_line - n if self.match_line >= n else None
 
     def _put(self, piece: str) -> None:
+        """A piece of a line: after a carriage return it replaces the line. Only the last part that is not
+        empty is parsed: a progress bar redrawn ten times a second leaves the line as its last redraw."""
         parts = piece.split("\r")
-        for j, part in enumerate(parts):
-            if j:
-                self._rewrite = True
-            if not part:
-                continue
-            new = Text.from_ansi(part, no_wrap=True, end="")
+        last = len(parts) - 1
+        k = last
+        while k and not parts[k]:
+            k -= 1
+        if k:
+            self._rewrite = True  # a carriage return came before part k: it replaces the line
+        if parts[k]:
+            new = Text.from_ansi(parts[k], no_wrap=True, end="")
             if self._rewrite or self._current is None:
                 self._current = new
             else:
                 self._current.append_text(new)
             self._rewrite = False
+        if k < last:  # carriage returns after it: the next text replaces the line
+            self._rewrite = True
 
     def clear(self) -> None:
         self._lines.clear()
         self._current = None
         self._strips.clear()
+        self._line_count = 0
         self.virtual_size = Size(0, 0)
         self.refresh()
 
@@ -302,18 +315,31 @@ class OutputPane(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ rendering
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base = None
+        self._blank = None
+        self._strips.clear()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if width != self._width:
             self._width = width
             self._strips.clear()
+            self._blank = None
+        base = self._base
+        if base is None:  # Textual computes it from every ancestor's styles: once, not for each line drawn
+            base = self._base = self.rich_style
         row = round(self.scroll_y) + y
         strip = self._strips.get(row)
         if strip is None:
-            lines = self._all()
-            if row >= len(lines):
-                return Strip.blank(width, self.rich_style)
-            text = lines[row]
+            n = len(self._lines)
+            if row > n or (row == n and self._current is None):
+                if self._blank is None:
+                    self._blank = Strip.blank(width, base)
+                return self._blank
+            text = self._current if row == n else self._lines[row]
+            assert text is not None
             if "\t" in text.plain:  # a tab would move the terminal's cursor past the pane's border
                 text = text.copy()
                 text.expand_tabs(8)
@@ -321,6 +347,6 @@ class OutputPane(ScrollView, can_focus=True):
                 text = text.copy()
                 text.highlight_words([self.term], MATCH_STYLE, case_sensitive=False)
             segments = list(text.render(self.app.console))
-            strip = Strip(Segment.apply_style(segments, self.rich_style)).crop_extend(0, width, self.rich_style)
+            strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
             self._strips[row] = strip
         return strip
