@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from math import ceil
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -22,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.timer import Timer
 
@@ -159,7 +161,7 @@ class OutputPane(ScrollView, can_focus=True):
             del self._strips[y]
         n_before = self._line_count
         self._line_count = len(self._lines) + (self._current is not None)
-        laid_out = self._set_line_count(self._line_count)
+        laid_out = self._set_line_count(self._line_count, follow)
         top = round(self.scroll_y)
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
@@ -171,9 +173,10 @@ class OutputPane(ScrollView, can_focus=True):
             start = max(first_dirty, top)
             self.refresh_lines(start, end - start)
 
-    def _set_line_count(self, n: int) -> bool:
+    def _set_line_count(self, n: int, follow: bool = False) -> bool:
         """The scroll range: `n` lines. True when the screen is laid out again for it: only when the scroll bar
-        comes or goes (the pane's width changes), not for each new line."""
+        comes or goes (the pane's width changes), not for each new line. `follow`: the pane scrolls to the new
+        end next (the scroll bar is given where it will be)."""
         new = Size(0, n)
         old = self.virtual_size
         if new == old:
@@ -183,13 +186,33 @@ class OutputPane(ScrollView, can_focus=True):
             self.virtual_size = new  # a reactive that lays the screen out
             return True
         self.set_reactive(OutputPane.virtual_size, new)
-        bar = self.vertical_scrollbar
-        bar.window_virtual_size = n
-        bar.window_size = room
+        self._set_bar(n, room, max(0, n - room) if follow else self.vertical_scrollbar.position)
         return False
 
+    def _set_bar(self, virtual: int, window: int, position: float) -> None:
+        """The scroll bar's figures; repainted only when its thumb moves on screen. Output that comes all the
+        time moved it by less than a cell: the same bar was drawn again every second (as costly as the pane's
+        own lines), by the reactives' repaint."""
+        bar = self.vertical_scrollbar
+        position = bar.validate_position(position)
+        if bar.is_attached and _thumb(bar, virtual, window, position) == _thumb(
+            bar, bar.window_virtual_size, bar.window_size, bar.position
+        ):
+            bar.set_reactive(ScrollBar.window_virtual_size, virtual)
+            bar.set_reactive(ScrollBar.window_size, window)
+            bar.set_reactive(ScrollBar.position, position)
+            return
+        bar.window_virtual_size = virtual
+        bar.window_size = window
+        bar.position = position
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
+        # ScrollView's, less the scroll bar's repaint when its thumb stays where it is
+        if self.show_vertical_scrollbar:
+            bar = self.vertical_scrollbar
+            self._set_bar(bar.window_virtual_size, bar.window_size, new_value)
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
         # only a scroll decides: a shorter pane has further to scroll, its end is still the end
         self.following = new_value >= self.max_scroll_y - 0.5
         if self.following:
@@ -253,8 +276,11 @@ class OutputPane(ScrollView, can_focus=True):
             k -= 1
         if k:
             self._rewrite = True  # a carriage return came before part k: it replaces the line
-        if parts[k]:
-            new = Text.from_ansi(parts[k], no_wrap=True, end="")
+        if part := parts[k]:
+            if part.isprintable():  # no escape sequence, tab or line separator: what from_ansi makes of it
+                new = Text(part, no_wrap=True, end="", tab_size=8)
+            else:
+                new = Text.from_ansi(part, no_wrap=True, end="")
             if self._rewrite or self._current is None:
                 self._current = new
             else:
@@ -350,3 +376,15 @@ class OutputPane(ScrollView, can_focus=True):
             strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
             self._strips[row] = strip
         return strip
+
+
+def _thumb(bar: ScrollBar, virtual: float, window: float, position: float) -> tuple[int, ...]:
+    """Where a vertical scroll bar draws its thumb (in eighths of a cell), as Textual's ScrollBarRender works it
+    out from these figures; its height alone when it draws none."""
+    size = bar.size.height
+    virtual, window = ceil(virtual), ceil(window) if window < virtual else 0
+    if not (window and size and virtual and size != virtual):
+        return (size,)
+    thumb = max(1, window / (virtual / size))
+    start = int((size - thumb) * (position / (virtual - window)) * 8)
+    return size, start, start + ceil(thumb * 8)
