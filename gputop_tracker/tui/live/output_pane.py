@@ -182,11 +182,12 @@ class OutputPane(ScrollView, can_focus=True):
         if new == old:
             return False
         room = self.scrollable_content_region.height
-        if not self.is_attached or not room or (old.height > room) != (n > room) or not self.show_vertical_scrollbar:
+        if not self.is_attached or not room or (old.height > room) != (n > room):
             self.virtual_size = new  # a reactive that lays the screen out
             return True
-        self.set_reactive(OutputPane.virtual_size, new)
-        self._set_bar(n, room, max(0, n - room) if follow else self.vertical_scrollbar.position)
+        self.set_reactive(OutputPane.virtual_size, new)  # while the lines fit, no bar: nothing to lay out either
+        if self.show_vertical_scrollbar:
+            self._set_bar(n, room, max(0, n - room) if follow else self.vertical_scrollbar.position)
         return False
 
     def _set_bar(self, virtual: int, window: int, position: float) -> None:
