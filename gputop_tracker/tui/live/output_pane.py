@@ -196,8 +196,9 @@ class OutputPane(ScrollView, can_focus=True):
         own lines), by the reactives' repaint."""
         bar = self.vertical_scrollbar
         position = bar.validate_position(position)
-        if bar.is_attached and _thumb(bar, virtual, window, position) == _thumb(
-            bar, bar.window_virtual_size, bar.window_size, bar.position
+        size = bar.size.height
+        if bar.is_attached and thumb(size, virtual, window, position) == thumb(
+            size, bar.window_virtual_size, bar.window_size, bar.position
         ):
             bar.set_reactive(ScrollBar.window_virtual_size, virtual)
             bar.set_reactive(ScrollBar.window_size, window)
@@ -379,10 +380,10 @@ class OutputPane(ScrollView, can_focus=True):
         return strip
 
 
-def _thumb(bar: ScrollBar, virtual: float, window: float, position: float) -> tuple[int, ...]:
-    """Where a vertical scroll bar draws its thumb (in eighths of a cell), as Textual's ScrollBarRender works it
-    out from these figures; its height alone when it draws none."""
-    size = bar.size.height
+def thumb(size: int, virtual: float, window: float, position: float) -> tuple[int, ...]:
+    """Where a vertical scroll bar `size` cells high draws its thumb (in eighths of a cell), as Textual's
+    ScrollBar and ScrollBarRender work it out from its figures; its height alone when it draws none (the same
+    answer: the same bar, tests/test_tui_output.py)."""
     virtual, window = ceil(virtual), ceil(window) if window < virtual else 0
     if not (window and size and virtual and size != virtual):
         return (size,)
