@@ -172,3 +172,22 @@ async def test_with_few_processes_the_table_gives_its_empty_rows_to_the_output(s
             assert out.region.height > 8 and main == max(app._side_need(False), table.row_count + 1 + 3 + 3)
         else:  # stacked: the table keeps a step of free rows at most
             assert 0 <= empty <= 4, (empty, out.region.height)
+
+
+def test_the_same_thumb_is_the_same_scroll_bar() -> None:
+    """The pane sets its scroll bar's figures without a repaint when `thumb` is the same before and after: Textual's
+    renderer must then draw the very same bar (a Textual that works the thumb out otherwise fails here)."""
+    from math import ceil
+
+    from textual.scrollbar import ScrollBarRender
+
+    for size in (3, 12, 20):
+        drawn: dict[tuple[int, ...], object] = {}
+        for virtual in range(1, 60):
+            for window in (size, size - 1):
+                for eighths in range(0, max(virtual - window, 0) * 8 + 1, 5):
+                    position = eighths / 8
+                    shown = ceil(window) if window < virtual else 0  # as ScrollBar._render_bar hands them over
+                    bar = ScrollBarRender.render_bar(size, ceil(virtual), shown, position).segments
+                    key = output_pane.thumb(size, virtual, window, position)
+                    assert drawn.setdefault(key, bar) == bar, (size, virtual, window, position)

@@ -32,7 +32,7 @@ from gputop_tracker.core.model import (
     Summary,
     escape_controls,
 )
-from gputop_tracker.core.sampling import STOP_SIGNAL
+from gputop_tracker.core.sampling import STOP_SIGNAL, channel
 from gputop_tracker.core.summary import SampleHistory
 from gputop_tracker.tui.live.alerts import RANK as ALERT_RANK
 from gputop_tracker.tui.live.alerts import AlertLog
@@ -379,8 +379,9 @@ class LiveApp(LiveView):
     @work(thread=True, group="sampler", exclusive=True, exit_on_error=False)
     def read_samples(self) -> None:
         try:
-            for msg in self.source.messages():
-                self.post_message(SamplerEvent(msg))
+            batches = getattr(self.source, "batches", None)  # the sampler's: one hand-over per read
+            for msgs in batches() if batches is not None else ([msg] for msg in self.source.messages()):
+                self.post_message(SamplerEvent(msgs))
         except Exception as e:  # a broken pipe or a bad line: say so on screen, never crash the view
             self.post_message(SourceEnded(f"{type(e).__name__}: {e}"))
         else:
@@ -394,8 +395,11 @@ class LiveApp(LiveView):
     # ------------------------------------------------------------------ messages (UI thread)
 
     def on_sampler_event(self, event: SamplerEvent) -> None:
+        for msg in event.msgs:
+            self._take(msg)
+
+    def _take(self, msg: channel.Message) -> None:
         self.n_messages += 1
-        msg = event.msg
         if isinstance(msg, SampleMessage):
             self._on_sample(msg.sample)
         elif isinstance(msg, Progress):
@@ -540,7 +544,7 @@ class LiveApp(LiveView):
             str(self.main_pid or "-"),
             "  ",
             (f"● {status}", style),
-            *self._alert_words(),  # before what may be cut
+            *(("  ", alert) if (alert := self.alerts.header()) is not None else ()),  # before what may be cut
             ("  elapsed ", "dim"),
             clock(elapsed),
             ("  every ", "dim"),
@@ -553,10 +557,6 @@ class LiveApp(LiveView):
         command = self.shown_command()
         line1 = command_line(tuple(command), self.mode, self.main_pid, self.view_size[0])
         self.query_one("#header", Panel).show_lines([line1, line2])
-
-    def _alert_words(self) -> list[str | Text]:
-        alert = self.alerts.header()
-        return ["  ", alert] if alert is not None else []
 
     def _redraw(self, *, sample: bool = False) -> None:
         """Everything from the latest sample; `sample`: a new one came (the charts may wait for the next)."""

@@ -32,6 +32,7 @@ class LiveTimeChart(TimeChart):
         super().__init__(title, [], [], unit=unit, y_top=y_top, id=id, classes=classes)
         self.stepped_axis = True
         self._strips: list[Strip] = []
+        self._lines: dict[tuple[Segment, ...], Strip] = {}  # the strip of each line's segments, as last drawn
         self._base: Style | None = None  # the widget's style, from its ancestors' (kept until a style change)
 
     def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
@@ -57,12 +58,13 @@ class LiveTimeChart(TimeChart):
             self._base = self.rich_style
         sink = StripSink(self._base, self.app.console, width)
         self.draw(sink, width, self.size.height)
-        strips = sink.strips()
+        strips = sink.strips(self._lines if not full else {})
+        self._lines = dict(zip(sink.keys, strips, strict=True))
         old, self._strips = self._strips, strips
         if full or len(old) != len(strips):
             self.refresh()
             return
-        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, strips, strict=True)) if a != b]
+        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, strips, strict=True)) if a is not b]
         if changed:
             self.refresh(*changed)
 
@@ -82,6 +84,7 @@ class StripSink:
         self.console = console
         self.width = width
         self.lines: list[list[Segment]] = [[]]
+        self.keys: list[tuple[Segment, ...]] = []
 
     def title(self, text: Text) -> None:
         self.lines[-1].extend(Segment.apply_style(text.render(self.console), self.base))
@@ -96,8 +99,14 @@ class StripSink:
     def newline(self) -> None:
         self.lines.append([])
 
-    def strips(self) -> list[Strip]:
-        return [Strip(line).adjust_cell_length(self.width, self.base) for line in self.lines]
+    def strips(self, known: dict[tuple[Segment, ...], Strip] | None = None) -> list[Strip]:
+        """A Strip a line; `known`: the strips of lines drawn before (the same segments: the same Strip, kept)."""
+        self.keys = [tuple(line) for line in self.lines]
+        known = known or {}
+        return [
+            known.get(key) or Strip(line).adjust_cell_length(self.width, self.base)
+            for key, line in zip(self.keys, self.lines, strict=True)
+        ]
 
 
 CHART_PERIOD = 2.0  # seconds of the run between two chart redraws (btop's default); the ring keeps every sample

@@ -8,11 +8,11 @@ from gputop_tracker.core.sampling import channel
 
 
 class SamplerEvent(Message):
-    """One message from the sampler, handed to the UI thread."""
+    """Messages from the sampler (those of one read), handed to the UI thread."""
 
-    def __init__(self, msg: channel.Message) -> None:
+    def __init__(self, msgs: list[channel.Message]) -> None:
         super().__init__()
-        self.msg = msg
+        self.msgs = msgs
 
 
 class SourceEnded(Message):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from math import ceil
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -22,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.timer import Timer
 
@@ -64,6 +66,9 @@ class OutputPane(ScrollView, can_focus=True):
         self._carry = ""  # an escape sequence cut between two chunks
         self._strips: dict[int, Strip] = {}
         self._width = -1
+        self._line_count = 0  # lines as last drawn (the current one included)
+        self._base: Style | None = None  # the pane's style, from its ancestors' (kept until a style change)
+        self._blank: Strip | None = None  # a row under the last line
         self.term = ""
         """The searched word (highlighted), or empty."""
         self.match_line: int | None = None
@@ -154,36 +159,62 @@ class OutputPane(ScrollView, can_focus=True):
         """Following, to the new end; else the lines that changed on screen, if any."""
         for y in [y for y in self._strips if y >= first_dirty]:
             del self._strips[y]
-        laid_out = self._set_line_count(len(self._lines) + (self._current is not None))
+        n_before = self._line_count
+        self._line_count = len(self._lines) + (self._current is not None)
+        laid_out = self._set_line_count(self._line_count, follow)
         top = round(self.scroll_y)
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
             if laid_out:  # and once laid out again: a scrollbar that appears now changes the room
                 self.call_after_refresh(self.scroll_end, animate=False, immediate=True, x_axis=False, force=True)
-        if round(self.scroll_y) == top and first_dirty < top + self.size.height:
+        end = min(top + self.size.height, max(n_before, self._line_count))  # the rows below stay blank
+        if round(self.scroll_y) == top and first_dirty < end:
             # not scrolled (scrolling repaints the pane): only the changed lines on screen
             start = max(first_dirty, top)
-            self.refresh_lines(start, top + self.size.height - start)
+            self.refresh_lines(start, end - start)
 
-    def _set_line_count(self, n: int) -> bool:
+    def _set_line_count(self, n: int, follow: bool = False) -> bool:
         """The scroll range: `n` lines. True when the screen is laid out again for it: only when the scroll bar
-        comes or goes (the pane's width changes), not for each new line."""
+        comes or goes (the pane's width changes), not for each new line. `follow`: the pane scrolls to the new
+        end next (the scroll bar is given where it will be)."""
         new = Size(0, n)
         old = self.virtual_size
         if new == old:
             return False
         room = self.scrollable_content_region.height
-        if not self.is_attached or not room or (old.height > room) != (n > room) or not self.show_vertical_scrollbar:
+        if not self.is_attached or not room or (old.height > room) != (n > room):
             self.virtual_size = new  # a reactive that lays the screen out
             return True
-        self.set_reactive(OutputPane.virtual_size, new)
-        bar = self.vertical_scrollbar
-        bar.window_virtual_size = n
-        bar.window_size = room
+        self.set_reactive(OutputPane.virtual_size, new)  # while the lines fit, no bar: nothing to lay out either
+        if self.show_vertical_scrollbar:
+            self._set_bar(n, room, max(0, n - room) if follow else self.vertical_scrollbar.position)
         return False
 
+    def _set_bar(self, virtual: int, window: int, position: float) -> None:
+        """The scroll bar's figures; repainted only when its thumb moves on screen. Output that comes all the
+        time moved it by less than a cell: the same bar was drawn again every second (as costly as the pane's
+        own lines), by the reactives' repaint."""
+        bar = self.vertical_scrollbar
+        position = bar.validate_position(position)
+        size = bar.size.height
+        if bar.is_attached and thumb(size, virtual, window, position) == thumb(
+            size, bar.window_virtual_size, bar.window_size, bar.position
+        ):
+            bar.set_reactive(ScrollBar.window_virtual_size, virtual)
+            bar.set_reactive(ScrollBar.window_size, window)
+            bar.set_reactive(ScrollBar.position, position)
+            return
+        bar.window_virtual_size = virtual
+        bar.window_size = window
+        bar.position = position
+
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
+        # ScrollView's, less the scroll bar's repaint when its thumb stays where it is
+        if self.show_vertical_scrollbar:
+            bar = self.vertical_scrollbar
+            self._set_bar(bar.window_virtual_size, bar.window_size, new_value)
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
         # only a scroll decides: a shorter pane has further to scroll, its end is still the end
         self.following = new_value >= self.max_scroll_y - 0.5
         if self.following:
@@ -238,23 +269,33 @@ class OutputPane(ScrollView, can_focus=True):
             self.match_line = self.match_line - n if self.match_line >= n else None
 
     def _put(self, piece: str) -> None:
+        """A piece of a line: after a carriage return it replaces the line. Only the last part that is not
+        empty is parsed: a progress bar redrawn ten times a second leaves the line as its last redraw."""
         parts = piece.split("\r")
-        for j, part in enumerate(parts):
-            if j:
-                self._rewrite = True
-            if not part:
-                continue
-            new = Text.from_ansi(part, no_wrap=True, end="")
+        last = len(parts) - 1
+        k = last
+        while k and not parts[k]:
+            k -= 1
+        if k:
+            self._rewrite = True  # a carriage return came before part k: it replaces the line
+        if part := parts[k]:
+            if part.isprintable():  # no escape sequence, tab or line separator: what from_ansi makes of it
+                new = Text(part, no_wrap=True, end="", tab_size=8)
+            else:
+                new = Text.from_ansi(part, no_wrap=True, end="")
             if self._rewrite or self._current is None:
                 self._current = new
             else:
                 self._current.append_text(new)
             self._rewrite = False
+        if k < last:  # carriage returns after it: the next text replaces the line
+            self._rewrite = True
 
     def clear(self) -> None:
         self._lines.clear()
         self._current = None
         self._strips.clear()
+        self._line_count = 0
         self.virtual_size = Size(0, 0)
         self.refresh()
 
@@ -302,18 +343,31 @@ class OutputPane(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------------ rendering
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base = None
+        self._blank = None
+        self._strips.clear()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if width != self._width:
             self._width = width
             self._strips.clear()
+            self._blank = None
+        base = self._base
+        if base is None:  # Textual computes it from every ancestor's styles: once, not for each line drawn
+            base = self._base = self.rich_style
         row = round(self.scroll_y) + y
         strip = self._strips.get(row)
         if strip is None:
-            lines = self._all()
-            if row >= len(lines):
-                return Strip.blank(width, self.rich_style)
-            text = lines[row]
+            n = len(self._lines)
+            if row > n or (row == n and self._current is None):
+                if self._blank is None:
+                    self._blank = Strip.blank(width, base)
+                return self._blank
+            text = self._current if row == n else self._lines[row]
+            assert text is not None
             if "\t" in text.plain:  # a tab would move the terminal's cursor past the pane's border
                 text = text.copy()
                 text.expand_tabs(8)
@@ -321,6 +375,18 @@ class OutputPane(ScrollView, can_focus=True):
                 text = text.copy()
                 text.highlight_words([self.term], MATCH_STYLE, case_sensitive=False)
             segments = list(text.render(self.app.console))
-            strip = Strip(Segment.apply_style(segments, self.rich_style)).crop_extend(0, width, self.rich_style)
+            strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
             self._strips[row] = strip
         return strip
+
+
+def thumb(size: int, virtual: float, window: float, position: float) -> tuple[int, ...]:
+    """Where a vertical scroll bar `size` cells high draws its thumb (in eighths of a cell), as Textual's
+    ScrollBar and ScrollBarRender work it out from its figures; its height alone when it draws none (the same
+    answer: the same bar, tests/test_tui_output.py)."""
+    virtual, window = ceil(virtual), ceil(window) if window < virtual else 0
+    if not (window and size and virtual and size != virtual):
+        return (size,)
+    thumb = max(1, window / (virtual / size))
+    start = int((size - thumb) * (position / (virtual - window)) * 8)
+    return size, start, start + ceil(thumb * 8)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
 OUTPUT_GAP = 0.5  # seconds at least between two batches of output handed to the view (its pane draws once a second)
 CHUNK = 1 << 16
+GATHER = 0.01  # seconds a read of the sampler's messages waits for the rest of a sample's lines
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads
 TAIL_LINES = 4096  # lines of such a batch handed to the view (its pane keeps 2000): all of them are in the log
@@ -74,25 +75,50 @@ class SamplerSource:
         self._output_io = threading.Lock()
 
     def messages(self) -> Iterator[channel.Message]:
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list[channel.Message]]:
+        """The messages of each read: a sample's lines (its figures, the running summary, its events) are
+        written one after the other; what follows a read within GATHER joins it, and the view takes them in one
+        hand-over from this thread, not one each."""
         framer = LineFramer()
-        fd = self.handle.read_fd
+        batch: list[channel.Message] = []
         while True:
-            with self._messages_io:
-                if self._closed.is_set():
-                    return
-                ready, _, _ = select.select([fd, self._wake_r], [], [])
-                if self._wake_r in ready:
-                    return
-                chunk = os.read(fd, CHUNK)
-            if not chunk:
+            chunk = self._read(GATHER if batch else None)
+            if chunk:
+                framer.feed(chunk)
+                more = self._decode(framer)
+                if not batch:  # a first read: the rest of its lines may follow at once
+                    batch = more
+                    continue
+                batch += more
+            if batch:
+                yield batch
+                batch = []
+            if chunk is not None and not chunk:
                 return
-            framer.feed(chunk)
-            for line in framer.lines():
-                if line.strip():
-                    msg = channel.decode(line)
-                    if self.exporter is not None:
-                        self.exporter.observe(msg)
-                    yield msg
+
+    def _read(self, timeout: float | None) -> bytes | None:
+        """The sampler's next bytes; b"" at its end or once closed; None when none came within `timeout`."""
+        fd = self.handle.read_fd
+        with self._messages_io:
+            if self._closed.is_set():
+                return b""
+            ready, _, _ = select.select([fd, self._wake_r], [], [], timeout)
+            if self._wake_r in ready:
+                return b""
+            return os.read(fd, CHUNK) if ready else None
+
+    def _decode(self, framer: LineFramer) -> list[channel.Message]:
+        out = []
+        for line in framer.lines():
+            if line.strip():
+                msg = channel.decode(line)
+                if self.exporter is not None:
+                    self.exporter.observe(msg)
+                out.append(msg)
+        return out
 
     def output(self) -> Iterator[str]:
         """The command's output as it is written: woken by the file's writes (inotify), or polled without it;

@@ -111,6 +111,7 @@ class TimeChart(Widget):
         self.stepped_axis = False
         """The time axis ends on a round figure that grows in steps (a live chart: most lines stay the same)."""
         self._memos: list[PlotMemo] = []  # each series as last plotted
+        self._rows: dict[tuple[object, ...], list[tuple[str, str]]] = {}
 
     def set_data(self, xs: Sequence[float], series: Sequence[Series], peak: tuple[float, float] | None = None) -> None:
         """New points (a live chart, once a sample): one repaint, no layout."""
@@ -192,11 +193,16 @@ class TimeChart(Widget):
             canvas.mark(self.peak[0], top, self.peak[1], x_end, f"bold reverse {self.series[0].color}")
         cells, colors = canvas.cells, canvas.colors
         shade = _shades(self.bands, plot_w, x_end) if self.bands is not None else None
+        rows, self._rows = self._rows, {}  # each row's runs, as last drawn: most rows stay the same
+        shaded = tuple(shade) if shade is not None else None
         for r in range(plot_h):
             sink.newline()
             label = labels.get(r)
             sink.append(f"{label or '':>{label_w}}" + ("┤" if label else "│"), "dim")
-            _append_runs(sink, cells[r], colors[r], shade)
+            key = (tuple(cells[r]), tuple(colors[r]), shaded)
+            runs = self._rows[key] = rows.get(key) or _runs(cells[r], colors[r], shade)
+            for text, style in runs:
+                sink.append(text, style)
         _time_axis(sink, label_w, plot_w, x_end, self.bands)
         if band_row and self.bands is not None:
             sink.newline()
@@ -341,17 +347,19 @@ class TextSink:
         self.text.append("\n")
 
 
-def _append_runs(out: ChartSink, cells: list[int], colors: list[str | None], shade: list[str] | None = None) -> None:
-    """One row of braille cells, one span per run of one colour (a live chart redraws each second); `shade`: a
-    background per column (the code blocks)."""
+def _runs(cells: list[int], colors: list[str | None], shade: list[str] | None = None) -> list[tuple[str, str]]:
+    """One row of braille cells as (text, style) runs, one per run of one colour (a live chart redraws each
+    second); `shade`: a background per column (the code blocks)."""
     styles: Sequence[str | None] = colors
     if shade is not None:
         styles = [f"{c or ''} {b}".strip() for c, b in zip(colors, shade, strict=True)]
+    runs = []
     start = 0
     for c in range(1, len(cells) + 1):
         if c == len(cells) or styles[c] != styles[start]:
-            out.append("".join([_BRAILLE[b] for b in cells[start:c]]), styles[start] or "")
+            runs.append(("".join([_BRAILLE[b] for b in cells[start:c]]), styles[start] or ""))
             start = c
+    return runs
 
 
 def _column(x: float, x_end: float, plot_w: int) -> int:
