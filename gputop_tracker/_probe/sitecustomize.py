@@ -25,12 +25,7 @@ def _code(name, optimize=2):
     cached for the next process (without docstrings: a third less to load; the probe reads none)."""
     import marshal
 
-    path = os.path.join(_DIR, name + ".py")
-    st = os.stat(path)
-    magic = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None)
-    tag = sys.implementation.cache_tag
-    cached = _cached(name)
-    head = magic + b"\0\0\0\0" + _le32(int(st.st_mtime)) + _le32(st.st_size) if magic and tag else None
+    path, cached, head = _where(name)
     if head is not None:
         try:
             with open(cached, "rb") as f:
@@ -46,6 +41,17 @@ def _code(name, optimize=2):
     return code
 
 
+def _where(name):
+    """`name`.py's path, its bytecode's path in our __pycache__, and the header that bytecode must start with to be
+    current (the import system's: magic, flags 0, the source's mtime and size), or None where nothing is cached."""
+    path = os.path.join(_DIR, name + ".py")
+    st = os.stat(path)
+    magic = getattr(sys.modules.get("_frozen_importlib_external"), "MAGIC_NUMBER", None)
+    tag = sys.implementation.cache_tag
+    head = magic + b"\0\0\0\0" + _le32(int(st.st_mtime)) + _le32(st.st_size) if magic and tag else None
+    return path, _cached(name), head
+
+
 def _cached(name):
     return os.path.join(_DIR, "__pycache__", "%s.%s.pyc" % (name, sys.implementation.cache_tag))
 
@@ -57,9 +63,11 @@ def _cache_self():
     here = globals().get("__cached__")
     if not sys.implementation.cache_tag or here != _cached("sitecustomize"):
         return  # no caching, or the import system looks elsewhere (PYTHONPYCACHEPREFIX): not ours to write
+    _, _, head = _where("sitecustomize")
     try:
-        if os.stat(here).st_mtime >= os.stat(__file__).st_mtime:
-            return  # there, and not older than this file
+        with open(here, "rb") as f:
+            if f.read(16) == head:
+                return  # current: the import system loaded it
     except OSError:
         pass
     _code("sitecustomize")
