@@ -121,3 +121,41 @@ def test_the_cache_is_never_writable_by_others_whatever_the_umask(probe: Path, t
     _run(probe, tmp_path, umask=0)
     for p in (probe / "__pycache__", _cache(probe), _cache(probe, "sitecustomize")):
         assert stat.S_IMODE(p.stat().st_mode) & 0o022 == 0, (p, oct(p.stat().st_mode))
+
+
+def _limited_file_size() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # Python ignores SIGXFSZ: writes past it fail
+
+
+def test_a_short_write_leaves_no_broken_bytecode(probe: Path, tmp_path: Path) -> None:
+    """A full disk, a quota or a file-size limit cuts the bytecode's write short: nothing is renamed into place
+    (a cut-off stub bytecode with a valid header made every later Python print "Error in sitecustomize")."""
+    env = {**os.environ, "PYTHONPATH": str(probe), "PYTHONDONTWRITEBYTECODE": "1", "GPUTOP_TRACKER_BLOCKS": "/nowhere"}
+    p = subprocess.run(
+        [PY, "-c", "pass"], env=env, capture_output=True, text=True, timeout=60, preexec_fn=_limited_file_size
+    )
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    cache = probe / "__pycache__"
+    assert not cache.is_dir() or not list(cache.iterdir())  # nothing whole was written, so nothing is there
+    assert _run(probe, tmp_path)["hwm"] >= 24 << 20  # the next process: no error, its report, the cache written
+    assert _cache(probe).is_file() and _cache(probe, "sitecustomize").is_file()
+
+
+def test_import_torch_cuda_works_when_the_gpu_half_cannot_load(probe: Path, tmp_path: Path) -> None:
+    """The package changed under a running job (its GPU half renamed or gone): the program's own import of
+    torch.cuda goes on as without the probe, never an error from us."""
+    fake = tmp_path / "fake"
+    (fake / "torch" / "cuda").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("")
+    (fake / "torch" / "cuda" / "__init__.py").write_text("x = 1\n")
+    gpu = probe / "gputop_probe_gpu.py"
+    code = f"import os, torch\nos.rename({str(gpu)!r}, {str(gpu)!r} + '.gone')\nimport torch.cuda\nprint(torch.cuda.x)"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(probe), str(fake)]),
+        "GPUTOP_TRACKER_BLOCKS": str(tmp_path / "nowhere" / "blocks"),
+    }
+    p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "1" and not p.stderr, p.stderr

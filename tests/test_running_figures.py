@@ -89,3 +89,20 @@ def test_a_running_session_of_another_process_is_fresh_within_seconds(store: Pat
     assert job.returncode == 0
     leftovers = [p.name for p in store.iterdir() if p.name.startswith(".")]
     assert not leftovers, leftovers
+
+
+def test_a_list_that_looks_after_the_run_ended_leaves_no_request_behind(store: Path) -> None:
+    """The list's row was built while the run ran; at its next look the run has ended (its sampler took both dot
+    files away): nothing is asked any more, and a request made just before the end goes too."""
+    from test_history_sessions import make_session
+
+    from gputop_tracker.tui.history.screens.sessions import _running_entry
+
+    session = make_session(1, running=False)
+    path = sessions.save_session(store, session)
+    entry = sessions.load(path, timeline=False)
+    watch = paths.watch_file(store, path.stem)
+    watch.touch()  # asked a moment before the end
+    fresh = _running_entry(entry, None)
+    assert fresh.session is not None and fresh.session.meta.status == "finished"
+    assert not watch.exists() and not paths.running_file(store, path.stem).exists()

@@ -68,9 +68,12 @@ class _TorchCuda(object):
         else:
             return None
         if getattr(spec.loader, "exec_module", None) is not None:
-            half = _gpu_half()  # torch is in sys.modules (torch.cuda is imported from it)
-            if half is not None:
-                spec.loader = half["Loader"](spec.loader, spec, _unfind, _torch_cuda)
+            try:
+                half = _gpu_half()  # torch is in sys.modules (torch.cuda is imported from it)
+                if half is not None:
+                    spec.loader = half["Loader"](spec.loader, spec, _unfind, _torch_cuda)
+            except Exception:
+                pass  # the GPU half cannot load (the package changed under a running job): the import as always
         return spec
 
 

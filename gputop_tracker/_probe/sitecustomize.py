@@ -87,7 +87,12 @@ def _keep(cached, data):
             pass
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
-            os.write(fd, data)
+            done = 0
+            while done < len(data):  # a short write (a full disk, a quota, a file-size limit): never renamed
+                n = os.write(fd, data[done:])
+                if n <= 0:
+                    raise OSError("short write")
+                done += n
         finally:
             os.close(fd)
         os.replace(tmp, cached)

@@ -445,8 +445,12 @@ def _running_entry(entry: store.Entry, live: tuple[str, ResourceUsage] | None) -
     its sampler writes while asked (asked again now: the next read gets newer ones), else its last checkpoint."""
     if live is not None and live[0] == entry.id:
         return _with_live(entry, live)
-    store.ask_running(entry.path)
-    return store.load_running(entry.path) or store.load(entry.path, timeline=False)
+    fresh = store.load_running(entry.path) or store.load(entry.path, timeline=False)
+    if fresh.running:
+        store.ask_running(entry.path)
+    else:  # it ended since the last look: nothing more to ask (a request made just before the end goes too)
+        store.forget_running(entry.path.parent, entry.id)
+    return fresh
 
 
 def _with_live(entry: store.Entry, live: tuple[str, ResourceUsage] | None) -> store.Entry:
