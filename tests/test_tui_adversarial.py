@@ -202,7 +202,7 @@ def test_a_flood_of_output_does_not_hold_up_the_view_in_a_terminal(tmp_path: Pat
 def test_ctrl_z_suspends_the_view_and_fg_draws_it_whole_again(tmp_path: Path) -> None:
     """As htop: Ctrl-Z gives the shell back (the command runs on, still sampled), `fg` returns to the view,
     drawn whole (not only the cells that changed while the shell wrote over it)."""
-    from test_tui_e2e import screen, wait_for
+    from test_tui_e2e import new_tmux_session, screen, wait_for
 
     log = tmp_path / "ticks"
     job = f"import time\nfor i in range(600):\n    print(i, file=open({str(log)!r}, 'w'), flush=True); time.sleep(0.1)"
@@ -217,9 +217,7 @@ def test_ctrl_z_suspends_the_view_and_fg_draws_it_whole_again(tmp_path: Path) ->
         "-c",
         job,
     ]
-    session = f"gputop-adv-{os.getpid()}-{tmp_path.name[-12:]}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", "bash --norc"], check=True)
-    subprocess.run(["tmux", "resize-window", "-t", session, "-x", "100", "-y", "30"], check=False)
+    session = new_tmux_session(tmp_path, "bash --norc", (100, 30), prefix="gputop-adv")
     try:
         subprocess.run(["tmux", "send-keys", "-t", session, shlex.join(track), "Enter"], check=True)
         wait_for(session, r"● running", 30)
@@ -305,11 +303,16 @@ def test_closing_the_terminal_hangs_up_the_whole_job_not_only_its_first_process(
     finally:
         if alive(pid):
             os.kill(pid, 9)
+    # the session is on disk from the start (running); the sampler writes its end once the tree is gone
     deadline = time.monotonic() + 30
-    while not list((tmp_path / "store").glob("*.json")) and time.monotonic() < deadline:
+    meta: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        files = sorted((tmp_path / "store").glob("[!.]*.json"))
+        meta = json.loads(files[0].read_text())["meta"] if files else {}
+        if meta.get("exit_code") is not None or meta.get("signal"):
+            break
         time.sleep(0.1)
-    saved = json.loads(next((tmp_path / "store").glob("*.json")).read_text())
-    assert saved["meta"]["exit_code"] is not None or saved["meta"].get("signal")
+    assert meta.get("exit_code") is not None or meta.get("signal"), meta
 
 
 def test_a_job_that_exits_at_once_gets_a_readable_chart() -> None:

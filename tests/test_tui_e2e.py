@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,10 +63,7 @@ def test_live_view_tracks_a_real_command(tmp_path: Path) -> None:
         f"unset COLUMNS LINES; GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
         f"echo $? > {shlex.quote(str(rc_file))}"
     )
-    session = f"gputop-e2e-{os.getpid()}-{tmp_path.name[-12:]}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", shell], check=True)
-    # a tmux server already running may keep its own default size: ask for ours (as start_in_tmux does)
-    subprocess.run(["tmux", "resize-window", "-t", session, "-x", "160", "-y", "50"], check=False)
+    session = new_tmux_session(tmp_path, shell, (160, 50))
     try:
         pid = int(wait_for(session, r"PID (\d+)\s+● running", 20).group(1))
         # the workload's own line in the output pane names the same process
@@ -122,13 +120,25 @@ def start_in_tmux(tmp_path: Path, track: list[str], size: tuple[int, int] = (160
         f"unset COLUMNS LINES; GPUTOP_TRACKER_STORE={shlex.quote(str(store))} {shlex.join(track)}; "
         f"echo $? > {shlex.quote(str(rc_file))}; sleep 60"
     )
-    session = f"gputop-e2e-{os.getpid()}-{tmp_path.name[-12:]}"
-    subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell], check=True
-    )
+    return new_tmux_session(tmp_path, shell, size), rc_file
+
+
+def new_tmux_session(tmp_path: Path, shell: str, size: tuple[int, int], prefix: str = "gputop-e2e") -> str:
+    """A detached tmux session running `shell` at `size`; its name. Unique even beside a session an earlier run
+    left (the tmux server outlives runs, and a worker's PID comes again); tried again when refused (two workers
+    starting the first tmux server at once: one of them may be)."""
+    session = f"{prefix}-{os.getpid()}-{tmp_path.name[-12:]}-{uuid.uuid4().hex[:6]}"
+    new = ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell]
+    for attempt in range(3):
+        made = subprocess.run(new, capture_output=True, text=True)
+        if made.returncode == 0:
+            break
+        time.sleep(0.2 * (attempt + 1))
+    else:
+        raise AssertionError(f"tmux new-session failed: {made.stderr.strip()}")
     # a tmux server already running may keep its own default size: ask for ours
     subprocess.run(["tmux", "resize-window", "-t", session, "-x", str(size[0]), "-y", str(size[1])], check=False)
-    return session, rc_file
+    return session
 
 
 @contextmanager
