@@ -4,16 +4,19 @@ reader, an export failure told again while it lasts."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import output_reader
+from helpers import output_reader, wait_for
 from textual.app import App, ComposeResult
 
+from gputop_tracker.tui.live import run as live
 from gputop_tracker.tui.widgets.charts import Series, TimeChart, _largest
 
 
@@ -136,8 +139,6 @@ def test_close_returns_only_once_no_reader_is_inside_its_fd(monkeypatch: pytest.
     """run_live closes the output fd (and the sampler's pipe) right after `close()`; Textual does not join its
     thread workers, so a reader descheduled inside a read could then read, seek or fstat a closed fd, or one
     reused meanwhile (the session file the takeover rewrites)."""
-    from gputop_tracker.tui.live import run as live
-
     r, w = os.pipe()
     os.write(w, b"some output\n")
     inside, left = threading.Event(), threading.Event()
@@ -166,3 +167,73 @@ def test_close_returns_only_once_no_reader_is_inside_its_fd(monkeypatch: pytest.
         os.close(w)
         os.close(r)
     assert not reader.is_alive()
+
+
+def _sampler_pipe(hold: float) -> tuple[Any, int, list[tuple[float, list[str]]], threading.Thread]:
+    """A SamplerSource reading a pipe the test writes the sampler's lines into; the hand-overs it makes, each
+    with its time and the kinds of its messages, are collected by a thread."""
+    r, w = os.pipe()
+    handle = type("Handle", (), {"read_fd": r})()
+    source = live.SamplerSource(handle, output_fd=-1, hold=hold)  # type: ignore[arg-type]
+    got: list[tuple[float, list[str]]] = []
+
+    def take() -> None:
+        for batch in source.batches():
+            got.append((time.monotonic(), [type(m).__name__ for m in batch]))
+
+    reader = threading.Thread(target=take, daemon=True)
+    reader.start()
+    return source, w, got, reader
+
+
+def _sample_line(i: int) -> bytes:
+    from fakesource import make_sample
+
+    return json.dumps({"kind": "sample", "sample": make_sample(i).model_dump(mode="json")}).encode() + b"\n"
+
+
+STARTED_LINE = b'{"kind": "started", "pid": 1, "session_id": "s", "store": "/nonexistent"}\n'
+
+
+def test_samples_alone_wait_for_the_next_draw_anything_else_goes_at_once() -> None:
+    """Each hand-over of the sampler's messages wakes the view, which draws at most once a second: samples alone
+    are held until `hold` has passed since the last hand-over (every one reaches the view, in order); a message
+    of another kind takes what is held with it at once, and the end of the pipe takes the rest."""
+    source, w, got, reader = _sampler_pipe(hold=60.0)
+    try:
+        os.write(w, _sample_line(0))  # the first goes at once
+        wait_for(lambda: len(got) == 1, 30, "the first sample")
+        os.write(w, _sample_line(1))
+        time.sleep(0.3)  # apart: two reads
+        os.write(w, _sample_line(2))
+        time.sleep(0.5)
+        assert len(got) == 1, got  # held: the view is not woken for them
+        os.write(w, STARTED_LINE)
+        wait_for(lambda: len(got) == 2, 30, "the held samples with the start")  # long before the 60 s hold
+        assert got[1][1] == ["SampleMessage", "SampleMessage", "Started"]
+        os.write(w, _sample_line(3))
+        time.sleep(0.3)
+        assert len(got) == 2
+    finally:
+        os.close(w)
+    reader.join(30)
+    assert not reader.is_alive()
+    assert got[2][1] == ["SampleMessage"]  # the end takes what was held
+    source.close()
+    os.close(source.handle.read_fd)
+
+
+def test_held_samples_are_handed_over_once_the_hold_has_passed() -> None:
+    source, w, got, reader = _sampler_pipe(hold=0.4)
+    try:
+        os.write(w, _sample_line(0))
+        wait_for(lambda: len(got) == 1, 30, "the first sample")
+        os.write(w, _sample_line(1))
+        wait_for(lambda: len(got) == 2, 30, "the held sample, without more coming")
+        assert got[1][0] - got[0][0] >= 0.4 - 0.02  # not before the hold
+        assert got[1][1] == ["SampleMessage"]
+    finally:
+        os.close(w)
+        reader.join(30)
+        source.close()
+        os.close(source.handle.read_fd)

@@ -614,6 +614,35 @@ async def test_narrow_shows_one_compact_chart() -> None:
         assert app.query_one("#live-chart-ram").region.height == 5
 
 
+async def test_a_peak_that_rose_within_the_scale_redraws_the_title_alone() -> None:
+    """Between two periods a chart names a risen peak at once; where the plot's scale still holds it, only its
+    title line is drawn again (a rising job redrew every chart each second); over the scale, the whole chart."""
+    from textual.app import App, ComposeResult
+
+    from gputop_tracker.tui.live.charts import LiveTimeChart, _draw
+    from gputop_tracker.tui.widgets.charts import Series
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LiveTimeChart("RAM", id="ram")
+
+    xs = [0.0, 1.0, 2.0]
+    async with One().run_test(size=(60, 12)) as pilot:
+        chart = pilot.app.query_one(LiveTimeChart)
+        _draw(chart, True, xs, [Series("x", [1.0e9, 1.2e9, 1.5e9], "green")], (1.5e9, 2.0))
+        await pilot.pause()
+        before = list(chart._strips)
+        assert "▲ peak 1.5 GB" in before[0].text
+        _draw(chart, False, [*xs, 3.0], [Series("x", [1.0e9, 1.2e9, 1.5e9, 1.8e9], "green")], (1.8e9, 3.0))
+        after = list(chart._strips)
+        assert "▲ peak 1.8 GB at 3s" in after[0].text  # at once, not at the next period
+        assert after[1:] == before[1:] and all(a is b for a, b in zip(after[1:], before[1:], strict=True))
+        assert chart.series[0].values[-1] == 1.5e9  # the plot waits for its period
+        _draw(chart, False, [*xs, 3.0, 4.0], [Series("x", [1.0e9, 1.2e9, 1.5e9, 1.8e9, 5.0e9], "green")], (5e9, 4.0))
+        assert chart.series[0].values[-1] == 5.0e9 and "▲ peak 5 GB" in chart._strips[0].text  # over the scale
+        assert any("5 GB" in strip.text or "6 GB" in strip.text for strip in chart._strips[1:])  # its axis too
+
+
 def test_charts_of_one_to_three_samples_draw_points_not_lines() -> None:
     from gputop_tracker.tui.widgets.charts import Series, TimeChart, short_time
 
@@ -1043,7 +1072,7 @@ async def test_output_scrolled_back_stays_put_and_n_N_walk_the_matches() -> None
 async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_second() -> None:
     """At the default 0.5 s interval the screen is drawn from the newest sample at most once a DRAW_PERIOD (the
     view's CPU halves); every sample still reaches the charts' history, and the newest is drawn in the end."""
-    from gputop_tracker.tui.live.app import DRAW_PERIOD
+    from gputop_tracker.tui.live.texts import DRAW_PERIOD
 
     src = FakeSource(1)
     app = LiveApp(src, interval=0.25, command=["python3", "train.py"], store_dir=Path(src.store))

@@ -62,9 +62,9 @@ def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tupl
                 time.sleep(0.1)
             assert newest_shown(session) > pressed, screen(session)
             assert "scrolled back" not in screen(session)
-            follow = time.time()  # and it goes on following
-            time.sleep(2.5)
-            assert newest_shown(session) > follow + 1.0, screen(session)
+            follow = time.time()  # and it goes on following: what is printed shows within 3 s
+            time.sleep(3.5)
+            assert newest_shown(session) > follow + 0.5, screen(session)
         stop_tree_and_exit(session, rc_file)
 
 

@@ -67,14 +67,11 @@ from gputop_tracker.tui.widgets.panels import (
     SummaryPanel,
     clock,
     plain,
+    set_border_text,
     side_width,
 )
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
-# The screen is redrawn from the newest sample at most this often (htop: 1.5 s, nvitop: 2 s): at the default
-# 0.5 s interval every other sample is folded into the next draw (the charts and the summary keep every one),
-# which halves the view's CPU. Keys redraw at once.
-DRAW_PERIOD = 1.0
 LOG_LINES = 2000
 ATTACHED_OUTPUT = (
     "Attached to a running process: its output is not captured here;\n"
@@ -130,7 +127,7 @@ class LiveApp(LiveView):
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
-        self.pacer = DrawPacer(self, DRAW_PERIOD if interval < DRAW_PERIOD else 0.0, self._draw_sample)
+        self.pacer = DrawPacer(self, interval, self._draw_sample)
         self.alerts = AlertLog()  # every alert of the run; the header names the latest until they are read (a)
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
@@ -291,7 +288,8 @@ class LiveApp(LiveView):
         yield ProcessTable(id="blocks-wide")
         yield LiveCharts(id="charts")
         attached = self.mode == "attach"
-        log = OutputPane(LOG_LINES, id="output", title="output: not captured" if attached else "output")
+        title = "output: not captured" if attached else "output"
+        log = OutputPane(LOG_LINES, id="output", title=title, frame=self.pacer.period)  # drawn with the samples
         if self.output_path is not None:
             log.border_subtitle = plain(str(self.output_path))
         yield log
@@ -666,9 +664,7 @@ class LiveApp(LiveView):
         room = max(width - (0 if self.narrow else side_width(width)) - 8, 10)
         if len(text) > room:
             text = text[: room - 1] + "…"
-        subtitle = plain(f"{pid}: {text}" if text else None)
-        if table.border_subtitle != (subtitle.markup if subtitle else None):  # setting it repaints the whole table
-            table.border_subtitle = subtitle
+        set_border_text(table, "border_subtitle", f"{pid}: {text}" if text else None)
 
     def process(self, pid: int | None) -> ProcessSample | None:
         if pid is None:

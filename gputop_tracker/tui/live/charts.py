@@ -41,6 +41,20 @@ class LiveTimeChart(TimeChart):
         self.peak = peak
         self._rebuild(full=False)
 
+    def set_peak(self, peak: tuple[float, float]) -> bool:
+        """A new peak named in the title alone, where the plot's scale still holds it (its rows redrawn at the
+        chart's next period, the peak's mark with them); False where the whole chart must be drawn again."""
+        width = self.size.width
+        top, _ = self._scale()
+        if not self._strips or width <= 0 or self._base is None or peak[0] > top:
+            return False
+        self.peak = peak
+        sink = StripSink(self._base, self.app.console, width)
+        sink.title(self.title_line(width))
+        self._strips[0] = sink.strips()[0]
+        self.refresh(Region(0, 0, width, 1))
+        return True
+
     def on_resize(self, _event: events.Resize) -> None:
         self._rebuild(full=True)
 
@@ -145,7 +159,7 @@ class LiveCharts(Horizontal):
             self.set_class(narrow, "narrow")
             self.set_class(not gpus, "no-gpu")
         _draw(
-            self.query_one("#live-chart-ram", TimeChart),
+            self.query_one("#live-chart-ram", LiveTimeChart),
             due,
             xs,
             [Series("Σ PSS", ring.series("ram"), "bright_green"), Series("private", ring.series("private"), "cyan")],
@@ -154,7 +168,7 @@ class LiveCharts(Horizontal):
         if narrow:
             return  # the others are hidden: not worth drawing
         _draw(
-            self.query_one("#live-chart-cpu", TimeChart),
+            self.query_one("#live-chart-cpu", LiveTimeChart),
             due,
             xs,
             [Series("tree", ring.series("cpu"), "bright_blue")],
@@ -167,7 +181,7 @@ class LiveCharts(Horizontal):
             names = [f"gpu{g}_{kind}" for g in gpus]
             peaks = [ring.peaks[n] for n in names if n in ring.peaks]
             _draw(
-                self.query_one(chart_id, TimeChart),
+                self.query_one(chart_id, LiveTimeChart),
                 due,
                 xs,
                 [Series(f"GPU{g}", ring.series(n), colors[g]) for g, n in zip(gpus, names, strict=True)],
@@ -175,8 +189,12 @@ class LiveCharts(Horizontal):
             )
 
 
-def _draw(chart: TimeChart, due: bool, xs: list[float], series: list[Series], peak: tuple[float, float] | None) -> None:
-    """Redraw a chart when its period is due, or at once when the figure of its peak changed: the peak in its
-    title never reads below a figure the rest of the screen shows now."""
-    if due or (peak is not None and (chart.peak is None or chart._exact(peak[0]) != chart._exact(chart.peak[0]))):
+def _draw(
+    chart: LiveTimeChart, due: bool, xs: list[float], series: list[Series], peak: tuple[float, float] | None
+) -> None:
+    """Redraw a chart when its period is due, or at once its title when the figure of its peak changed: the peak
+    in its title never reads below a figure the rest of the screen shows now (the whole chart where the peak
+    went over its scale)."""
+    rose = peak is not None and (chart.peak is None or chart._exact(peak[0]) != chart._exact(chart.peak[0]))
+    if due or (rose and peak is not None and not chart.set_peak(peak)):
         chart.set_data(xs, series, peak)

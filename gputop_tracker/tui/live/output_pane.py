@@ -2,7 +2,7 @@
 line), SGR colours are kept, the pane follows new output whenever its end is on screen, and it can be searched.
 
 A Line-API ScrollView: each line is rendered to a `Strip` once and kept, and only the lines on screen are. Output
-that comes while the view runs (`feed`) is drawn at most once a FRAME, all that came meanwhile at once: a job
+that comes while the view runs (`feed`) is drawn at most once a frame, all that came meanwhile at once: a job
 printing all the time cost the view 5-10 % of a core when each of its writes was drawn. The pane's scroll range
 grows without laying the screen out again (Textual lays out the whole screen on any change of a widget's virtual
 size): only when the scroll bar comes or goes, which changes the pane's width, is it laid out.
@@ -32,9 +32,9 @@ from gputop_tracker.core.model import clean_output
 _PARTIAL_ESC = re.compile(r"\x1b(?:\[[0-?]*[ -/]*|[ -/]+)?$")  # an escape sequence cut at the end of a chunk
 _NOT_SGR = re.compile(r"\x1b(?!\[[0-?]*[ -/]*m)")  # what is left of an escape that is no colour
 MATCH_STYLE = Style(bgcolor="yellow", color="black", bold=True)
-# Seconds at least between two draws of output fed while the view runs. The live view's own redraw of a sample
-# (once a second) draws it too, in the same screen update; the pane's timer draws it otherwise, LATE after a frame
-# so as not to race that redraw (two screen updates where one does).
+# Seconds at least between two draws of output fed while the view runs (the live view gives its own draw period).
+# The live view's redraw of a sample draws it too, in the same screen update; the pane's timer draws it otherwise,
+# LATE after a frame so as not to race that redraw (two screen updates where one does).
 FRAME = 1.0
 LATE = 0.25
 SCROLLED_BACK = "scrolled back — End to follow"
@@ -56,10 +56,18 @@ class OutputPane(ScrollView, can_focus=True):
     ]
 
     def __init__(
-        self, max_lines: int = 2000, *, id: str | None = None, classes: str | None = None, title: str | None = None
+        self,
+        max_lines: int = 2000,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+        title: str | None = None,
+        frame: float = 0.0,
     ) -> None:
         super().__init__(id=id, classes=classes)
         self.max_lines = max_lines
+        self.frame = frame or FRAME
+        """Seconds at least between two draws of fed output (`feed`)."""
         self._lines: deque[Text] = deque(maxlen=max_lines)
         self._current: Text | None = None  # the line being written (no newline yet)
         self._rewrite = False  # a carriage return came: the next text replaces the current line
@@ -95,12 +103,12 @@ class OutputPane(ScrollView, can_focus=True):
         return [*self._lines, self._current] if self._current is not None else list(self._lines)
 
     def feed(self, text: str) -> None:
-        """Output as it comes while the view runs: drawn at once if nothing was drawn for a FRAME, else with all
+        """Output as it comes while the view runs: drawn at once if nothing was drawn for a frame, else with all
         that comes meanwhile at the end of the frame."""
         self._pending.append(text)
         if self._frame is not None:
             return
-        wait = self._drawn + FRAME - time.monotonic()
+        wait = self._drawn + self.frame - time.monotonic()
         if wait <= 0 or not self.is_attached:
             self.flush()
         else:

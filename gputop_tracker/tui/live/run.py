@@ -34,7 +34,7 @@ from gputop_tracker.core.sampling import (
     orphans,
     start_forked,
 )
-from gputop_tracker.tui.live.texts import detached_text, left_running
+from gputop_tracker.tui.live.texts import detached_text, draw_period, left_running
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations import Exporter
@@ -42,9 +42,11 @@ if TYPE_CHECKING:
     from gputop_tracker.tui.live.app import LiveApp
 
 OUTPUT_POLL = 0.2  # seconds between reads of the output file when it has not grown (no inotify)
-OUTPUT_GAP = 0.5  # seconds at least between two batches of output handed to the view (its pane draws once a second)
+OUTPUT_GAP = 1.0  # seconds at least between two batches of output handed to the view (it draws them at most as often)
 CHUNK = 1 << 16
 GATHER = 0.01  # seconds a read of the sampler's messages waits for the rest of a sample's lines
+# what `SamplerSource.batches` may hold until the view's next draw: a sample's figures and what comes with them
+HELD = (channel.SampleMessage, channel.Progress, channel.BlocksMessage)
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads
 TAIL_LINES = 4096  # lines of such a batch handed to the view (its pane keeps 2000): all of them are in the log
@@ -63,8 +65,11 @@ def tail_lines(text: str, n: int) -> str:
 class SamplerSource:
     """The live view's data source backed by the sampler process and the command's output file."""
 
-    def __init__(self, handle: SamplerHandle, output_fd: int, exporter: Exporter | None = None) -> None:
+    def __init__(
+        self, handle: SamplerHandle, output_fd: int, exporter: Exporter | None = None, hold: float = 0.0
+    ) -> None:
         self.handle = handle
+        self.hold = hold  # seconds: samples alone are handed over at most this often (`batches`)
         self.output_fd = output_fd
         self.exporter = exporter  # sees every message first (Prometheus serves the latest sample)
         self._wake_r, self._wake_w = os.pipe()
@@ -81,11 +86,21 @@ class SamplerSource:
     def batches(self) -> Iterator[list[channel.Message]]:
         """The messages of each read: a sample's lines (its figures, the running summary, its events) are
         written one after the other; what follows a read within GATHER joins it, and the view takes them in one
-        hand-over from this thread, not one each."""
+        hand-over from this thread, not one each. Samples alone (figures, the running summary, the blocks) are
+        held until `hold` seconds have passed since the last hand-over: the view draws at most that often, and
+        each hand-over wakes it (every sample still reaches it, in order). Anything else goes at once."""
         framer = LineFramer()
         batch: list[channel.Message] = []
+        held: list[channel.Message] = []
+        handed = -1e9  # monotonic time of the last hand-over
         while True:
-            chunk = self._read(GATHER if batch else None)
+            if batch:
+                timeout: float | None = GATHER
+            elif held:
+                timeout = max(handed + self.hold - time.monotonic(), 0.0)
+            else:
+                timeout = None
+            chunk = self._read(timeout)
             if chunk:
                 framer.feed(chunk)
                 more = self._decode(framer)
@@ -93,10 +108,15 @@ class SamplerSource:
                     batch = more
                     continue
                 batch += more
-            if batch:
-                yield batch
-                batch = []
-            if chunk is not None and not chunk:
+            held += batch
+            batch = []
+            ended = chunk is not None and not chunk
+            due = ended or time.monotonic() >= handed + self.hold or not all(isinstance(m, HELD) for m in held)
+            if held and due:
+                handed = time.monotonic()
+                yield held
+                held = []
+            if ended:
                 return
 
     def _read(self, timeout: float | None) -> bytes | None:
@@ -339,7 +359,7 @@ def run_live(cfg: EngineConfig, args: argparse.Namespace, units: Units, *, expor
 
     from gputop_tracker.tui.live.app import LiveApp  # loads while the command already runs
 
-    source = SamplerSource(handle, read_fd, exporter)
+    source = SamplerSource(handle, read_fd, exporter, hold=draw_period(cfg.interval))
     app = LiveApp(
         source,
         interval=cfg.interval,

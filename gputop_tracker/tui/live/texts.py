@@ -67,13 +67,27 @@ def status_text(
     return {"stop": "stopping…", "detach": "detaching…"}.get(quit_choice or "", "running")
 
 
-class DrawPacer:
-    """Draws the newest sample at most once a `period`: one that comes within it is drawn at its end (a timer
-    of the app), folded with any that come meanwhile. Period 0: every sample at once."""
+# The screen is redrawn from the newest sample at most this often, htop's default (nvitop: 2 s): at the default
+# 0.5 s interval three samples are drawn as one (the charts and the summary keep every one; the reader hands them
+# over together, `SamplerSource.batches`), and the output that came meanwhile is drawn in the same screen update.
+# Drawing each sample cost the view twice its CPU. Keys redraw at once.
+DRAW_PERIOD = 1.5
 
-    def __init__(self, app: Any, period: float, draw: Callable[[], None]) -> None:
+
+def draw_period(interval: float) -> float:
+    """Seconds at least between two draws of samples taken every `interval` s (0: each as it comes). Samples a
+    second or more apart are each drawn: folding them would draw at uneven times, and costs no more than that."""
+    return DRAW_PERIOD if interval < 1.0 else 0.0
+
+
+class DrawPacer:
+    """Draws the newest sample at most once a period (`draw_period` of the samples' interval): one that comes
+    within it is drawn at its end (a timer of the app), folded with any that come meanwhile. Period 0: every
+    sample at once."""
+
+    def __init__(self, app: Any, interval: float, draw: Callable[[], None]) -> None:
         self.app = app  # what sets the timer (Textual's App.set_timer)
-        self.period = period
+        self.period = draw_period(interval)
         self.draw = draw
         self.last = -1e9  # monotonic time of the last draw
         self.timer: Any = None

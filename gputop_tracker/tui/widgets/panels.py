@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import weakref
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -74,11 +75,22 @@ def plain(text: str | None) -> Content | None:
 def set_border(widget: Widget, title: str | None, subtitle: str | None) -> None:
     """Border texts (plain text, not markup), set only when they change: setting one repaints the whole widget,
     even unchanged."""
-    new_title, new_subtitle = plain(title), plain(subtitle)
-    if widget.border_title != (new_title.markup if new_title else None):
-        widget.border_title = new_title
-    if widget.border_subtitle != (new_subtitle.markup if new_subtitle else None):
-        widget.border_subtitle = new_subtitle
+    set_border_text(widget, "border_title", title)
+    set_border_text(widget, "border_subtitle", subtitle)
+
+
+def set_border_text(widget: Widget, which: str, text: str | None) -> None:
+    """`widget.border_title` or `.border_subtitle` (`which`) to plain `text`, unless that is what was set last. What
+    was set is compared as given: Textual's getter writes the text back as markup, which cost a panel redrawn
+    each second more than the rest of its drawing."""
+    shown = _BORDERS.setdefault(widget, {})
+    if which in shown and shown[which] == text:
+        return
+    shown[which] = text
+    setattr(widget, which, plain(text))
+
+
+_BORDERS: weakref.WeakKeyDictionary[Widget, dict[str, str | None]] = weakref.WeakKeyDictionary()
 
 
 class Panel(Static):
