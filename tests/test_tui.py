@@ -1097,6 +1097,34 @@ async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_se
         assert draws[-1] == src.samples[-1].elapsed  # the newest was drawn
 
 
+async def test_the_samples_of_one_hand_over_are_drawn_once_at_once() -> None:
+    """The reader hands over the samples that came since the last draw together: the newest is drawn at once,
+    once (a draw for each, or a timer left behind for the others, drew the same screen again 1.5 s later)."""
+    from gputop_tracker.tui.live.messages import SamplerEvent
+    from gputop_tracker.tui.live.texts import DRAW_PERIOD
+
+    src = FakeSource(1)
+    app = LiveApp(src, interval=0.5, command=["python3", "train.py"], store_dir=Path(src.store))
+    draws: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        await asyncio.sleep(DRAW_PERIOD)  # the first sample's draw is a period ago
+        original = app._redraw
+
+        def counted(*, sample: bool = False) -> None:
+            draws.append(app.latest.elapsed if app.latest else -1)
+            original(sample=sample)
+
+        app._redraw = counted  # type: ignore[method-assign]
+        batch = [SampleMessage(make_sample(i, interval=0.5)) for i in range(1, 4)]
+        app.post_message(SamplerEvent(batch))  # type: ignore[arg-type]
+        await pilot.pause()
+        assert draws == [batch[-1].sample.elapsed]  # at once, the newest
+        await asyncio.sleep(DRAW_PERIOD + 0.3)
+        await pilot.pause()
+        assert len(draws) == 1, draws  # and no second draw of the same
+
+
 def test_final_summary_stays_inside_its_border() -> None:
     """Every line of the summary panel fits its content width: figures cut, the saved path shortened, a note
     (the detach line) wrapped; a run that ended before its first sample reads '-', not 0 B."""

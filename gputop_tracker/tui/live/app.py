@@ -393,8 +393,11 @@ class LiveApp(LiveView):
     # ------------------------------------------------------------------ messages (UI thread)
 
     def on_sampler_event(self, event: SamplerEvent) -> None:
+        latest = self.latest
         for msg in event.msgs:
             self._take(msg)
+        if self.latest is not latest:  # one draw for the samples of a hand-over (the newest), not one each
+            self.pacer.sample_came()
 
     def _take(self, msg: channel.Message) -> None:
         self.n_messages += 1
@@ -421,7 +424,6 @@ class LiveApp(LiveView):
             self._paused_latest = sample
         else:
             self.latest = sample
-            self.pacer.sample_came()
 
     def _on_started(self, msg: Started) -> None:
         self.main_pid = msg.pid
