@@ -220,7 +220,8 @@ def test_samples_alone_wait_for_the_next_draw_anything_else_goes_at_once() -> No
     assert not reader.is_alive()
     assert got[2][1] == ["SampleMessage"]  # the end takes what was held
     source.close()
-    os.close(source.handle.read_fd)
+    for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
+        os.close(fd)
 
 
 def test_held_samples_are_handed_over_once_the_hold_has_passed() -> None:
@@ -236,4 +237,5 @@ def test_held_samples_are_handed_over_once_the_hold_has_passed() -> None:
         os.close(w)
         reader.join(30)
         source.close()
-        os.close(source.handle.read_fd)
+        for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
+            os.close(fd)

@@ -1125,6 +1125,33 @@ async def test_the_samples_of_one_hand_over_are_drawn_once_at_once() -> None:
         assert len(draws) == 1, draws  # and no second draw of the same
 
 
+async def test_a_source_that_paces_its_samples_has_each_hand_over_drawn_at_once() -> None:
+    """The sampler's reader hands samples over at most once a period itself (`hold`); the view draws each hand-over
+    at once. Spaced by both, the two clocks drifted apart: a hand-over a little early (an event took the held
+    samples with it) set a timer, and every draw after it came a second late, for good."""
+    from gputop_tracker.tui.live.messages import SamplerEvent
+
+    src = FakeSource(1)
+    src.hold = 1.5  # type: ignore[attr-defined]
+    app = LiveApp(src, interval=0.5, command=["python3", "train.py"], store_dir=Path(src.store))
+    draws: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot, src.n_scripted)
+        original = app._redraw
+
+        def counted(*, sample: bool = False) -> None:
+            draws.append(app.latest.elapsed if app.latest else -1)
+            original(sample=sample)
+
+        app._redraw = counted  # type: ignore[method-assign]
+        for i in (1, 2):
+            sample = make_sample(i, interval=0.5)
+            app.post_message(SamplerEvent([SampleMessage(sample)]))
+            await pilot.pause()
+            assert draws[-1:] == [sample.elapsed], draws  # at once, though the last draw was just now
+        assert app.pacer.timer is None
+
+
 def test_final_summary_stays_inside_its_border() -> None:
     """Every line of the summary panel fits its content width: figures cut, the saved path shortened, a note
     (the detach line) wrapped; a run that ended before its first sample reads '-', not 0 B."""

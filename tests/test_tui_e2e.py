@@ -127,9 +127,9 @@ def new_tmux_session(tmp_path: Path, shell: str, size: tuple[int, int], prefix: 
     """A detached tmux session running `shell` at `size`; its name. Unique even beside a session an earlier run
     left (the tmux server outlives runs, and a worker's PID comes again); tried again when refused (two workers
     starting the first tmux server at once: one of them may be)."""
-    session = f"{prefix}-{os.getpid()}-{tmp_path.name[-12:]}-{uuid.uuid4().hex[:6]}"
-    new = ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell]
-    for attempt in range(3):
+    for attempt in range(3):  # a new name each time: a refused attempt may have made its session all the same
+        session = f"{prefix}-{os.getpid()}-{tmp_path.name[-12:]}-{uuid.uuid4().hex[:6]}"
+        new = ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), shell]
         made = subprocess.run(new, capture_output=True, text=True)
         if made.returncode == 0:
             break

@@ -127,7 +127,7 @@ class LiveApp(LiveView):
         self.exited = ExitedRows()  # processes that just left the tree, shown a few samples with how they ended
         self._paused_latest: Sample | None = None  # the newest sample while the display is frozen
         self.view_size = (0, 0)  # the terminal's size as last laid out (columns, rows)
-        self.pacer = DrawPacer(self, interval, self._draw_sample)
+        self.pacer = DrawPacer(self, interval, self._draw_sample, paced=getattr(source, "hold", 0.0) > 0)
         self.alerts = AlertLog()  # every alert of the run; the header names the latest until they are read (a)
         self.open_blocks = OpenBlocks()  # the code blocks running now (shown in the header)
         self._paused_blocks = ""  # the header's blocks when the display was paused (frozen with the rest)
@@ -289,7 +289,7 @@ class LiveApp(LiveView):
         yield LiveCharts(id="charts")
         attached = self.mode == "attach"
         title = "output: not captured" if attached else "output"
-        log = OutputPane(LOG_LINES, id="output", title=title, frame=self.pacer.period)  # drawn with the samples
+        log = OutputPane(LOG_LINES, id="output", title=title, frame=self.pacer.every)  # drawn with the samples
         if self.output_path is not None:
             log.border_subtitle = plain(str(self.output_path))
         yield log
@@ -396,8 +396,8 @@ class LiveApp(LiveView):
         latest = self.latest
         for msg in event.msgs:
             self._take(msg)
-        if self.latest is not latest:  # one draw for the samples of a hand-over (the newest), not one each
-            self.pacer.sample_came()
+        if self.latest is not latest and self.final is None and self.failure is None:  # the end drew its own
+            self.pacer.sample_came()  # one draw for the samples of a hand-over (the newest), not one each
 
     def _take(self, msg: channel.Message) -> None:
         self.n_messages += 1

@@ -85,9 +85,14 @@ class DrawPacer:
     within it is drawn at its end (a timer of the app), folded with any that come meanwhile. Period 0: every
     sample at once."""
 
-    def __init__(self, app: Any, interval: float, draw: Callable[[], None]) -> None:
+    def __init__(self, app: Any, interval: float, draw: Callable[[], None], *, paced: bool = False) -> None:
         self.app = app  # what sets the timer (Textual's App.set_timer)
-        self.period = draw_period(interval)
+        self.every = draw_period(interval)
+        """The screen's period: what the output pane's draws follow."""
+        # `paced`: the source hands samples over at most once a period itself (`SamplerSource.batches`): each
+        # hand-over is drawn at once. Two clocks spacing the same draws drift apart: a hand-over a little early
+        # (an event took the held samples with it) set a timer, and every draw after it came a second late.
+        self.period = 0.0 if paced else self.every
         self.draw = draw
         self.last = -1e9  # monotonic time of the last draw
         self.timer: Any = None
