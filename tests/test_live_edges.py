@@ -239,3 +239,25 @@ def test_held_samples_are_handed_over_once_the_hold_has_passed() -> None:
         source.close()
         for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
             os.close(fd)
+
+
+def test_held_samples_go_with_the_sample_that_comes_near_the_end_of_the_hold() -> None:
+    """The hand-overs keep step with the samples: the first read from 0.9 of the hold on takes the held samples with
+    it (the newest is drawn as it comes), rather than the hold's end handing over a sample that is already old."""
+    source, w, got, reader = _sampler_pipe(hold=3.0)
+    try:
+        os.write(w, _sample_line(0))
+        wait_for(lambda: len(got) == 1, 30, "the first sample")
+        os.write(w, _sample_line(1))
+        # just after the hold (between 0.9 x 3 s and 1.2 x 3 s): it goes with the one held, at once; the hold's
+        # end had handed the held one over alone, and this one would have waited a whole hold more
+        time.sleep(max(got[0][0] + 3.15 - time.monotonic(), 0.0))
+        os.write(w, _sample_line(2))
+        wait_for(lambda: len(got) == 2, 30, "the held samples")
+        assert got[1][1] == ["SampleMessage", "SampleMessage"]
+    finally:
+        os.close(w)
+        reader.join(30)
+        source.close()
+        for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
+            os.close(fd)

@@ -47,6 +47,7 @@ CHUNK = 1 << 16
 GATHER = 0.01  # seconds a read of the sampler's messages waits for the rest of a sample's lines
 # what `SamplerSource.batches` may hold until the view's next draw: a sample's figures and what comes with them
 HELD = (channel.SampleMessage, channel.Progress, channel.BlocksMessage)
+EARLY, LATEST = 0.9, 1.2  # of the hold: samples held go with the first read from EARLY on, at LATEST without one
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads
 TAIL_LINES = 4096  # lines of such a batch handed to the view (its pane keeps 2000): all of them are in the log
@@ -87,8 +88,10 @@ class SamplerSource:
         """The messages of each read: a sample's lines (its figures, the running summary, its events) are
         written one after the other; what follows a read within GATHER joins it, and the view takes them in one
         hand-over from this thread, not one each. Samples alone (figures, the running summary, the blocks) are
-        held until `hold` seconds have passed since the last hand-over: the view draws at most that often, and
-        each hand-over wakes it (every sample still reaches it, in order). Anything else goes at once."""
+        held for about `hold` seconds since the last hand-over: the view draws each hand-over, and each wakes it
+        (every sample still reaches it, in order). They go with the first read from EARLY x `hold` on (the
+        hand-overs keep step with the samples: the newest is drawn as it comes, not a period later), at LATEST x
+        `hold` without one. Anything else goes at once, and takes what is held with it."""
         framer = LineFramer()
         batch: list[channel.Message] = []
         held: list[channel.Message] = []
@@ -97,7 +100,7 @@ class SamplerSource:
             if batch:
                 timeout: float | None = GATHER
             elif held:
-                timeout = max(handed + self.hold - time.monotonic(), 0.0)
+                timeout = max(handed + self.hold * LATEST - time.monotonic(), 0.0)
             else:
                 timeout = None
             chunk = self._read(timeout)
@@ -108,10 +111,12 @@ class SamplerSource:
                     batch = more
                     continue
                 batch += more
+            fresh = bool(batch)  # a read's messages, gathered
             held += batch
             batch = []
             ended = chunk is not None and not chunk
-            due = ended or time.monotonic() >= handed + self.hold or not all(isinstance(m, HELD) for m in held)
+            waited = time.monotonic() - handed >= self.hold * (EARLY if fresh else LATEST)
+            due = ended or waited or any(not isinstance(m, HELD) for m in held)
             if held and due:
                 handed = time.monotonic()
                 yield held
