@@ -1069,6 +1069,17 @@ async def test_output_scrolled_back_stays_put_and_n_N_walk_the_matches() -> None
         assert out.lines[out.match_line] == "line 500 epoch"  # past the last one: round to the first
 
 
+def count_draws(app: LiveApp, draws: list[float]) -> None:
+    """From now on each redraw of `app` appends the elapsed time of the sample it draws to `draws`."""
+    original = app._redraw
+
+    def counted(*, sample: bool = False) -> None:
+        draws.append(app.latest.elapsed if app.latest else -1)
+        original(sample=sample)
+
+    app._redraw = counted  # type: ignore[method-assign]
+
+
 async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_second() -> None:
     """At the default 0.5 s interval the screen is drawn from the newest sample at most once a DRAW_PERIOD (the
     view's CPU halves); every sample still reaches the charts' history, and the newest is drawn in the end."""
@@ -1079,13 +1090,7 @@ async def test_samples_faster_than_the_draw_period_are_folded_into_one_draw_a_se
     draws: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        original = app._redraw
-
-        def counted(*, sample: bool = False) -> None:
-            draws.append(app.latest.elapsed if app.latest else -1)
-            original(sample=sample)
-
-        app._redraw = counted  # type: ignore[method-assign]
+        count_draws(app, draws)
         for i in range(1, 6):
             src.push_sample(i)
         await settle(app, pilot, src.n_scripted)
@@ -1109,13 +1114,7 @@ async def test_the_samples_of_one_hand_over_are_drawn_once_at_once() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
         await asyncio.sleep(DRAW_PERIOD)  # the first sample's draw is a period ago
-        original = app._redraw
-
-        def counted(*, sample: bool = False) -> None:
-            draws.append(app.latest.elapsed if app.latest else -1)
-            original(sample=sample)
-
-        app._redraw = counted  # type: ignore[method-assign]
+        count_draws(app, draws)
         batch = [SampleMessage(make_sample(i, interval=0.5)) for i in range(1, 4)]
         app.post_message(SamplerEvent(batch))  # type: ignore[arg-type]
         await pilot.pause()
@@ -1137,13 +1136,7 @@ async def test_a_source_that_paces_its_samples_has_each_hand_over_drawn_at_once(
     draws: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot, src.n_scripted)
-        original = app._redraw
-
-        def counted(*, sample: bool = False) -> None:
-            draws.append(app.latest.elapsed if app.latest else -1)
-            original(sample=sample)
-
-        app._redraw = counted  # type: ignore[method-assign]
+        count_draws(app, draws)
         for i in (1, 2):
             sample = make_sample(i, interval=0.5)
             app.post_message(SamplerEvent([SampleMessage(sample)]))
