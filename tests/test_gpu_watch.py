@@ -340,10 +340,17 @@ def _cpu_of_all(commands: list[list[str]], env: dict[str, str]) -> list[float]:
     return out
 
 
+GPU_SHARE = 0.25  # seconds of CPU the GPU may add to the tool's over an 8 s run at 10 Hz
+
+
 @pytest.mark.slow
-def test_reading_one_gpu_adds_at_most_35_percent_to_the_tools_cpu(tmp_path: Path, fake_lib: Path) -> None:
+def test_reading_one_gpu_adds_at_most_a_quarter_second_of_cpu_to_an_8_s_run(tmp_path: Path, fake_lib: Path) -> None:
     """At --interval 0.1, one H100 (its CPU cost per call) holding the job's memory, against --gpu-backend none
-    on the same job: tool CPU = rusage of the whole run (start-up included) minus the job alone."""
+    on the same job: tool CPU = rusage of the whole run (start-up included) minus the job alone. The GPU may add
+    0.25 s of CPU to the 8 s run, start-up included (3 % of a core; the watcher at 50 Hz, the once-a-second
+    queries and NVML's start). It was a ratio, 35 % of the tool's CPU without the GPU, met only while both runs
+    compiled the package at every start (~0.3 s each): the GPU's share was 0.17-0.19 s then as now. Reading the
+    energy counter or per-process utilization at every sample would add 0.3 s and 0.1 s."""
     memfile = tmp_path / "gpu.mem"
     fake = h100(tmp_path, memfile)
     job = [sys.executable, "-c", HOLD_SOURCE + f"import time\nhold({str(memfile)!r}, 4 << 30)\ntime.sleep(8)"]
@@ -358,9 +365,9 @@ def test_reading_one_gpu_adds_at_most_35_percent_to_the_tools_cpu(tmp_path: Path
         alone, none, gpu = (min(r[i] for r in rounds) for i in range(3))
         none, gpu = none - alone, gpu - alone
         print(f"tool CPU over 8 s at 10 Hz: {none:.3f} s without the GPU, {gpu:.3f} s with it (+{gpu / none - 1:.0%})")
-        if gpu <= 1.35 * none:
+        if gpu - none <= GPU_SHARE:
             break
-    assert gpu <= 1.35 * none, (gpu, none, rounds)
+    assert gpu - none <= GPU_SHARE, (gpu, none, rounds)
 
 
 # ------------------------------------------------------------------ the summary takes the watcher's figures
