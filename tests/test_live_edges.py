@@ -195,6 +195,10 @@ def _sample_line(i: int) -> bytes:
 STARTED_LINE = b'{"kind": "started", "pid": 1, "session_id": "s", "store": "/nonexistent"}\n'
 
 
+def _event_line(kind: str) -> bytes:
+    return json.dumps({"kind": "event", "event": {"time": 1.0, "type": kind, "pid": 7}}).encode() + b"\n"
+
+
 def test_samples_alone_wait_for_the_next_draw_anything_else_goes_at_once() -> None:
     """Each hand-over of the sampler's messages wakes the view, which draws at most once a second: samples alone
     are held until `hold` has passed since the last hand-over (every one reaches the view, in order); a message
@@ -205,20 +209,25 @@ def test_samples_alone_wait_for_the_next_draw_anything_else_goes_at_once() -> No
         wait_for(lambda: len(got) == 1, 30, "the first sample")
         os.write(w, _sample_line(1))
         time.sleep(0.3)  # apart: two reads
-        os.write(w, _sample_line(2))
+        os.write(w, _sample_line(2) + _event_line("process_exited") + _event_line("block_start"))
         time.sleep(0.5)
-        assert len(got) == 1, got  # held: the view is not woken for them
-        os.write(w, STARTED_LINE)
-        wait_for(lambda: len(got) == 2, 30, "the held samples with the start")  # long before the 60 s hold
-        assert got[1][1] == ["SampleMessage", "SampleMessage", "Started"]
+        assert len(got) == 1, got  # held, with the events that are no alert: the view is not woken for them
+        os.write(w, _event_line("warning"))  # an alert goes at once
+        wait_for(lambda: len(got) == 2, 30, "the held samples with the alert")  # long before the 60 s hold
+        assert got[1][1] == ["SampleMessage", "SampleMessage", "EventMessage", "EventMessage", "EventMessage"]
         os.write(w, _sample_line(3))
         time.sleep(0.3)
-        assert len(got) == 2
+        os.write(w, STARTED_LINE)  # and so does anything else
+        wait_for(lambda: len(got) == 3, 30, "the held sample with the start")
+        assert got[2][1] == ["SampleMessage", "Started"]
+        os.write(w, _sample_line(4))
+        time.sleep(0.3)
+        assert len(got) == 3
     finally:
         os.close(w)
     reader.join(30)
     assert not reader.is_alive()
-    assert got[2][1] == ["SampleMessage"]  # the end takes what was held
+    assert got[3][1] == ["SampleMessage"]  # the end takes what was held
     source.close()
     for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
         os.close(fd)

@@ -9,9 +9,9 @@ import time
 from rich.text import Text
 
 from gputop_tracker.core.model import Event, escape_controls
+from gputop_tracker.tui.live.texts import ALERT_RANK as RANK  # the alert types, mildest first
 from gputop_tracker.tui.widgets.panels import clock, short_bytes
 
-RANK = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3, "gpu_oom": 3}  # the alert types, mildest first
 STYLE = {"warning": "yellow", "gpu_lost": "yellow", "critical": "red", "oom": "red", "gpu_oom": "red"}
 
 

@@ -34,7 +34,7 @@ from gputop_tracker.core.sampling import (
     orphans,
     start_forked,
 )
-from gputop_tracker.tui.live.texts import detached_text, draw_period, left_running
+from gputop_tracker.tui.live.texts import ALERT_RANK, detached_text, draw_period, left_running
 
 if TYPE_CHECKING:
     from gputop_tracker.core.integrations import Exporter
@@ -51,6 +51,15 @@ EARLY, LATEST = 0.9, 1.2  # of the hold: samples held go with the first read fro
 CLOSE_WAIT = 2.0  # seconds at most `SamplerSource.close` waits for a reader to leave its fd
 BATCH = 16 << 20  # bytes at most read in one go from a command that prints faster than the view reads
 TAIL_LINES = 4096  # lines of such a batch handed to the view (its pane keeps 2000): all of them are in the log
+
+
+def _may_wait(msg: channel.Message) -> bool:
+    """What the reader may hold until the view's next draw: a sample's figures and what comes with them, and the
+    events that are no alert (a process's start or end, a block's, a peak: a fork-heavy or block-heavy job has
+    them at every sample)."""
+    if isinstance(msg, channel.EventMessage):
+        return msg.event.type not in ALERT_RANK
+    return isinstance(msg, HELD)
 
 
 def tail_lines(text: str, n: int) -> str:
@@ -116,7 +125,7 @@ class SamplerSource:
             batch = []
             ended = chunk is not None and not chunk
             waited = time.monotonic() - handed >= self.hold * (EARLY if fresh else LATEST)
-            due = ended or waited or any(not isinstance(m, HELD) for m in held)
+            due = ended or waited or not all(_may_wait(m) for m in held)
             if held and due:
                 handed = time.monotonic()
                 yield held

@@ -67,6 +67,8 @@ def status_text(
     return {"stop": "stopping…", "detach": "detaching…"}.get(quit_choice or "", "running")
 
 
+ALERT_RANK = {"warning": 1, "gpu_lost": 1, "critical": 2, "oom": 3, "gpu_oom": 3}  # the alert types, mildest first
+
 # The screen is redrawn from the newest sample at most this often, htop's default (nvitop: 2 s): at the default
 # 0.5 s interval three samples are drawn as one (the charts and the summary keep every one; the reader hands them
 # over together, `SamplerSource.batches`), and the output that came meanwhile is drawn in the same screen update.
@@ -89,10 +91,11 @@ class DrawPacer:
         self.app = app  # what sets the timer (Textual's App.set_timer)
         self.every = draw_period(interval)
         """The screen's period: what the output pane's draws follow."""
-        # `paced`: the source hands samples over at most once a period itself (`SamplerSource.batches`): each
-        # hand-over is drawn at once. Two clocks spacing the same draws drift apart: a hand-over a little early
-        # (an event took the held samples with it) set a timer, and every draw after it came a second late.
-        self.period = 0.0 if paced else self.every
+        # `paced`: the source hands samples over about once a period itself (`SamplerSource.batches`): each
+        # hand-over is drawn at once, unless one came less than half a period ago (an alert, the start: what the
+        # source hands over at once). Two clocks spacing the same draws by a whole period drift apart: a hand-over
+        # a little early set a timer, and every draw after it came a second late.
+        self.period = self.every / 2 if paced else self.every
         self.draw = draw
         self.last = -1e9  # monotonic time of the last draw
         self.timer: Any = None
