@@ -9,8 +9,9 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import output_reader, wait_for
@@ -169,9 +170,11 @@ def test_close_returns_only_once_no_reader_is_inside_its_fd(monkeypatch: pytest.
     assert not reader.is_alive()
 
 
-def _sampler_pipe(hold: float) -> tuple[Any, int, list[tuple[float, list[str]]], threading.Thread]:
-    """A SamplerSource reading a pipe the test writes the sampler's lines into; the hand-overs it makes, each
-    with its time and the kinds of its messages, are collected by a thread."""
+@contextmanager
+def _sampler_pipe(hold: float) -> Iterator[tuple[int, list[tuple[float, list[str]]], Callable[[], None]]]:
+    """A SamplerSource reading a pipe the test writes the sampler's lines into; yields the pipe's write end, the
+    hand-overs it makes (each with its time and the kinds of its messages, collected by a thread), and `end()`,
+    which closes the pipe and waits for the reader to take the rest (also done on the way out)."""
     r, w = os.pipe()
     handle = type("Handle", (), {"read_fd": r})()
     source = live.SamplerSource(handle, output_fd=-1, hold=hold)  # type: ignore[arg-type]
@@ -183,7 +186,22 @@ def _sampler_pipe(hold: float) -> tuple[Any, int, list[tuple[float, list[str]]],
 
     reader = threading.Thread(target=take, daemon=True)
     reader.start()
-    return source, w, got, reader
+    ended: list[bool] = []
+
+    def end() -> None:
+        if not ended:
+            ended.append(True)
+            os.close(w)
+            reader.join(30)
+            assert not reader.is_alive()
+
+    try:
+        yield w, got, end
+    finally:
+        end()
+        source.close()
+        for fd in (r, source._wake_r, source._wake_w):
+            os.close(fd)
 
 
 def _sample_line(i: int) -> bytes:
@@ -203,8 +221,7 @@ def test_samples_alone_wait_for_the_next_draw_anything_else_goes_at_once() -> No
     """Each hand-over of the sampler's messages wakes the view, which draws at most once a second: samples alone
     are held until `hold` has passed since the last hand-over (every one reaches the view, in order); a message
     of another kind takes what is held with it at once, and the end of the pipe takes the rest."""
-    source, w, got, reader = _sampler_pipe(hold=60.0)
-    try:
+    with _sampler_pipe(hold=60.0) as (w, got, end):
         os.write(w, _sample_line(0))  # the first goes at once
         wait_for(lambda: len(got) == 1, 30, "the first sample")
         os.write(w, _sample_line(1))
@@ -223,38 +240,24 @@ def test_samples_alone_wait_for_the_next_draw_anything_else_goes_at_once() -> No
         os.write(w, _sample_line(4))
         time.sleep(0.3)
         assert len(got) == 3
-    finally:
-        os.close(w)
-    reader.join(30)
-    assert not reader.is_alive()
+        end()
     assert got[3][1] == ["SampleMessage"]  # the end takes what was held
-    source.close()
-    for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
-        os.close(fd)
 
 
 def test_held_samples_are_handed_over_once_the_hold_has_passed() -> None:
-    source, w, got, reader = _sampler_pipe(hold=0.4)
-    try:
+    with _sampler_pipe(hold=0.4) as (w, got, _):
         os.write(w, _sample_line(0))
         wait_for(lambda: len(got) == 1, 30, "the first sample")
         os.write(w, _sample_line(1))
         wait_for(lambda: len(got) == 2, 30, "the held sample, without more coming")
         assert got[1][0] - got[0][0] >= 0.4 - 0.02  # not before the hold
         assert got[1][1] == ["SampleMessage"]
-    finally:
-        os.close(w)
-        reader.join(30)
-        source.close()
-        for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
-            os.close(fd)
 
 
 def test_held_samples_go_with_the_sample_that_comes_near_the_end_of_the_hold() -> None:
     """The hand-overs keep step with the samples: the first read from 0.9 of the hold on takes the held samples with
     it (the newest is drawn as it comes), rather than the hold's end handing over a sample that is already old."""
-    source, w, got, reader = _sampler_pipe(hold=3.0)
-    try:
+    with _sampler_pipe(hold=3.0) as (w, got, _):
         os.write(w, _sample_line(0))
         wait_for(lambda: len(got) == 1, 30, "the first sample")
         os.write(w, _sample_line(1))
@@ -264,9 +267,3 @@ def test_held_samples_go_with_the_sample_that_comes_near_the_end_of_the_hold() -
         os.write(w, _sample_line(2))
         wait_for(lambda: len(got) == 2, 30, "the held samples")
         assert got[1][1] == ["SampleMessage", "SampleMessage"]
-    finally:
-        os.close(w)
-        reader.join(30)
-        source.close()
-        for fd in (source.handle.read_fd, source._wake_r, source._wake_w):
-            os.close(fd)
