@@ -20,7 +20,7 @@ from gputop_tracker.tui.live.screens.alerts_dialog import AlertsScreen
 from gputop_tracker.tui.live.screens.process_detail import ProcessDetailScreen
 from gputop_tracker.tui.live.view import LiveView
 from gputop_tracker.tui.screens.help import HelpScreen
-from gputop_tracker.tui.widgets.panels import plain, side_width
+from gputop_tracker.tui.widgets.panels import plain, set_border_text, side_width
 from gputop_tracker.tui.widgets.proctable import ProcessTable
 
 # every key has an id (remappable with Textual's keymaps) and is in the footer or in the `?` help
@@ -65,7 +65,6 @@ class ViewKeys:
         self.app = app
         self.prompt_mode = ""  # "filter" or "find" while the prompt is open
         self.tagged: set[int] = set()  # processes tagged with Space: k signals them (htop's way)
-        self._table_title = ""
         self._split = False  # the blocks table is under the process table
 
     def allows(self, action: str) -> bool:
@@ -93,9 +92,7 @@ class ViewKeys:
             title = f"processes · {BOUND_LEGEND}" if app.bound_seen else "processes"
         if app.row_filter:
             title = f"{title.split(' · ')[0]} matching “{app.row_filter}”" + ("" if any_row else ": none")
-        if title != self._table_title:  # setting it repaints the whole table, even unchanged
-            self._table_title = title
-            self.app.query_one("#procs", ProcessTable).border_title = plain(title)
+        set_border_text(self.app.query_one("#procs", ProcessTable), "border_title", title)
 
     def keep_row(self, p: ProcessSample) -> bool:
         f = self.app.row_filter.lower()
