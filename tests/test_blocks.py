@@ -520,7 +520,7 @@ def test_outside_tracking_is_a_noop_and_the_import_is_light() -> None:
         [
             "gputop_tracker",
             "gputop_tracker._probe",  # the probe's FIFO rule (standard library only)
-            "gputop_tracker._probe.gputop_probe",
+            "gputop_tracker._probe.sitecustomize",  # the probe, imported under its package: nothing runs at import
             "gputop_tracker._version",
             "gputop_tracker.api",
             "gputop_tracker.api.blocks",

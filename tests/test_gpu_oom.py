@@ -297,7 +297,7 @@ def test_torch_used_without_an_oom_leaves_only_the_observer(tmp_path: Path, nvml
     assert proc.returncode == 0, proc.stderr
     assert facts["observers"] == 1  # hooked once, through the program's own import of torch
     assert facts["loader"] == facts["spec_loader"] == "SourceFileLoader"  # torch.cuda knows only its own loader
-    assert "_TorchCuda" not in facts["finders"]  # the finder left once torch.cuda was imported
+    assert "gputop_probe_torch_cuda" not in facts["finders"]  # the finder left once torch.cuda was imported
     assert facts["history"] is None and facts["allocated"] == GiB
     assert rep["gpu_ooms"] == [] and not [e for e in rep["events"] if e["type"] == "gpu_oom"]
 
@@ -313,7 +313,7 @@ def test_an_observer_that_fails_inside_changes_nothing(tmp_path: Path, nvml: dic
 
 
 def test_a_process_without_torch_imports_nothing_and_sends_nothing(tmp_path: Path) -> None:
-    code = "import json, sys; print(json.dumps([sorted(sys.modules), [type(f).__name__ for f in sys.meta_path]]))"
+    code = "import json, sys; print(json.dumps([sorted(sys.modules), [getattr(f, '__name__', type(f).__name__) for f in sys.meta_path]]))"
     env = {**os.environ, "PYTHONPATH": PROBE_DIR, "GPUTOP_TRACKER_BLOCKS": str(tmp_path / "nowhere" / "blocks")}
     with_probe = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env, check=True)
     plain = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True,
@@ -321,7 +321,7 @@ def test_a_process_without_torch_imports_nothing_and_sends_nothing(tmp_path: Pat
     (mods, finders), (plain_mods, plain_finders) = json.loads(with_probe.stdout), json.loads(plain.stdout)
     assert set(mods) - set(plain_mods) <= {"sitecustomize", "atexit"}  # the probe itself, and nothing it loaded
     assert not any(m.startswith(("torch", "gputop")) for m in mods)
-    assert finders == ["_TorchCuda", *plain_finders]  # waiting for torch.cuda, answering nothing else
+    assert finders == ["gputop_probe_torch_cuda", *plain_finders]  # waiting for torch.cuda, answering nothing else
     proc, rep = track_json(tmp_path, "--", PY, "-c", "import json, email.parser", env={"TMPDIR": str(tmp_path)})
     assert proc.returncode == 0 and rep["gpu_ooms"] == [] and rep["probe"]["reported"] == [rep["pid"]]
     assert not list(tmp_path.glob("gputop-blocks-*"))  # the FIFO's directory went, with nothing left in it

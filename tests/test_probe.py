@@ -247,7 +247,7 @@ def test_a_nested_python_with_dash_S_that_imports_sitecustomize_gets_what_it_wou
     assert proc.stdout == plain.stdout, proc.stderr
 
 
-@pytest.mark.parametrize("name", ["sitecustomize.py", "gputop_probe.py", "gputop_probe_gpu.py"])
+@pytest.mark.parametrize("name", ["sitecustomize.py", "gputop_probe_cache.py", "gputop_probe_gpu.py"])
 def test_probe_files_are_python38_and_standalone(name: str) -> None:
     source = (Path(SITE_FILE).parent / name).read_text()
     ast.parse(source, feature_version=(3, 8))  # no match, no `X | Y` at runtime, no parenthesised with
@@ -261,7 +261,7 @@ def test_probe_files_are_python38_and_standalone(name: str) -> None:
     # `stat`: os imports it at start-up, so it is always loaded already; `resource`: a small C module, at exit;
     # `pickle`: only in the out-of-memory half (loaded once the program imported torch, which loaded pickle
     # already), for --gpu-history's snapshot
-    # `marshal`: built in, the stub's loader of the body's bytecode; `_imp`: built in, loads `resource` directly
+    # `marshal`: built in, the bytecode writer's; `_imp`: built in, loads `resource` directly
     allowed = {
         "os",
         "stat",
@@ -276,7 +276,7 @@ def test_probe_files_are_python38_and_standalone(name: str) -> None:
         "_imp",
     }
     assert imported <= allowed | ({"pickle"} if name == "gputop_probe_gpu.py" else set()), imported
-    halves = ["gputop_probe.py", "gputop_probe_gpu.py", "sitecustomize.py"]
+    halves = ["gputop_probe_cache.py", "gputop_probe_gpu.py", "sitecustomize.py"]
     assert sorted(p.name for p in Path(SITE_FILE).parent.glob("*.py")) == halves
 
 

@@ -1,6 +1,6 @@
-"""The probe's body comes from bytecode the stub keeps in the probe's own __pycache__: written once per Python
-version (also under PYTHONDONTWRITEBYTECODE: the directory is ours), loaded after, rewritten when stale or broken,
-and never a reason for a process not to report."""
+"""The probe comes from bytecode kept in its own __pycache__: written by gputop-track before it launches, or by the
+probe in the first process of another Python version (also under PYTHONDONTWRITEBYTECODE: the directory is ours),
+loaded after, rewritten when stale, never left broken, and never a reason for a process not to report."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop_tracker.core.blocks import probe as probe_module
 from gputop_tracker.core.blocks.probe import PROBE_DIR
 
 PY = sys.executable
@@ -59,12 +60,12 @@ def _run(probe: Path, tmp_path: Path, umask: int = 0o022) -> dict:
     return exits[0]
 
 
-def _cache(probe: Path, name: str = "gputop_probe") -> Path:
+def _cache(probe: Path, name: str = "sitecustomize") -> Path:
     return probe / "__pycache__" / f"{name}.{sys.implementation.cache_tag}.pyc"
 
 
 def _header_matches(probe: Path) -> bool:
-    st = (probe / "gputop_probe.py").stat()
+    st = (probe / "sitecustomize.py").stat()
     head = _cache(probe).read_bytes()[:16]
     want = (
         importlib.util.MAGIC_NUMBER
@@ -75,37 +76,52 @@ def _header_matches(probe: Path) -> bool:
     return head == want
 
 
-def test_the_body_is_compiled_once_then_loaded(probe: Path, tmp_path: Path) -> None:
+DOC = b"gputop-tracker's probe: "  # the start of the probe's docstring, which the bytecode it keeps leaves out
+
+
+def test_the_probe_is_compiled_once_then_loaded(probe: Path, tmp_path: Path) -> None:
     first = _run(probe, tmp_path)
     assert first["hwm"] >= 24 << 20
     assert first["ms"] >= first["hwm"]  # ru_maxrss, from `resource` loaded off its file: spans every image
-    cache, stub = _cache(probe), _cache(probe, "sitecustomize")
+    cache = _cache(probe)
     assert cache.is_file() and _header_matches(probe)  # written although the process may write no bytecode
-    assert stub.is_file()  # the stub's own, which the import system then loads (it never compiles again)
-    before = [cache.stat(), stub.stat()]
+    assert DOC in (probe / "sitecustomize.py").read_bytes() and DOC not in cache.read_bytes()  # a third less to load
+    before = cache.stat()
     second = _run(probe, tmp_path)
     assert second["hwm"] >= 24 << 20
-    after = [cache.stat(), stub.stat()]
+    after = cache.stat()
     # loaded, not compiled again: a compile writes a new file renamed over the old one (a new inode)
-    assert [(a.st_ino, a.st_mtime_ns) for a in after] == [(b.st_ino, b.st_mtime_ns) for b in before]
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert not [p for p in cache.parent.iterdir() if p.name.endswith(".tmp")]
+    # where the interpreter writes bytecode itself, the probe reads nothing of its own cache at start-up
+    os.unlink(cache)
+    env = {**os.environ, "PYTHONPATH": str(probe), "GPUTOP_TRACKER_BLOCKS": str(tmp_path / "none" / "blocks")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    p = subprocess.run([PY, "-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and not p.stderr and _header_matches(probe)  # the import system's own
 
 
-def test_a_stale_or_broken_cache_is_compiled_again_and_rewritten(probe: Path, tmp_path: Path) -> None:
+def test_a_stale_cache_is_compiled_again_and_a_broken_one_never_kept(probe: Path, tmp_path: Path) -> None:
     _run(probe, tmp_path)
-    cache, source = _cache(probe), probe / "gputop_probe.py"
-    stub, stub_source = _cache(probe, "sitecustomize"), probe / "sitecustomize.py"
-    for changed in (source, stub_source):  # the sources changed (an upgrade in place)
-        st = changed.stat()
-        os.utime(changed, (st.st_atime, st.st_mtime + 10))
-    old = cache.stat().st_ino, stub.stat().st_ino
+    cache, source = _cache(probe), probe / "sitecustomize.py"
+    st = source.stat()
+    os.utime(source, (st.st_atime, st.st_mtime + 10))  # the source changed (an upgrade in place)
+    old = cache.stat().st_ino
     assert _run(probe, tmp_path)["hwm"] >= 24 << 20
-    assert cache.stat().st_ino != old[0] and _header_matches(probe)
-    assert stub.stat().st_ino != old[1]  # the stub's own, for the import system, rewritten too
+    assert cache.stat().st_ino != old and _header_matches(probe)
     good = cache.read_bytes()
-    cache.write_bytes(good[:16] + b"\xff" * 64)  # the right header, broken code (a torn copy, a full disk)
+    # the right header, broken code (a torn copy, a full disk): gputop-track rewrites it before it launches
+    cache.write_bytes(good[:16] + b"\xff" * 64)
+    probe_module._compiled(str(probe))
+    assert _header_matches(probe) and len(cache.read_bytes()) > 1000
     assert _run(probe, tmp_path)["hwm"] >= 24 << 20
-    assert cache.read_bytes() == good
+    # and one it cannot write whole is removed, never left for the import system to fail on at every start
+    cache.write_bytes(good[:16] + b"\xff" * 64)
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n"
+    code += f"from gputop_tracker.core.blocks import probe\nprobe._compiled({str(probe)!r})"
+    p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, preexec_fn=_limited_file_size)
+    assert p.returncode == 0, p.stderr
+    assert not cache.exists()
 
 
 def test_no_cache_where_none_can_be_written_and_the_report_still_comes(probe: Path, tmp_path: Path) -> None:
@@ -119,7 +135,7 @@ def test_no_cache_where_none_can_be_written_and_the_report_still_comes(probe: Pa
 
 def test_the_cache_is_never_writable_by_others_whatever_the_umask(probe: Path, tmp_path: Path) -> None:
     _run(probe, tmp_path, umask=0)
-    for p in (probe / "__pycache__", _cache(probe), _cache(probe, "sitecustomize")):
+    for p in (probe / "__pycache__", _cache(probe)):
         assert stat.S_IMODE(p.stat().st_mode) & 0o022 == 0, (p, oct(p.stat().st_mode))
 
 

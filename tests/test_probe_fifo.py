@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import track
 
-from gputop_tracker._probe.gputop_probe import open_ours
+from gputop_tracker._probe.sitecustomize import open_ours
 from gputop_tracker.core.blocks.probe import PROBE_DIR
 
 PY = sys.executable

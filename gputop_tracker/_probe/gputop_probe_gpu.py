@@ -1,4 +1,4 @@
-"""gputop-tracker's probe, the GPU half: loaded by the probe (gputop_probe.py beside it) only where the program itself
+"""gputop-tracker's probe, the GPU half: loaded by the probe (sitecustomize.py beside it) only where the program itself
 imported a GPU framework. At exit it reads the peaks of the allocators of PyTorch, JAX and CuPy (`allocators`) and
 the state of an uncaught JAX or CuPy out-of-memory error (`uncaught_oom`). Once the program imported torch.cuda it
 hooks PyTorch's out-of-memory observer (`torch._C._cuda_attach_out_of_memory_observer`,
@@ -22,6 +22,25 @@ MAX_SNAPSHOTS = 3  # history snapshots a process writes
 FILE_CAP = 1 << 20  # bytes of one state file
 LINE_CAP = 3800  # a line stays under PIPE_BUF (4096): one atomic write
 _POOL = {"small": "s", "large": "l"}
+
+
+def find_spec(name, path, target, finder, probe):
+    """torch.cuda's spec as the import system finds it past the probe's `finder` (their spec, their errors), its
+    loader wrapped to hook the observer once the module has run; `probe`: the probe's namespace."""
+    try:
+        finders = sys.meta_path[sys.meta_path.index(finder) + 1 :]
+    except ValueError:
+        return None
+    for other in finders:
+        find = getattr(other, "find_spec", None)
+        spec = find(name, path, target) if find is not None else None
+        if spec is not None:
+            break
+    else:
+        return None
+    if getattr(spec.loader, "exec_module", None) is not None:
+        spec.loader = Loader(spec.loader, spec, probe["_unfind"], probe["_torch_cuda"])
+    return spec
 
 
 class Loader(object):

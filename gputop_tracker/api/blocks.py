@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from gputop_tracker._probe.gputop_probe import open_ours
+from gputop_tracker._probe.sitecustomize import open_ours
 from gputop_tracker.core.blocks import ENV
 from gputop_tracker.core.proc import own_peak_rss as _read_hwm
 

@@ -112,7 +112,7 @@ def quiet(facts: dict) -> None:
         observers=len(torch._C._oom_observers),
         loader=type(torch.cuda.__loader__).__name__,
         spec_loader=type(spec.loader).__name__,
-        finders=[type(f).__name__ for f in sys.meta_path],
+        finders=[getattr(f, "__name__", type(f).__name__) for f in sys.meta_path],
         history=torch.cuda.memory._history.enabled,
         allocated=torch.cuda.memory_allocated(0),
     )

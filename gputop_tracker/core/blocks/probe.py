@@ -1,8 +1,9 @@
 """The in-process probe's place in the environment of the tracked program (the exit reports it sends are read
 by `core.summary.probe`).
 
-Launched commands get the probe's directory (`gputop_tracker/_probe`: the stub sitecustomize.py and its body) first on
-PYTHONPATH; a `Tracker` of its own process also installs the probe's exit hooks in it (`InProcess`).
+Launched commands get the probe's directory (`gputop_tracker/_probe`: sitecustomize.py, and the files it loads only
+when needed) first on PYTHONPATH; a `Tracker` of its own process also installs the probe's exit hooks in it
+(`InProcess`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from gputop_tracker.core.summary.probe import python_without_probe
 
 PROBE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_probe")
 SITE_FILE = os.path.join(PROBE_DIR, "sitecustomize.py")
-HALVES = ("gputop_probe.py", "gputop_probe_gpu.py")  # the body (loaded by the stub), and once torch.cuda is imported
+# loaded by the probe only when needed: the program imported a GPU framework; the interpreter writes no bytecode
+HALVES = ("gputop_probe_gpu.py", "gputop_probe_cache.py")
 HISTORY_ENV = "GPUTOP_TRACKER_GPU_HISTORY"  # --gpu-history: "ENTRIES,MAX_BYTES" (the dump budget)
 
 
@@ -72,33 +74,60 @@ def _shebang(name: str) -> list[str]:
     return [w.decode("utf-8", "replace") for w in line.split()]
 
 
-def _compiled() -> None:
-    """The probe's bytecode cached for this interpreter (what pip writes at install; an editable install, or
-    PYTHONDONTWRITEBYTECODE, leaves none): a tracked Python of the same version then loads it instead of
-    compiling the file at each start. Nothing happens when the directory cannot be written."""
+def _compiled(directory: str = PROBE_DIR) -> None:
+    """The probe's bytecode for this interpreter, kept current in its __pycache__ (an editable install, or
+    PYTHONDONTWRITEBYTECODE, leaves none; a full disk may have cut one short): a tracked Python of the same version
+    then loads it instead of compiling the file at each start, and none loads a broken one (the import system
+    would report that error at every start). Nothing happens when the directory cannot be written."""
     import importlib.util
 
-    for source in (SITE_FILE, *(os.path.join(PROBE_DIR, half) for half in HALVES)):
+    for name in ("sitecustomize.py", *HALVES):
+        source = os.path.join(directory, name)
         try:
             cached = importlib.util.cache_from_source(source)
-            if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
+            if not _current(source, cached):
                 _compile(source, cached)
+                if not _current(source, cached):
+                    os.unlink(cached)  # cut short (a full disk, a quota): the import system compiles instead
         except (OSError, ValueError):
             pass
 
 
+def _current(source: str, cached: str) -> bool:
+    """Whether `cached` is the bytecode the import system loads for `source`: its header (magic, flags 0, the
+    source's mtime and size) and whole code."""
+    import importlib.util
+    import marshal
+
+    try:
+        with open(cached, "rb") as f:
+            data = f.read()
+        st = os.stat(source)
+    except OSError:
+        return False
+    stamp = (int(st.st_mtime) & 0xFFFFFFFF) | (st.st_size & 0xFFFFFFFF) << 32
+    if data[:16] != importlib.util.MAGIC_NUMBER + b"\0\0\0\0" + stamp.to_bytes(8, "little"):
+        return False
+    try:
+        marshal.loads(data[16:])
+    except (ValueError, EOFError, TypeError):
+        return False
+    return True
+
+
 def _compile(source: str, cached: str) -> None:
-    """The bytecode the import system (the stub) or the stub (the halves: without docstrings) loads."""
+    """The bytecode the import system (the probe) or the probe (the GPU half) loads: without docstrings, a third
+    less to load at every start (the probe reads none)."""
     import py_compile  # only when the cache is missing or stale: it loads traceback and textwrap (~2 ms)
 
     try:
-        # a timestamp pyc, also where SOURCE_DATE_EPOCH is set (the stub reads only that kind)
+        # a timestamp pyc, also where SOURCE_DATE_EPOCH is set (the probe reads only that kind)
         py_compile.compile(
             source,
             cfile=cached,
             doraise=True,
             invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
-            optimize=-1 if source == SITE_FILE else 2,
+            optimize=2,
         )
     except py_compile.PyCompileError:
         pass

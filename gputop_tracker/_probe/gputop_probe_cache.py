@@ -1,0 +1,50 @@
+"""gputop-tracker's probe, its bytecode writer: loaded by the probe (sitecustomize.py beside it) only where the
+interpreter writes no bytecode (PYTHONDONTWRITEBYTECODE, -B) and found none of the probe's own for its version in
+our __pycache__: it compiles the probe once and keeps it there, so that no later start of that Python compiles.
+The directory is ours, so it is written also where the program's own bytecode is not.
+
+Standard library only, Python 3.8+; every failure is silent (the process goes on; the next one tries again).
+"""
+
+import os
+
+
+def keep(path, cached, head):
+    """`path` compiled (without docstrings: the probe reads none) into `cached`, after `head` (the import
+    system's header: magic, flags 0, the source's mtime and size)."""
+    import marshal
+
+    try:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True, optimize=2)
+    except (OSError, SyntaxError, ValueError):
+        return
+    _write(cached, head + marshal.dumps(code))
+
+
+def _write(cached, data):
+    """Into our __pycache__, never writable by others whatever the umask: a new file renamed over the old, so a
+    reader sees one whole or the other, and a short write (a full disk, a quota, a file-size limit) is never
+    renamed into place."""
+    tmp = "%s.%d.tmp" % (cached, os.getpid())
+    try:
+        try:
+            os.mkdir(os.path.dirname(cached), 0o755)
+        except FileExistsError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            done = 0
+            while done < len(data):
+                n = os.write(fd, data[done:])
+                if n <= 0:
+                    raise OSError("short write")
+                done += n
+        finally:
+            os.close(fd)
+        os.replace(tmp, cached)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
