@@ -7,6 +7,28 @@ Standard library only, Python 3.8+; every failure is silent (the process goes on
 """
 
 import os
+import sys
+
+
+def cache_self(probe):
+    """The probe's own bytecode (`probe`: its namespace), where the import system looks for it in our directory
+    and found none, or one not current (another Python version than the tool's; a source changed in place); a
+    current one (pip's, with docstrings) is left as it is."""
+    here = probe.get("__cached__")
+    path = probe["__file__"]
+    tag = sys.implementation.cache_tag
+    if not tag or here != os.path.join(os.path.dirname(path), "__pycache__", "sitecustomize.%s.pyc" % tag):
+        return  # no caching, or the import system looks elsewhere (PYTHONPYCACHEPREFIX, -O): not ours to write
+    st = os.stat(path)
+    head = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + b"\0\0\0\0"
+    head += ((int(st.st_mtime) & 0xFFFFFFFF) | (st.st_size & 0xFFFFFFFF) << 32).to_bytes(8, "little")
+    try:
+        with open(here, "rb") as f:
+            if f.read(16) == head:
+                return  # current
+    except OSError:
+        pass
+    keep(path, here, head)
 
 
 def keep(path, cached, head):

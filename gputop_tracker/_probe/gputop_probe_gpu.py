@@ -120,10 +120,10 @@ class _State(object):
         if self.entries and self.snapshots < MAX_SNAPSHOTS:
             self.snapshots += 1
             msg["hist"] = self._history_file(directory, pid)
-        line = self.h["_json"](msg).encode()
+        line = _json(msg).encode()
         if len(line) > LINE_CAP:
             msg["segs"] = msg["segs"][:2]
-            line = self.h["_json"](msg).encode()
+            line = _json(msg).encode()
         _send(self.h, line, fifo)
 
     def _segment_file(self, msg, segments):
@@ -131,7 +131,7 @@ class _State(object):
         size = len(out[0])
         kept = 0
         for s in segments:
-            row = self.h["_json"](s)
+            row = _json(s)
             size += len(row) + 1
             if size > FILE_CAP - 64:
                 break
@@ -408,3 +408,32 @@ def _send(helpers, line, fifo):
     finally:
         if _signal.SIGPIPE not in old:
             _signal.pthread_sigmask(_signal.SIG_SETMASK, old)
+
+
+def exit_lines(lines, pid, name, now):
+    """At the probe's exit report: an uncaught out-of-memory error's line into `lines`; the allocators' peaks (JSON)."""
+    oom = uncaught_oom()
+    if oom is not None and oom.get("req") is not None:
+        oom.update(k="o", pid=pid, name=name, t=now, n=1, when="exit")
+        lines.append(_json(oom))
+    return _json(allocators())
+
+
+def _json(v):
+    """JSON of ints, floats, strings, None, lists and dicts (json itself costs a millisecond to import)."""
+    t = type(v)
+    if t is str:
+        if v.isprintable() and '"' not in v and "\\" not in v:
+            return '"' + v + '"'
+        return '"' + "".join([c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c) for c in v]) + '"'
+    if t is dict:
+        return "{" + ",".join([_json(str(k)) + ":" + _json(x) for k, x in v.items()]) + "}"
+    if t is list or t is tuple:
+        return "[" + ",".join([_json(x) for x in v]) + "]"
+    if v is None or t is bool:
+        return "null" if v is None else "true" if v else "false"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int.__repr__(v)  # an int subclass (an IntEnum, numpy's) as the number it is
+    if isinstance(v, float):
+        return float.__repr__(v) if v == v and v not in (float("inf"), float("-inf")) else "null"
+    return "null"

@@ -220,44 +220,54 @@ def uninstall():
 
 def report(pid, how, fifo, known):
     """The exit report of `pid`: the children it reaped (`known`: `_reaps`), in chunks, then its own line: its
-    VmHWM, its ru_maxrss, what code blocks cleared, its children's faults, the GPU allocators' peaks."""
+    VmHWM, its ru_maxrss, what code blocks cleared, its children's faults, the GPU allocators' peaks. JSON written
+    here (`json` costs a millisecond to import at exit): numbers, and names through `_str`."""
     now = _now()
-    lines = []
     reaps = []
     for child, v in known.items():
         if child > 0:
             reaps.append([child, v[0], round(v[1], 3)])
+    lines = []
     for i in range(0, len(reaps), _CHUNK):
-        lines.append({"k": "r", "pid": pid, "name": "", "t": now, "reaps": reaps[i : i + _CHUNK]})
+        lines.append('{"k":"r","pid":%d,"name":"","t":%r,"reaps":%r}' % (pid, now, reaps[i : i + _CHUNK]))
     faults, started, name = _stat()
     status = _read("/proc/self/status")
     at = status.find(b"\nVmHWM:")
     hwm = int(status[at + 7 : status.index(b"kB", at)]) * 1024 if at >= 0 else 0
     # code blocks (gputop_tracker.api.blocks) reset VmHWM to measure themselves: the largest they cleared
     cleared = getattr(sys.modules.get("gputop_tracker.api.blocks"), "_reset_peak", None)
-    cleared = cleared[0] if cleared and isinstance(cleared[0], int) else 0
-    x = {"k": "x", "pid": pid, "ppid": os.getppid(), "name": name, "t": now, "how": how, "hwm": max(hwm, cleared)}
+    cleared = cleared[0] if cleared and type(cleared[0]) is int else 0
     try:
         # ru_maxrss: the PID's peak over every image it ran, exec or not (VmHWM is the last image's), and whatever
         # it inherited from its parent before an exec
-        x["ms"] = max(_resource().getrusage(0).ru_maxrss * 1024, cleared)  # 0: RUSAGE_SELF
+        ms = ',"ms":%d' % max(_resource().getrusage(0).ru_maxrss * 1024, cleared)  # 0: RUSAGE_SELF
     except Exception:
-        if cleared:
-            x["ms"] = cleared
-    x["st"], x["cf"], x["cf0"] = started, faults, known.get(_CF0, 0)
-    x["rf"] = -1 if known.get(_OVER) else known.get(_FAULTS, 0)
-    x["ga"], oom = [], None
+        ms = ',"ms":%d' % cleared if cleared else ""
+    gpu = "[]"
     try:
-        gpu = _gpu_half()
-        if gpu:
-            x["ga"], oom = gpu["allocators"](), gpu["uncaught_oom"]()
+        half = _gpu_half()
+        if half:
+            gpu = half["exit_lines"](lines, pid, name, now)  # its allocators' peaks; an uncaught OOM's line
     except Exception:  # the GPU half cannot load (the package changed under a running job): the rest is sent
         pass
-    if oom is not None and oom.get("req") is not None:
-        oom.update(k="o", pid=pid, name=name, t=now, n=1, when="exit")
-        lines.append(oom)
-    lines.append(x)
-    _send([(_json(m) + "\n").encode() for m in lines], fifo)
+    lines.append(
+        '{"k":"x","pid":%d,"ppid":%d,"name":%s,"t":%r,"how":"%s","hwm":%d%s,"st":%d,"cf":%d,"rf":%d,"cf0":%d,"ga":%s}'
+        % (
+            pid,
+            os.getppid(),
+            _str(name),
+            now,
+            how,
+            max(hwm, cleared),
+            ms,
+            started,
+            faults,
+            -1 if known.get(_OVER) else known.get(_FAULTS, 0),
+            known.get(_CF0, 0),
+            gpu,
+        )
+    )
+    _send([(line + "\n").encode() for line in lines], fifo)
 
 
 def _read(path):
@@ -311,30 +321,14 @@ def _comm():
         return ""
 
 
-def _json(v):
-    """JSON of ints, floats, strings, None, lists and dicts (json itself costs a millisecond to import at exit)."""
-    t = type(v)
-    if t is str:
-        if v.isprintable() and '"' not in v and "\\" not in v:
-            return '"' + v + '"'  # keys, names: nothing to escape (one pass in C, not one call per character)
-        out = []
-        for c in v:
-            out.append(c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c))
-        return '"' + "".join(out) + '"'
-    if t is dict:
-        out = []
-        for k, x in v.items():
-            out.append(_json(str(k)) + ":" + _json(x))
-        return "{" + ",".join(out) + "}"
-    if t is list or t is tuple:
-        return "[" + ",".join(map(_json, v)) + "]"
-    if v is None or t is bool:
-        return "null" if v is None else "true" if v else "false"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return int.__repr__(v)  # an int subclass (an IntEnum) as the number it is
-    if isinstance(v, float):
-        return float.__repr__(v) if v == v and v not in (float("inf"), float("-inf")) else "null"
-    return "null"
+def _str(v):
+    """A JSON string."""
+    if v.isprintable() and '"' not in v and "\\" not in v:
+        return '"' + v + '"'  # a name: nothing to escape (one pass in C, not one call per character)
+    out = []
+    for c in v:
+        out.append(c if c >= " " and c not in '"\\' else "\\u%04x" % ord(c))
+    return '"' + "".join(out) + '"'
 
 
 def _gpu_half():
@@ -356,10 +350,8 @@ def open_ours(path):
     user may have made one of that name holding a link to a file of theirs, or of root's. A regular file or a
     device is never opened (opening a device can act on it). Also used by code blocks (`gputop_tracker.api.blocks`).
     """
-    import stat
-
-    head, name = os.path.split(path)
-    if not head or not name or not os.path.isabs(head):
+    head, _, name = path.rpartition("/")
+    if not head or not name:  # a relative path, or none: never ours
         return -1
     uid = os.geteuid()
     try:
@@ -371,7 +363,7 @@ def open_ours(path):
         if st.st_uid != uid or st.st_mode & 0o077:
             return -1
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        if not stat.S_ISFIFO(st.st_mode) or st.st_uid != uid:
+        if st.st_mode & 0o170000 != 0o010000 or st.st_uid != uid:  # S_ISFIFO
             return -1
         fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dfd)
     except OSError:
@@ -380,7 +372,7 @@ def open_ours(path):
         os.close(dfd)
     try:
         st = os.fstat(fd)  # what was opened, not what was looked at (it may have been replaced between)
-        if stat.S_ISFIFO(st.st_mode) and st.st_uid == uid:
+        if st.st_mode & 0o170000 == 0o010000 and st.st_uid == uid:
             return fd
     except OSError:
         pass
@@ -432,29 +424,11 @@ def _cold(name):
 
 
 def _cache_self():
-    """This file's own bytecode, where the import system looks for it in our directory and found none, or an
-    older one (a Python that writes none, of another version than the tool's): compiled once more now, so that no
-    later start compiles (a process's first compile costs some 5 ms). Nothing to do (and nothing read) where the
-    import system writes bytecode itself, or loaded ours: the bytecode we write has no docstrings."""
-    if not sys.flags.dont_write_bytecode or (__doc__ is None and sys.flags.optimize < 2):
-        return
-    here = globals().get("__cached__")
-    tag = sys.implementation.cache_tag
-    if not tag or here != os.path.join(_DIR, "__pycache__", "sitecustomize.%s.pyc" % tag):
-        return  # no caching, or the import system looks elsewhere (PYTHONPYCACHEPREFIX, -O): not ours to write
-    st = os.stat(__file__)
-    head = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + b"\0\0\0\0"
-    head += ((int(st.st_mtime) & 0xFFFFFFFF) | (st.st_size & 0xFFFFFFFF) << 32).to_bytes(8, "little")
-    try:
-        fd = os.open(here, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if os.read(fd, 16) == head:
-                return  # current (the import system loaded it, or a pyc pip wrote with docstrings)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-    _cold("gputop_probe_cache")["keep"](__file__, here, head)
+    """This file's own bytecode, where the interpreter writes none (PYTHONDONTWRITEBYTECODE, -B) and the import
+    system compiled this file (its docstring is here: ours has none), or found an older one: written once now by
+    the bytecode writer, so that no later start compiles (a process's first compile costs some 5 ms)."""
+    if sys.flags.dont_write_bytecode and (__doc__ is not None or sys.flags.optimize >= 2):
+        _cold("gputop_probe_cache")["cache_self"](globals())
 
 
 def _chain():
