@@ -96,6 +96,7 @@ def test_open_ours_refuses(tmp_path: Path, case: str, reader: Callable[[Path], i
         reader(target)  # a reader is there: only the rule can refuse
     assert open_ours(str(path)) == -1
     assert open_ours("relative/blocks") == -1 and open_ours("/") == -1 and open_ours("") == -1
+    assert open_ours("blocks") == -1 and open_ours("/blocks") == -1
 
 
 def test_open_ours_opens_the_trackers_fifo(tmp_path: Path, reader: Callable[[Path], int]) -> None:
@@ -238,3 +239,25 @@ def _is_daemon(pid: int, marker: str) -> bool:
         return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def test_the_exit_line_is_json_whatever_the_process_calls_itself(tmp_path: Path) -> None:
+    """The probe writes its exit line itself (json costs a millisecond to import at exit): a name with quotes,
+    a backslash, a control character or a non-ASCII letter still makes one JSON line, with that name."""
+    import json
+
+    d, fifo = _fifo_dir(tmp_path)
+    os.mkfifo(fifo)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    names = ['a"b\\c', "tab\there", "caf\u00e9", "plain"]
+    code = "import sys; open('/proc/self/comm', 'wb').write(sys.argv[1].encode()); x = bytearray(8 << 20)"
+    env = {**os.environ, "PYTHONPATH": PROBE_DIR, "GPUTOP_TRACKER_BLOCKS": str(fifo)}
+    try:
+        for name in names:
+            subprocess.run([PY, "-c", code, name], env=env, check=True, timeout=60)
+        data = os.read(rfd, 1 << 20)
+    finally:
+        os.close(rfd)
+    lines = [json.loads(line) for line in data.decode().splitlines()]
+    assert [m["name"] for m in lines if m["k"] == "x"] == [n.encode()[:15].decode() for n in names]
+    assert all(m["hwm"] >= 8 << 20 and m["ms"] >= m["hwm"] for m in lines if m["k"] == "x")

@@ -351,7 +351,7 @@ def open_ours(path):
     device is never opened (opening a device can act on it). Also used by code blocks (`gputop_tracker.api.blocks`).
     """
     head, _, name = path.rpartition("/")
-    if not head or not name:  # a relative path, or none: never ours
+    if not head.startswith("/") or not name:  # a relative path, or none: never ours
         return -1
     uid = os.geteuid()
     try:
