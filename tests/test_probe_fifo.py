@@ -246,7 +246,7 @@ def test_the_exit_line_is_json_whatever_the_process_calls_itself(tmp_path: Path)
     a backslash, a control character or a non-ASCII letter still makes one JSON line, with that name."""
     import json
 
-    d, fifo = _fifo_dir(tmp_path)
+    _d, fifo = _fifo_dir(tmp_path)
     os.mkfifo(fifo)
     rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     names = ['a"b\\c', "tab\there", "caf\u00e9", "plain"]
