@@ -39,8 +39,22 @@ def find_spec(name, path, target, finder, probe):
     else:
         return None
     if getattr(spec.loader, "exec_module", None) is not None:
-        spec.loader = Loader(spec.loader, spec, probe["_unfind"], probe["_torch_cuda"])
+        spec.loader = Loader(spec.loader, spec, probe["_unfind"], lambda cuda: torch_cuda(cuda, probe))
     return spec
+
+
+def torch_cuda(cuda, probe):
+    """The program imported torch.cuda: PyTorch's out-of-memory observer reports through the FIFO (once per
+    process: forks inherit it); `probe`: the probe's namespace (its FIFO, read at each error: "" once a `Tracker`
+    stopped)."""
+    hooked = probe["_hooked"]
+    if hooked or not probe["_FIFO"]:
+        return
+    hooked.append(True)
+    try:
+        attach(cuda, lambda: probe["_FIFO"], probe["_HISTORY"], probe)
+    except Exception:
+        pass
 
 
 class Loader(object):
@@ -108,7 +122,7 @@ class _State(object):
         self.n += 1
         if self.n > MAX_RECORDS:
             return
-        msg = {"k": "o", "pid": pid, "name": self.h["_comm"](), "t": time.time(), "fw": "torch", "n": self.n}
+        msg = {"k": "o", "pid": pid, "name": _comm(self.h), "t": time.time(), "fw": "torch", "n": self.n}
         msg.update(dev="cuda:%d" % device, req=alloc, dtotal=device_total, dfree=device_free)
         msg.update(_stats(self.cuda, device))
         segments = _segments(self.cuda, device)
@@ -437,3 +451,10 @@ def _json(v):
     if isinstance(v, float):
         return float.__repr__(v) if v == v and v not in (float("inf"), float("-inf")) else "null"
     return "null"
+
+
+def _comm(probe):
+    try:
+        return probe["_stat"]()[2]
+    except (OSError, ValueError, IndexError):
+        return ""

@@ -56,22 +56,6 @@ _gpu = []  # type: list[dict]  # the GPU half's namespace, once loaded
 # counts (loaded, run, torn down at exit): what runs rarely lives in the files beside this one.
 
 
-def _fifo():
-    return _FIFO
-
-
-def _torch_cuda(cuda):
-    """The program imported torch.cuda: PyTorch's out-of-memory observer reports through the FIFO (once)."""
-    if _hooked or not _FIFO:
-        return
-    _hooked.append(True)
-    try:
-        half = _gpu_half()  # torch is in sys.modules: never None here
-        half["attach"](cuda, _fifo, _HISTORY, globals())  # type: ignore[index]
-    except Exception:
-        pass
-
-
 def _find_spec(name, path=None, target=None):
     """`_finder`'s: on sys.meta_path until torch.cuda is imported, where any other name costs one comparison; for
     torch.cuda, the GPU half finds it as the import system would, and wraps its loader."""
@@ -90,8 +74,11 @@ _finder.find_spec = _find_spec  # type: ignore[attr-defined]
 
 def _find_torch():
     cuda = sys.modules.get("torch.cuda")
-    if cuda is not None:
-        _torch_cuda(cuda)  # a Tracker started after the program imported torch
+    if cuda is not None:  # a Tracker started after the program imported torch: the observer hooked now
+        try:
+            _gpu_half()["torch_cuda"](cuda, globals())  # type: ignore[index]
+        except Exception:
+            pass
     elif not _hooked and _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 
@@ -205,16 +192,6 @@ def install(fifo=None):
     _find_torch()
 
 
-def uninstall():
-    """A `Tracker` stopped: os._exit is the interpreter's again, and nothing is sent any more (the waits stay
-    wrapped: the program may hold them; they return what the interpreter's would)."""
-    global _FIFO
-    _FIFO = ""
-    _unfind()
-    if os._exit is _exit:
-        os._exit = _real_exit
-
-
 # -- the exit report --
 
 
@@ -312,13 +289,6 @@ def _stat():
     name, _, rest = data.partition(b" (")[2].rpartition(b")")
     fields = rest.split()
     return int(fields[8]) + int(fields[10]), int(fields[19]), name.decode("utf-8", "replace")[:64]
-
-
-def _comm():
-    try:
-        return _stat()[2]
-    except (OSError, ValueError, IndexError):
-        return ""
 
 
 def _str(v):

@@ -168,10 +168,20 @@ class InProcess:
 
     def off(self) -> None:
         if self.hooks is not None:
-            self.hooks.uninstall()
+            _uninstall(self.hooks)
             self.hooks = None
         for name, old in (("PYTHONPATH", self.old_path), (HISTORY_ENV, self.old_history)):
             if old is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = old
+
+
+def _uninstall(probe: Any) -> None:
+    """A `Tracker` stopped: nothing is sent any more (its FIFO is ""), the finder is off sys.meta_path, and
+    os._exit is the interpreter's again; the waits stay wrapped (the program may hold them: they return what the
+    interpreter's would)."""
+    probe._FIFO = ""
+    probe._unfind()
+    if os._exit is probe._exit:
+        os._exit = probe._real_exit
