@@ -1,13 +1,16 @@
 """What the in-process probe adds to a Python process, start-up and exit together (target: at most 1 ms, 1 MiB).
 
-Start-up: `python -c pass` with and without the probe first on PYTHONPATH (the session's FIFO variable set, so
-the probe installs its hooks and reports at exit), runs alternated, median CPU time of each (start to exit);
-also as another Python version than the tool's meets it (its bytecode absent, PYTHONDONTWRITEBYTECODE set: the
-stub compiles the body once and keeps it), and where nothing can be cached at all; the same in instructions
-(valgrind's callgrind, where installed: a count that does not move with the machine's load), the probe's own apart
-from what any directory on PYTHONPATH costs a start-up, in this venv and in the bare interpreter; and
-the probe's own import as `python -X importtime` reports it (the cumulative µs of `sitecustomize`). Exit: the
-wall time of the exit report itself (a FIFO with a reader).
+Start-up and exit: the CPU time (user + system, start to exit) of `python -c pass` bare, with an empty directory
+on PYTHONPATH (what any entry costs: each module the environment's .pth files import at start-up is looked up there
+first), and with the probe (the session's FIFO variable set, so it installs its hooks and reports at exit), in
+interleaved rounds; each figure is the mean of a run's difference with the run beside it in its round, with its
+standard error (a shared machine's noise is mostly common to a round). In a fresh venv (`venv --without-pip`: no
+.pth file, a user's plain environment) and in this venv (an editable install, whose .pth imports some 30 modules);
+also as another Python version than the tool's meets the probe (its bytecode absent, PYTHONDONTWRITEBYTECODE: its
+first process compiles the probe and keeps its bytecode) and where nothing can be cached at all. The same in
+instructions (valgrind's callgrind, where installed: a count that does not move with the machine's load), and the
+probe's own import as `python -X importtime` reports it (the cumulative µs of `sitecustomize`). Exit: the wall time
+of the exit report itself (a FIFO with a reader).
 
 The out-of-memory hook (a meta-path finder that answers only for `torch.cuda`): what it adds to a process that
 imports ~180 standard-library modules and never torch (CPU time start to exit, with and without the probe, and the
@@ -33,11 +36,11 @@ import time
 from gputop_tracker.core.blocks.probe import PROBE_DIR, probe_environment
 
 
-def _start(env: dict[str, str]) -> float:
+def _start(env: dict[str, str], python: str = sys.executable) -> float:
     """CPU seconds (user + system) of one `python -c pass`, start to exit: unlike wall time, not inflated by
     the other work of a shared machine."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    subprocess.run([python, "-c", "pass"], env=env, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -106,7 +109,7 @@ def _run_cpu(env: dict[str, str], code: str) -> float:
 FINDER = """
 import sys, time
 finder = sys.meta_path[0]
-assert type(finder).__name__ == "_TorchCuda", sys.meta_path
+assert getattr(finder, "__name__", "") == "gputop_probe_torch_cuda", sys.meta_path
 names = sorted(sys.modules) * 20
 t = time.perf_counter()
 for n in names:
@@ -123,7 +126,7 @@ for _ in range(50):
     probe._hooked.clear()  # hook again (a second observer: only for this measurement)
     probe._gpu.clear()  # the GPU half loaded again too, as at the first hook
     t = time.perf_counter()
-    probe._torch_cuda(sys.modules["torch.cuda"])
+    probe._gpu_half()["torch_cuda"](sys.modules["torch.cuda"], vars(probe))
     times.append(time.perf_counter() - t)
 times.sort()
 print(times[len(times) // 2])
@@ -205,12 +208,16 @@ def _instructions(env: dict[str, str], python: str) -> int | None:
     return counts[0] if counts else None
 
 
-def instructions(probed: dict[str, str], base: dict[str, str], d: str) -> None:
+def instructions(probed: dict[str, str], base: dict[str, str], d: str, fresh: str) -> None:
     """The probe's cost in instructions: ours, apart from what any directory on PYTHONPATH costs a start-up (each
-    import of the environment's .pth files looks there first), in this venv and in the bare interpreter."""
+    import of the environment's .pth files looks there first), in a fresh venv, this venv and the bare interpreter."""
     empty = os.path.join(d, "empty")
     os.makedirs(empty, exist_ok=True)
-    for label, python in (("this venv", sys.executable), ("the bare interpreter", sys._base_executable)):
+    for label, python in (
+        ("a fresh venv", fresh),
+        ("this venv", sys.executable),
+        ("the bare interpreter", sys._base_executable),
+    ):
         bare = _instructions(base, python)
         floor = _instructions({**base, "PYTHONPATH": empty}, python)
         ours = _instructions(probed, python)
@@ -224,8 +231,74 @@ def instructions(probed: dict[str, str], base: dict[str, str], d: str) -> None:
         )
 
 
+def _venv(d: str) -> str:
+    """A fresh venv of the tool's interpreter, without pip (no .pth file at all): its python."""
+    path = os.path.join(d, "venv")
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", path], check=True)
+    return os.path.join(path, "bin", "python")
+
+
+def _rounds(python: str, envs: dict[str, dict[str, str]], rounds: int) -> dict[str, list[float]]:
+    """CPU seconds of `python -c pass` under each environment, in interleaved rounds (a warm-up round first)."""
+    out: dict[str, list[float]] = {k: [] for k in envs}
+    for e in envs.values():
+        _start(e, python)
+    for _ in range(rounds):
+        for k, e in envs.items():
+            out[k].append(_start(e, python))
+    return out
+
+
+def _diff(times: dict[str, list[float]], a: str, b: str) -> str:
+    """Mean ± standard error (median) of a's runs minus b's, round by round, in ms."""
+    d = [(x - y) * 1e3 for x, y in zip(times[a], times[b], strict=True)]
+    se = statistics.stdev(d) / len(d) ** 0.5
+    return f"{statistics.mean(d):+.2f} ± {se:.2f} ms (median {statistics.median(d):+.2f})"
+
+
+def cpu(rounds: int, base: dict[str, str], probed: dict[str, str], d: str, fresh: str) -> None:
+    empty = os.path.join(d, "empty")
+    os.makedirs(empty, exist_ok=True)
+    plain = {**base, "PYTHONPATH": empty}
+    # another Python version than the tool's (its bytecode absent), under PYTHONDONTWRITEBYTECODE: its first
+    # process compiles the probe and keeps its bytecode in our __pycache__
+    copy = os.path.join(d, "probe")
+    shutil.copytree(PROBE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    uncached = {**probed, "PYTHONPATH": copy, "PYTHONDONTWRITEBYTECODE": "1"}
+    bare_first = _start(base, fresh)
+    first = _start(uncached, fresh) - bare_first  # that version's first process: compiles, writes its bytecode
+    # nowhere to cache (the __pycache__ name taken by a file): every start compiles the probe
+    blocked = os.path.join(d, "blocked")
+    shutil.copytree(PROBE_DIR, blocked, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(os.path.join(blocked, "__pycache__"), "w") as f:
+        f.write("not a directory")
+    nowhere = {**probed, "PYTHONPATH": blocked, "PYTHONDONTWRITEBYTECODE": "1"}
+    envs = {"bare": base, "dir": plain, "probe": probed, "uncached": uncached, "nowhere": nowhere}
+    t = _rounds(fresh, envs, rounds)
+    print(
+        f"python -c pass, CPU time start to exit, {rounds} interleaved rounds, each figure the mean ± s.e. (median) "
+        "of a run's difference with the run beside it in its round (target: the probe adds at most 1 ms):"
+    )
+    print(
+        f"  a fresh venv (no .pth file): {statistics.mean(t['bare']) * 1e3:.2f} ms bare; the probe adds "
+        f"{_diff(t, 'probe', 'bare')}, of which its own {_diff(t, 'probe', 'dir')} and {_diff(t, 'dir', 'bare')} "
+        "what any directory on PYTHONPATH costs"
+    )
+    print(
+        f"  another Python version (bytecode absent, PYTHONDONTWRITEBYTECODE): its first process "
+        f"{first * 1e3:+.2f} ms (compiles the probe, keeps its bytecode), each later one "
+        f"{_diff(t, 'uncached', 'bare')}; nowhere to cache {_diff(t, 'nowhere', 'bare')}"
+    )
+    t = _rounds(sys.executable, {"bare": base, "dir": plain, "probe": probed}, rounds)
+    print(
+        f"  this venv (its .pth files import some 30 modules at start-up, each looked up in our directory first): "
+        f"{statistics.mean(t['bare']) * 1e3:.2f} ms bare; the probe adds {_diff(t, 'probe', 'bare')}, of which its "
+        f"own {_diff(t, 'probe', 'dir')} and {_diff(t, 'dir', 'bare')} the directory"
+    )
+
+
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     probe_environment({})  # the bytecode cached for this interpreter, as a tracked run does
     with tempfile.TemporaryDirectory() as d:
         fifo = os.path.join(d, "blocks")
@@ -235,54 +308,27 @@ def main() -> None:
         reader = threading.Thread(target=_drain, args=(rfd, stop), daemon=True)
         reader.start()
         base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUTOP_TRACKER_BLOCKS")}
+        base.pop("PYTHONDONTWRITEBYTECODE", None)
         probed = {**base, "PYTHONPATH": PROBE_DIR, "GPUTOP_TRACKER_BLOCKS": fifo}
-        # another Python version than the tool's (its bytecode absent), under PYTHONDONTWRITEBYTECODE: the stub
-        # compiles the body once and keeps it in our __pycache__; the stub itself is compiled at each start
-        copy = os.path.join(d, "probe")
-        shutil.copytree(PROBE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-        uncached = {**probed, "PYTHONPATH": copy, "PYTHONDONTWRITEBYTECODE": "1"}
-        first = _start(uncached)  # that version's first process: compiles the body and writes its bytecode
-        # nowhere to cache (the __pycache__ name taken by a file): every start compiles the stub and the body
-        blocked = os.path.join(d, "blocked")
-        shutil.copytree(PROBE_DIR, blocked, ignore=shutil.ignore_patterns("__pycache__"))
-        with open(os.path.join(blocked, "__pycache__"), "w") as f:
-            f.write("not a directory")
-        nowhere = {**probed, "PYTHONPATH": blocked, "PYTHONDONTWRITEBYTECODE": "1"}
-        times: dict[str, list[float]] = {"without": [], "with": [], "uncached": [], "nowhere": []}
-        for _ in range(runs):
-            for k, e in (("without", base), ("with", probed), ("uncached", uncached), ("nowhere", nowhere)):
-                times[k].append(_start(e))
-        n = max(5, runs // 3)
+        fresh = _venv(d)
+        cpu(runs, base, probed, d, fresh)
+        n = max(5, runs // 30)
         imports = [_importtime(probed) for _ in range(n)]
-        imports_uncached = [_importtime(uncached) for _ in range(n)]
         exits = [_exit_cost(probed) for _ in range(n)]
-        envs = (("without", base), ("with", probed), ("uncached", uncached))
-        peaks = {k: [_peak(e) for _ in range(n)] for k, e in envs}
-        hook_costs(runs, base, probed)
-        instructions(probed, base, d)
+        peaks = {k: [_peak(e) for _ in range(n)] for k, e in (("without", base), ("with", probed))}
+        instructions(probed, base, d, fresh)
+        hook_costs(max(10, runs // 10), base, probed)
         stop.set()
         reader.join()
         os.close(rfd)
-    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    w = med["without"]
-    print(
-        f"python -c pass, median of {runs} CPU time start to exit: without the probe {w:.2f} ms; added by the probe "
-        f"(target ≤ 1 ms): bytecode cached {med['with'] - w:+.2f} ms; another Python version (bytecode absent, "
-        f"PYTHONDONTWRITEBYTECODE): its first process {first * 1e3 - w:+.2f} ms (compiles the body, keeps it), each "
-        f"later one {med['uncached'] - w:+.2f} ms (both loaded as kept); nowhere to cache {med['nowhere'] - w:+.2f} ms"
-    )
-    print(
-        f"  the probe's import (-X importtime, median of {n}): {statistics.median(imports) / 1e3:.2f} ms with its "
-        f"bytecode cached, {statistics.median(imports_uncached) / 1e3:.2f} ms as another Python version loads what its first process kept"
-    )
+    print(f"  the probe's import (-X importtime, median of {n}): {statistics.median(imports) / 1e3:.2f} ms")
     print(
         f"  its exit report (VmHWM, ru_maxrss, one FIFO write; median of {n}): {statistics.median(exits) * 1e3:.2f} ms"
     )
     pk = {k: statistics.median(v) / 2**20 for k, v in peaks.items()}
     print(
         f"  peak RSS of python -c pass (VmHWM, median of {n}): without {pk['without']:.2f} MiB, with the probe "
-        f"{pk['with']:.2f} MiB ({pk['with'] - pk['without']:+.2f}), another Python version {pk['uncached']:.2f} MiB "
-        f"({pk['uncached'] - pk['without']:+.2f}) (target ≤ 1 MiB)"
+        f"{pk['with']:.2f} MiB ({pk['with'] - pk['without']:+.2f}) (target ≤ 1 MiB)"
     )
 
 

@@ -398,7 +398,13 @@ def _cache_self():
     system compiled this file (its docstring is here: ours has none), or found an older one: written once now by
     the bytecode writer, so that no later start compiles (a process's first compile costs some 5 ms)."""
     if sys.flags.dont_write_bytecode and (__doc__ is not None or sys.flags.optimize >= 2):
-        _cold("gputop_probe_cache")["cache_self"](globals())
+        cache = os.path.join(_DIR, "__pycache__")
+        if (
+            os.access(cache, os.W_OK)
+            if os.path.isdir(cache)
+            else not os.path.exists(cache) and os.access(_DIR, os.W_OK)
+        ):
+            _cold("gputop_probe_cache")["cache_self"](globals())  # else nowhere to keep it: not even loaded
 
 
 def _chain():
