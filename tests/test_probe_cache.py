@@ -175,3 +175,45 @@ def test_import_torch_cuda_works_when_the_gpu_half_cannot_load(probe: Path, tmp_
     }
     p = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "1" and not p.stderr, p.stderr
+
+
+def test_a_read_only_install_loads_a_private_copy_that_keeps_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the package's probe directory cannot keep bytecode (a read-only install, such as a cluster's shared
+    software tree; here its __pycache__ name is taken by a file), gputop-track puts a private copy of the probe,
+    in the user's cache directory, first on PYTHONPATH: a Python of another version than the tool's then compiles
+    the probe once there, not at every start. One copy per content of the probe's files; never a directory
+    another user could write."""
+    ro = tmp_path / "ro"
+    shutil.copytree(PROBE_DIR, ro, ignore=shutil.ignore_patterns("__pycache__"))
+    (ro / "__pycache__").write_text("not a directory")
+    monkeypatch.setattr(probe_module, "PROBE_DIR", str(ro))
+    monkeypatch.setattr(probe_module, "SITE_FILE", str(ro / "sitecustomize.py"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {"PYTHONPATH": "/elsewhere"}
+    assert probe_module.probe_environment(env) is None
+    first, rest = env["PYTHONPATH"].split(os.pathsep)
+    copy = Path(first)
+    assert rest == "/elsewhere" and copy.parent == tmp_path / "cache" / "gputop-tracker" / "probe"
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o700
+    assert sorted(p.name for p in copy.glob("*.py")) == sorted(p.name for p in ro.glob("*.py"))
+    assert _cache(copy).is_file() and _header_matches(copy)  # this interpreter's, written before the launch
+    # another version's first process (no bytecode of its own there) keeps it; every later one loads it
+    _cache(copy).unlink()
+    assert _run(copy, tmp_path)["hwm"] >= 24 << 20 and _header_matches(copy)
+    kept = _cache(copy).stat()
+    assert _run(copy, tmp_path)["hwm"] >= 24 << 20 and _cache(copy).stat().st_ino == kept.st_ino
+    # the same files, the same copy; changed files (an upgrade), a new one
+    again: dict[str, str] = {}
+    assert probe_module.probe_environment(again) is None and again["PYTHONPATH"] == first
+    (ro / "sitecustomize.py").write_text((ro / "sitecustomize.py").read_text() + "\n# changed\n")
+    changed: dict[str, str] = {}
+    assert probe_module.probe_environment(changed) is None
+    assert changed["PYTHONPATH"] != first and Path(changed["PYTHONPATH"]).parent == copy.parent
+    # our entry, whichever, comes off again, the user's stays
+    probe_module.remove_probe_path(env)
+    assert env["PYTHONPATH"] == "/elsewhere"
+    # a cache directory someone else can write is never used: the package's own directory then
+    copy.parent.chmod(0o777)
+    assert probe_module.probe_dir() == str(ro)

@@ -14,9 +14,11 @@ with their ru_maxrss, so the tracker knows whether any process of the tree went 
 
 One file, loaded by the import system from its bytecode, which gputop-track writes before it launches (without
 docstrings, as this text: a third less to load); a Python of another version writes its own in its first
-process, also under PYTHONDONTWRITEBYTECODE (the directory is ours). The GPU half's bytecode is kept the same way.
-Everything a process pays for is counted in bench/bench_probe.py: /proc is read with os.read (no file objects),
-once per file, and `resource` (for ru_maxrss) is loaded off its file at exit only.
+process, also under PYTHONDONTWRITEBYTECODE (the directory is ours), through the bytecode writer beside it
+(gputop_probe_cache.py). The files beside it are loaded only when needed, by the import system's own loader.
+Everything here runs in every Python process of the tracked tree, and each function, comprehension and object
+counts (loaded, run, torn down at exit; bench/bench_probe.py): /proc is read with os.read (no file objects), once
+per file; `resource` (for ru_maxrss) is loaded off its file at exit only; the exit line is written as JSON here.
 
 In a Python started with -S, `site` never runs: nothing here runs at start-up, and the directory stays on
 `sys.path` (PYTHONPATH is read without `site`) until the program itself imports `sitecustomize`; then this file
@@ -51,9 +53,6 @@ _real_exit = os._exit
 _installed = []  # type: list[bool]  # True once the hooks are in (once per interpreter)
 _hooked = []  # type: list[bool]  # True once the observer is hooked (once per process: forks inherit it)
 _gpu = []  # type: list[dict]  # the GPU half's namespace, once loaded
-
-# Everything here runs in every Python process of the tracked tree, so each function, comprehension and object
-# counts (loaded, run, torn down at exit): what runs rarely lives in the files beside this one.
 
 
 def _find_spec(name, path=None, target=None):

@@ -32,14 +32,93 @@ def probe_environment(env: dict[str, str]) -> str | None:
     when it cannot be (None when done)."""
     if not os.path.isfile(SITE_FILE):
         return f"the probe's file is missing ({PROBE_DIR})"
-    if ":" in PROBE_DIR:
-        return f"the probe's directory has a ':' in its name ({PROBE_DIR}), which PYTHONPATH cannot hold"
-    _compiled()
+    where = probe_dir()
+    if ":" in where:
+        return f"the probe's directory has a ':' in its name ({where}), which PYTHONPATH cannot hold"
+    _compiled(where)
     old = env.get("PYTHONPATH", "")
     # an empty entry means the current directory: kept, as every other entry of the user's
-    rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR] if old else []
-    env["PYTHONPATH"] = os.pathsep.join([PROBE_DIR, *rest])
+    rest = [p for p in old.split(os.pathsep) if not _ours(p)] if old else []
+    env["PYTHONPATH"] = os.pathsep.join([where, *rest])
     return None
+
+
+COPIES = "probe"  # the private copies' directory, in the user's cache directory
+
+
+def probe_dir() -> str:
+    """The directory launched Pythons load the probe from: the package's own where this user can keep bytecode in
+    it, else a private copy in this user's cache directory (one per content of the probe's files), so that a Python
+    of another version than the tool's compiles the probe once, not at every start (in a read-only install, such as
+    a cluster's shared software tree: 7-10 ms a Python process). The package's own where no copy can be made."""
+    cache = os.path.join(PROBE_DIR, "__pycache__")
+    if (
+        os.access(cache, os.W_OK)
+        if os.path.isdir(cache)
+        else not os.path.lexists(cache) and os.access(PROBE_DIR, os.W_OK)
+    ):
+        return PROBE_DIR
+    try:
+        return _private_copy()
+    except OSError:
+        return PROBE_DIR
+
+
+def _private_copy() -> str:
+    """The copy of the probe's files for their content (made now where missing), in a directory of this user's
+    that no one else can write; OSError where there is none such."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    from gputop_tracker.core.model.paths import cache_dir
+
+    names = ("sitecustomize.py", *HALVES)
+    sources = {}
+    for name in names:
+        with open(os.path.join(PROBE_DIR, name), "rb") as f:
+            sources[name] = f.read()
+    digest = hashlib.sha256(b"\0".join(sources[n] for n in names)).hexdigest()[:16]
+    base = cache_dir() / COPIES
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private(str(base))
+    target = str(base / digest)
+    if not os.path.isdir(target):
+        tmp = tempfile.mkdtemp(prefix=".new-", dir=base)  # 0700: whole before it gets its name
+        try:
+            for name, data in sources.items():
+                with open(os.path.join(tmp, name), "wb") as f:
+                    f.write(data)
+            os.rename(tmp, target)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not os.path.isdir(target):  # another run made it meanwhile: theirs is as good
+                raise
+    _private(target)
+    for name in names:
+        with open(os.path.join(target, name), "rb") as f:
+            if f.read() != sources[name]:
+                raise OSError(f"{target}: not the probe's files")
+    return target
+
+
+def _private(path: str) -> None:
+    """OSError unless `path` is a directory of this user's (no link) that no one else can write."""
+    import stat
+
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise OSError(f"{path}: not a directory only this user can write")
+
+
+def _ours(entry: str) -> bool:
+    """Whether a PYTHONPATH entry is the probe's: the package's directory, or a private copy of it."""
+    path = os.path.abspath(entry)
+    if path == PROBE_DIR:
+        return True
+    from gputop_tracker.core.model.paths import cache_dir
+
+    return os.path.dirname(path) == os.path.abspath(cache_dir() / COPIES)
 
 
 NO_SITE = "-S (no site import)"  # python_without_probe's reason for -S
@@ -139,7 +218,7 @@ def remove_probe_path(env: dict[str, str]) -> None:
     old = env.get("PYTHONPATH")
     if old is None:
         return
-    rest = [p for p in old.split(os.pathsep) if os.path.abspath(p) != PROBE_DIR]
+    rest = [p for p in old.split(os.pathsep) if not _ours(p)]
     if rest != [""] and rest:
         env["PYTHONPATH"] = os.pathsep.join(rest)
     else:

@@ -16,6 +16,13 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+def cache_dir() -> Path:
+    """The user cache dir (platformdirs; honours XDG_CACHE_HOME): what can be made again (the probe's copy)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
 def store_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Where sessions live: --store, else $GPUTOP_TRACKER_STORE, else <data dir>/sessions."""
     if override:
