@@ -267,7 +267,8 @@ def cpu(rounds: int, base: dict[str, str], probed: dict[str, str], d: str, fresh
     uncached = {**probed, "PYTHONPATH": copy, "PYTHONDONTWRITEBYTECODE": "1"}
     bare_first = _start(base, fresh)
     first = _start(uncached, fresh) - bare_first  # that version's first process: compiles, writes its bytecode
-    # nowhere to cache (the __pycache__ name taken by a file): every start compiles the probe
+    # nowhere to cache (the __pycache__ name taken by a file, and no private copy: gputop-track makes one in the
+    # user's cache directory where it can): every start compiles the probe
     blocked = os.path.join(d, "blocked")
     shutil.copytree(PROBE_DIR, blocked, ignore=shutil.ignore_patterns("__pycache__"))
     with open(os.path.join(blocked, "__pycache__"), "w") as f:
@@ -287,7 +288,7 @@ def cpu(rounds: int, base: dict[str, str], probed: dict[str, str], d: str, fresh
     print(
         f"  another Python version (bytecode absent, PYTHONDONTWRITEBYTECODE): its first process "
         f"{first * 1e3:+.2f} ms (compiles the probe, keeps its bytecode), each later one "
-        f"{_diff(t, 'uncached', 'bare')}; nowhere to cache {_diff(t, 'nowhere', 'bare')}"
+        f"{_diff(t, 'uncached', 'bare')}; nowhere to cache at all {_diff(t, 'nowhere', 'bare')}"
     )
     t = _rounds(sys.executable, {"bare": base, "dir": plain, "probe": probed}, rounds)
     print(
