@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,38 @@ def test_a_read_only_install_loads_a_private_copy_that_keeps_bytecode(
     # our entry, whichever, comes off again, the user's stays
     probe_module.remove_probe_path(env)
     assert env["PYTHONPATH"] == "/elsewhere"
-    # a cache directory someone else can write is never used: the package's own directory then
+    # a copy no run used for a month goes when a new one is made; one used since stays
+    stale, recent = copy.parent / ("0" * 16), copy.parent / ("1" * 16)
+    for d in (stale, recent):
+        d.mkdir(mode=0o700)
+    month = time.time() - 31 * 86400
+    os.utime(stale, (month, month))
+    (ro / "sitecustomize.py").write_text((ro / "sitecustomize.py").read_text() + "\n# changed again\n")
+    assert probe_module.probe_environment({}) is None
+    assert not stale.exists() and recent.exists() and copy.exists()
+    # a cache directory someone else can write, or any directory above it, is never used: the package's own then
     copy.parent.chmod(0o777)
     assert probe_module.probe_dir() == str(ro)
+    copy.parent.chmod(0o700)
+    assert probe_module.probe_dir() != str(ro)
+    shared = tmp_path / "shared"  # as XDG_CACHE_HOME=/tmp/$USER that another user made first: writable by all
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared / "cache"))
+    assert probe_module.probe_dir() == str(ro)
+    shared.chmod(0o1777)  # sticky, as /tmp: no one else can move what is ours in it
+    umask = os.umask(0)
+    try:
+        assert Path(probe_module.probe_dir()).parent == shared / "cache" / "gputop-tracker" / "probe"
+    finally:
+        os.umask(umask)
+    for d in (shared / "cache", shared / "cache" / "gputop-tracker"):  # made private, whatever the umask
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700
+
+
+def test_a_bytecode_writer_that_cannot_load_costs_the_report_nothing(probe: Path, tmp_path: Path) -> None:
+    """The package changed under a running job (the writer gone) where a process would write the probe's
+    bytecode: the hooks are in first, so its exit report still comes, and nothing is printed."""
+    (probe / "gputop_probe_cache.py").unlink()
+    assert _run(probe, tmp_path)["hwm"] >= 24 << 20  # _run: PYTHONDONTWRITEBYTECODE, nothing on stderr
+    assert not _cache(probe).exists()

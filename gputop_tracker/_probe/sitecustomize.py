@@ -39,7 +39,7 @@ from time import time as _now
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _FIFO = os.environ.get("GPUTOP_TRACKER_BLOCKS") or ""
 _HISTORY = os.environ.get("GPUTOP_TRACKER_GPU_HISTORY") or ""  # --gpu-history: "ENTRIES,MAX_BYTES"
-_MAX_REAPS = 4096  # children listed per process; past that the list is incomplete (and said so)
+_MAX_REAPS = 4096  # entries of `_reaps` (the children listed, and its counters); past that the list is incomplete
 _CHUNK = 60  # reaps per message (a message stays under PIPE_BUF: one atomic write)
 _sent = [0]  # the pid that sent its exit report (a forked child inherits the parent's list)
 # What this process knows of the children it reaped, in one dict, so that a fork clears it with one built-in call
@@ -108,16 +108,18 @@ def _report(how):
 
 
 def _at_exit():
-    """The exit report. Then, as the last exit function, the interpreter's own functions back in `os` (where they
-    are still ours) and the finder off sys.meta_path, so that nothing of ours lives on through the interpreter's
-    teardown, which walks all it holds in each of its last collections (a third of the probe's cost, else)."""
+    """The exit report. Then the interpreter's own waits back in `os` (where they are still ours) and the finder
+    off sys.meta_path, so that little of ours lives on through the interpreter's teardown, which walks all it holds
+    in each of its last collections (a third of the probe's cost, else). `os._exit` stays ours: a child that an
+    exit function run after this one forks, and that leaves by it, still reports."""
     _report("exit")
-    for name, ours, real in _hooks:
-        if getattr(os, name, None) is ours:
-            setattr(os, name, real)
-    if os._exit is _exit:
-        os._exit = _real_exit
-    _unfind()
+    try:
+        for name, ours, real in _hooks:
+            if getattr(os, name, None) is ours:
+                setattr(os, name, real)
+        _unfind()
+    except BaseException:
+        pass
 
 
 def _exit(status):
@@ -129,7 +131,7 @@ def _note(pid, status, ru):
     if pid <= 0 or not (os.WIFEXITED(status) or os.WIFSIGNALED(status)):
         return  # nothing reaped (WNOHANG), or a stop/continue report
     _reaps[_FAULTS] = _reaps.get(_FAULTS, 0) + ru.ru_minflt + ru.ru_majflt
-    if len(_reaps) < _MAX_REAPS + 3:
+    if len(_reaps) < _MAX_REAPS:
         _reaps[pid] = (ru.ru_maxrss * 1024, _now())
     else:
         _reaps[_OVER] = True
@@ -200,7 +202,7 @@ def report(pid, how, fifo, known):
     here (`json` costs a millisecond to import at exit): numbers, and names through `_str`."""
     now = _now()
     reaps = []
-    for child, v in known.items():
+    for child, v in list(known.items()):  # a copy: another thread may reap meanwhile
         if child > 0:
             reaps.append([child, v[0], round(v[1], 3)])
     lines = []
@@ -396,7 +398,7 @@ def _cache_self():
     """This file's own bytecode, where the interpreter writes none (PYTHONDONTWRITEBYTECODE, -B) and the import
     system compiled this file (its docstring is here: ours has none), or found an older one: written once now by
     the bytecode writer, so that no later start compiles (a process's first compile costs some 5 ms)."""
-    if sys.flags.dont_write_bytecode and (__doc__ is not None or sys.flags.optimize >= 2):
+    if sys.flags.dont_write_bytecode and __doc__ is not None and not sys.flags.optimize:  # -O: not ours to write
         cache = os.path.join(_DIR, "__pycache__")
         if (
             os.access(cache, os.W_OK)
@@ -431,8 +433,11 @@ if __name__ == "sitecustomize":
     else:
         if _FIFO and sys.version_info >= (3, 8):
             try:
-                _cache_self()
                 install()
+            except Exception:
+                pass
+            try:
+                _cache_self()  # after the hooks: its failure (the package changed under a running job) costs nothing
             except Exception:
                 pass
         _chain()

@@ -64,9 +64,14 @@ def probe_dir() -> str:
         return PROBE_DIR
 
 
+KEEP_COPIES_S = 30 * 86400  # a copy no run used for this long goes, when a new one is made
+
+
 def _private_copy() -> str:
     """The copy of the probe's files for their content (made now where missing), in a directory of this user's
-    that no one else can write; OSError where there is none such."""
+    that no other user can change, nor any directory above it: its real path, OSError where there is none such.
+    Every Python of the job looks this path up again at its start: a directory another user could rename or
+    replace on the way would let them run their code in all of them."""
     import hashlib
     import shutil
     import tempfile
@@ -79,10 +84,8 @@ def _private_copy() -> str:
         with open(os.path.join(PROBE_DIR, name), "rb") as f:
             sources[name] = f.read()
     digest = hashlib.sha256(b"\0".join(sources[n] for n in names)).hexdigest()[:16]
-    base = cache_dir() / COPIES
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _private(str(base))
-    target = str(base / digest)
+    base = _made(str(cache_dir() / COPIES))
+    target = os.path.join(base, digest)
     if not os.path.isdir(target):
         tmp = tempfile.mkdtemp(prefix=".new-", dir=base)  # 0700: whole before it gets its name
         try:
@@ -94,21 +97,67 @@ def _private_copy() -> str:
             shutil.rmtree(tmp, ignore_errors=True)
             if not os.path.isdir(target):  # another run made it meanwhile: theirs is as good
                 raise
-    _private(target)
+        _prune(base, digest)
+    _safe(target)
     for name in names:
         with open(os.path.join(target, name), "rb") as f:
             if f.read() != sources[name]:
                 raise OSError(f"{target}: not the probe's files")
+    os.utime(target)  # in use: kept by the next prune
     return target
 
 
-def _private(path: str) -> None:
-    """OSError unless `path` is a directory of this user's (no link) that no one else can write."""
+def _made(path: str) -> str:
+    """`path` made where missing, each directory made here private (0700); its real path, once every directory on
+    it is one no other user can change (`_safe`)."""
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.lexists(p) and p != os.path.dirname(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+    real = os.path.realpath(path)
+    _safe(real)
+    return real
+
+
+def _safe(path: str) -> None:
+    """OSError unless `path` and every directory above it is one no other user can change: a directory (no link),
+    owned by this user or root, and writable by no one else unless sticky (as /tmp: no one else can move or replace
+    what is this user's in it)."""
     import stat
 
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise OSError(f"{path}: not a directory only this user can write")
+    uid = os.geteuid()
+    p = path
+    while True:
+        st = os.lstat(p)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (uid, 0):
+            raise OSError(f"{p}: not a directory of this user's or root's")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise OSError(f"{p}: others can write it")
+        if p == os.path.dirname(p):
+            return
+        p = os.path.dirname(p)
+
+
+def _prune(base: str, keep: str) -> None:
+    """Copies of earlier versions of the probe that no run used for KEEP_COPIES_S: removed (a job still running
+    with one would only find no probe there: nothing else can be put in their place)."""
+    import shutil
+    import time
+
+    old = time.time() - KEEP_COPIES_S
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        try:
+            if name != keep and os.lstat(path).st_mtime < old:
+                shutil.rmtree(path)
+        except OSError:
+            pass
 
 
 def _ours(entry: str) -> bool:
@@ -118,7 +167,7 @@ def _ours(entry: str) -> bool:
         return True
     from gputop_tracker.core.model.paths import cache_dir
 
-    return os.path.dirname(path) == os.path.abspath(cache_dir() / COPIES)
+    return os.path.dirname(path) in (os.path.abspath(cache_dir() / COPIES), os.path.realpath(cache_dir() / COPIES))
 
 
 NO_SITE = "-S (no site import)"  # python_without_probe's reason for -S
