@@ -520,7 +520,7 @@ def run_headless(cfg: EngineConfig, args: argparse.Namespace, units: Units, expo
         return failure.exit_code
     if usage is None:
         return sampler_died(cfg, handle, started, relay)
-    return _after_the_report(cfg, args, units, usage, interrupted)
+    return _after_the_report(cfg, args, units, usage, interrupted, relay.interrupted_at)
 
 
 def skip_pydantic_plugins() -> None:
@@ -574,11 +574,19 @@ def _read_messages(
 
 
 def _after_the_report(
-    cfg: EngineConfig, args: argparse.Namespace, units: Units, usage: ResourceUsage, interrupted: list[int]
+    cfg: EngineConfig,
+    args: argparse.Namespace,
+    units: Units,
+    usage: ResourceUsage,
+    interrupted: list[int],
+    interrupted_at: list[float],
 ) -> int:
-    """The report written (then a picture, if asked); the exit code: the command's, as a shell would give it."""
-    signals_before = len(interrupted)
-    write_report(usage, args, units, give_up=lambda: len(interrupted) > signals_before)
+    """The report written (then a picture, if asked); the exit code: the command's, as a shell would give it.
+    A Ctrl-C (or a kill) that came once the run was over gives up waiting for a reader of a FIFO, also one that came
+    before this front end got here (a loaded machine: the session saved, the summary not read yet); one that came
+    during the run was the command's."""
+    ended = usage.end_time or time.time()
+    write_report(usage, args, units, give_up=lambda: any(t >= ended for t in interrupted_at))
     if cfg.save and not usage.session_path:
         console.not_saved(usage.notes)
     if args.plot is not None:  # after the report is out: a failed picture costs one line, never the report

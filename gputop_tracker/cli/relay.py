@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from gputop_tracker.core.model.config import JOB_SIGNALS
@@ -50,6 +51,7 @@ class SignalRelay:
         self.shares_terminal_job = shares_terminal_job
         self.session_leader = session_leader
         self.interrupted: list[int] = []
+        self.interrupted_at: list[float] = []  # when each came (time.time()): after the run's end, one gives up
         self.reaped = threading.Event()
         self.target = 0  # the command's pid once the sampler died (`retarget`): signals go to it directly
         self.held: list[int] = []  # signals for the command that came while there was nobody to send them to
@@ -61,6 +63,7 @@ class SignalRelay:
                 self._send(sig)
             return
         self.interrupted.append(sig)
+        self.interrupted_at.append(time.time())
         from_terminal = (
             self.shares_terminal_job
             and si_code == SI_KERNEL
