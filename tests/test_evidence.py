@@ -247,3 +247,16 @@ def test_property_the_tree_bounds_contain_the_truth(seed: int) -> None:
         assert not fig.exact or abs(fig.value - truth) <= PAGE_SLACK, (truth, facts, fig)
         exact += fig.exact
     assert exact > 0  # a cgroup looser by the file pages, a Σ over overlapping lives: exact is rarer here
+
+
+def test_a_ceiling_from_ru_maxrss_never_sits_below_the_processes_own_exit_vmhwm() -> None:
+    """ru_maxrss ≥ VmHWM always, but the kernel's per-CPU RSS counters can make a process read its VmHWM a few
+    hundred KiB above its ru_maxrss (an audit saw 4-350 KiB): the upper bound then covers the VmHWM, never below it,
+    and the figure is still exact (the two meet within the counters' slack)."""
+    hwm, ms = (100 << 20) + (350 << 10), 100 << 20
+    for facts in (
+        ProcessFacts(read=90 << 20, probe_hwm=hwm, probe_maxrss=ms, floor=4 << 20),  # its own ru_maxrss
+        ProcessFacts(read=90 << 20, probe_hwm=hwm, reap=ms, waited_none=True, floor=4 << 20),  # its parent's
+    ):
+        fig = process_figure(facts)
+        assert fig.exact and fig.value == hwm and fig.lower == hwm and fig.upper is not None and fig.upper >= hwm

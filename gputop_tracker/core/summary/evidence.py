@@ -183,17 +183,19 @@ def _process_readings(f: ProcessFacts) -> list[Evidence]:
 
 def _process_ceilings(f: ProcessFacts, own_reap: bool) -> list[Evidence]:
     ev = []
-    blocks = f.blocks or 0
+    # a ru_maxrss is never below the VmHWM the process read of itself at exit, though the kernel's per-CPU RSS
+    # counters can make it read a few hundred KiB less (an audit saw 4-350 KiB): a ceiling from it covers both
+    at_least = max(f.blocks or 0, f.probe_hwm or 0)
     if f.probe_maxrss is not None and _above(f.probe_maxrss, f.floor):
-        ev.append(ceiling(max(f.probe_maxrss, blocks), "probe_maxrss", void="reset"))
+        ev.append(ceiling(max(f.probe_maxrss, at_least), "probe_maxrss", void="reset"))
     elif f.probe_hwm is not None and not f.exec_seen:
         # ru_maxrss no more than what it may have inherited: the image before this one was the parent's (no exec
         # of its own was seen), so its VmHWM at exit covers what it held itself
-        ev.append(ceiling(max(f.probe_hwm, blocks), "probe_hwm", void="exec_reset"))
+        ev.append(ceiling(max(f.probe_hwm, at_least), "probe_hwm", void="exec_reset"))
     if f.reap is not None:  # also when no more than the inherited part: a ceiling still, if a loose one
-        ev.append(ceiling(max(f.reap, blocks), "reap_own" if own_reap else f.reap_source, void="reset"))
+        ev.append(ceiling(max(f.reap, at_least), "reap_own" if own_reap else f.reap_source, void="reset"))
     if f.live_at_end and not f.exec_seen and not ev:
-        ev.append(ceiling(max(f.read, blocks), "vmhwm_live", void="exec_reset"))
+        ev.append(ceiling(max(f.read, at_least), "vmhwm_live", void="exec_reset"))
     return ev
 
 
