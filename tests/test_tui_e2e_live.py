@@ -40,7 +40,8 @@ def newest_shown(session: str) -> float:
 @pytest.mark.parametrize("size", [(160, 50), (80, 24)], ids=["160x50", "80x24"])
 def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tuple[int, int]) -> None:
     """Three rounds of scrolling back, then End: scrolled back, the pane says so with the count of new lines; each
-    End shows lines printed after it within 3 s (End used to jump once and then never follow again)."""
+    End shows lines printed after it within 3 s (End used to jump once and then never follow again). The three ways
+    back at the full size; at the small one, a page (the layout is what differs there: 9 s, not 27)."""
     script = tmp_path / "printers.py"
     script.write_text(PRINTERS)
     track = [sys.executable, "-m", "gputop_tracker", "--", sys.executable, str(script)]
@@ -48,7 +49,7 @@ def test_scroll_back_and_end_while_four_workers_print(tmp_path: Path, size: tupl
         wait_for(session, r"processes 5\b", 30)
         wait_for(session, r"\[rank \d\] step [1-9]\d", 20)  # some lines to scroll back over
         keys(session, "Tab")  # the first Tab reaches the output pane
-        for back in (["Up"], ["PageUp"], ["Up", "Up", "Up"]):
+        for back in (["Up"], ["PageUp"], ["Up", "Up", "Up"]) if size[0] >= 160 else (["PageUp"],):
             keys(session, *back)
             wait_for(session, r"scrolled back — End to follow, \d+ new lines?", 5)
             time.sleep(1.0)
