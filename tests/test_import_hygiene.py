@@ -277,7 +277,8 @@ LAYERS: dict[str, set[str]] = {
     "core.store": {"core.model"},
     "core.report": {"core.model", "core.gpu", "core.store"},
     "core.summary": {"core.model", "core.gpu", "core.report", "core.proc"},
-    "core.blocks": {"core.model", "core.gpu", "core.summary", "core.proc"},
+    # the probe's place: its rules (standard library only) are the probe's own, not written twice
+    "core.blocks": {"core.model", "core.gpu", "core.summary", "core.proc", "_probe"},
     "core.sampling": {"core.model", "core.gpu", "core.proc", "core.store", "core.summary", "core.blocks"},
     "core.integrations": CORE - {"core.blocks"},
     "console": {"core.model"},

@@ -19,9 +19,7 @@ def cache_self(probe):
     tag = sys.implementation.cache_tag
     if not tag or here != os.path.join(os.path.dirname(path), "__pycache__", "sitecustomize.%s.pyc" % tag):
         return  # no caching, or the import system looks elsewhere (PYTHONPYCACHEPREFIX, -O): not ours to write
-    st = os.stat(path)
-    head = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + b"\0\0\0\0"
-    head += ((int(st.st_mtime) & 0xFFFFFFFF) | (st.st_size & 0xFFFFFFFF) << 32).to_bytes(8, "little")
+    head = header(path)
     try:
         with open(here, "rb") as f:
             if f.read(16) == head:
@@ -29,6 +27,14 @@ def cache_self(probe):
     except OSError:
         pass
     keep(path, here, head)
+
+
+def header(path):
+    """The header a current timestamp bytecode of `path` starts with, as the import system checks it: magic,
+    flags 0, the source's mtime and size (also gputop-track's check of what it wrote, `core.blocks.probe`)."""
+    st = os.stat(path)
+    stamp = (int(st.st_mtime) & 0xFFFFFFFF) | (st.st_size & 0xFFFFFFFF) << 32
+    return sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + b"\0\0\0\0" + stamp.to_bytes(8, "little")
 
 
 def keep(path, cached, head):

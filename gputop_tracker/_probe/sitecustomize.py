@@ -398,14 +398,18 @@ def _cache_self():
     """This file's own bytecode, where the interpreter writes none (PYTHONDONTWRITEBYTECODE, -B) and the import
     system compiled this file (its docstring is here: ours has none), or found an older one: written once now by
     the bytecode writer, so that no later start compiles (a process's first compile costs some 5 ms)."""
-    if sys.flags.dont_write_bytecode and __doc__ is not None and not sys.flags.optimize:  # -O: not ours to write
-        cache = os.path.join(_DIR, "__pycache__")
-        if (
-            os.access(cache, os.W_OK)
-            if os.path.isdir(cache)
-            else not os.path.exists(cache) and os.access(_DIR, os.W_OK)
-        ):
-            _cold("gputop_probe_cache")["cache_self"](globals())  # else nowhere to keep it: not even loaded
+    # -O: not ours to write; nowhere to keep it: the writer not even loaded
+    if sys.flags.dont_write_bytecode and __doc__ is not None and not sys.flags.optimize and can_keep_bytecode(_DIR):
+        _cold("gputop_probe_cache")["cache_self"](globals())
+
+
+def can_keep_bytecode(directory):
+    """Whether bytecode can be kept in `directory`'s __pycache__ (also gputop-track's test of the package's own
+    directory, which else gets a private copy: `core.blocks.probe.probe_dir`)."""
+    cache = os.path.join(directory, "__pycache__")
+    if os.path.isdir(cache):
+        return os.access(cache, os.W_OK)
+    return not os.path.lexists(cache) and os.access(directory, os.W_OK)
 
 
 def _chain():

@@ -51,12 +51,9 @@ def probe_dir() -> str:
     it, else a private copy in this user's cache directory (one per content of the probe's files), so that a Python
     of another version than the tool's compiles the probe once, not at every start (in a read-only install, such as
     a cluster's shared software tree: 7-10 ms a Python process). The package's own where no copy can be made."""
-    cache = os.path.join(PROBE_DIR, "__pycache__")
-    if (
-        os.access(cache, os.W_OK)
-        if os.path.isdir(cache)
-        else not os.path.lexists(cache) and os.access(PROBE_DIR, os.W_OK)
-    ):
+    from gputop_tracker._probe.sitecustomize import can_keep_bytecode
+
+    if can_keep_bytecode(PROBE_DIR):
         return PROBE_DIR
     try:
         return _private_copy()
@@ -167,7 +164,8 @@ def _ours(entry: str) -> bool:
         return True
     from gputop_tracker.core.model.paths import cache_dir
 
-    return os.path.dirname(path) in (os.path.abspath(cache_dir() / COPIES), os.path.realpath(cache_dir() / COPIES))
+    copies = cache_dir() / COPIES
+    return os.path.dirname(path) in (os.path.abspath(copies), os.path.realpath(copies))
 
 
 NO_SITE = "-S (no site import)"  # python_without_probe's reason for -S
@@ -224,17 +222,16 @@ def _compiled(directory: str = PROBE_DIR) -> None:
 def _current(source: str, cached: str) -> bool:
     """Whether `cached` is the bytecode we write for `source`, which the import system loads: its header (magic,
     flags 0, the source's mtime and size), its whole code, and no docstring."""
-    import importlib.util
     import marshal
+
+    from gputop_tracker._probe.gputop_probe_cache import header
 
     try:
         with open(cached, "rb") as f:
             data = f.read()
-        st = os.stat(source)
+        if data[:16] != header(source):
+            return False
     except OSError:
-        return False
-    stamp = (int(st.st_mtime) & 0xFFFFFFFF) | (st.st_size & 0xFFFFFFFF) << 32
-    if data[:16] != importlib.util.MAGIC_NUMBER + b"\0\0\0\0" + stamp.to_bytes(8, "little"):
         return False
     try:
         code = marshal.loads(data[16:])
